@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dyad needs to build and test (run as root, or with sudo).
+# Build: a C compiler, CMake, Ninja, pkg-config. Libraries: PCRE2 (tokenizer pre-splitting
+# regexes), xxHash (KV block hashes), cmocka (unit tests). Tests also use xz-utils (one
+# reference model is stored compressed) and clang (the libFuzzer targets).
+set -euo pipefail
+pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev libcmocka-dev
+      xz-utils)
+[ "${DYAD_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds dyad twice — optimised, and with AddressSanitizer + UBSan — and runs the whole test
+# suite (ctest) on both. This is the README's test command and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build >/dev/null
+ctest --test-dir build --output-on-failure -j "$jobs"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDYAD_SANITIZE=ON >/dev/null
+ninja -C build-asan >/dev/null
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"

@@ -1,0 +1,360 @@
+/* cmd_bench.c — `dyad bench engine`: what each phase costs on this machine. For each model:
+ * prefill time per prompt token, decode time per generated token at several contexts, decode
+ * step time against batch size (with a least-squares fit t = a + b·B), and the roofline
+ * measured in the same run (read bandwidth, FMA peak). Every figure is the minimum of --reps
+ * repetitions. This is a benchmark: it prints figures, it asserts nothing. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/roofline.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char bench_usage[] =
+    "usage: dyad bench engine [options]\n"
+    "  --model PATH      a model to measure (repeatable; default: the bundled stories260K)\n"
+    "  --tokenizer PATH  llama2.c tokenizer for checkpoints (not needed: ids are synthetic)\n"
+    "  --threads N       engine threads (default 2)\n"
+    "  --reps N          repetitions per figure; the minimum is reported (default 3)\n"
+    "  --quick           fewer points (P ≤ 128, B ≤ 16) for smoke tests\n"
+    "  --json            one JSON object per model on stdout instead of the report\n"
+    "Models whose context is shorter than the largest measured position are run with the\n"
+    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n";
+
+#define N_PREFILL 6
+#define N_DECODE 4
+#define N_BATCH 7
+static const int prefill_p[N_PREFILL] = {1, 4, 16, 64, 128, 512};
+static const int decode_ctx[N_DECODE] = {16, 64, 128, 512};
+static const int batch_b[N_BATCH] = {1, 2, 4, 8, 16, 32, 64};
+#define BATCH_CTX 64 /* every sequence of the batch test has this many positions before it */
+
+typedef struct {
+    int threads, reps;
+    bool json, quick;
+    const char *models[16];
+    int n_models;
+} bench_opts;
+
+typedef struct {
+    double prefill_ms[N_PREFILL];
+    double decode_ms[N_DECODE];
+    double batch_ms[N_BATCH];
+    double fit_a, fit_b, fit_r2;
+    int ctx_used;
+} results;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct {
+    dy_model *m;
+    dy_kv_pool *kv;
+    dy_engine *e;
+    int32_t *tokens;  /* synthetic prompt ids */
+    int32_t *blocks;  /* the long sequence's block table */
+    int n_blocks;
+    float *logits;
+    char err[512];
+} bench_ctx;
+
+/* Runs one step `reps` times and returns the fastest, in ms (-1 on error). */
+static double time_step(bench_ctx *b, const dy_span *spans, int n, int reps)
+{
+    double best = -1;
+    for (int r = 0; r < reps; r++) {
+        double t0 = now_ms();
+        if (dy_engine_step(b->e, spans, n, b->logits, b->err, sizeof b->err) != 0)
+            return -1;
+        double t = now_ms() - t0;
+        if (best < 0 || t < best)
+            best = t;
+    }
+    return best;
+}
+
+static int prefill_to(bench_ctx *b, int len)
+{
+    int chunk = dy_engine_max_step_tokens(b->e);
+    for (int p = 0; p < len; p += chunk) {
+        int n = len - p < chunk ? len - p : chunk;
+        dy_span s = {b->tokens + p, n, p, b->blocks, b->n_blocks, 1};
+        if (dy_engine_step(b->e, &s, 1, b->logits, b->err, sizeof b->err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* B sequences share the first BATCH_CTX positions (the long sequence's blocks) and each
+ * decodes its own next token into a private block, as n samples of one prompt would. */
+static double time_batch(bench_ctx *b, int B, int reps)
+{
+    const int bs = b->kv->block_size, shared = BATCH_CTX / bs;
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)B * (shared + 1));
+    dy_span *spans = malloc(sizeof *spans * (size_t)B);
+    double t = -1;
+    if (!tables || !spans)
+        goto out;
+    for (int i = 0; i < B; i++) {
+        int32_t *tb = tables + (size_t)i * (shared + 1);
+        memcpy(tb, b->blocks, sizeof(int32_t) * shared);
+        tb[shared] = b->blocks[b->n_blocks - 1 - i]; /* private blocks from the far end */
+        spans[i] = (dy_span){b->tokens + i, 1, BATCH_CTX, tb, shared + 1, 1};
+    }
+    t = time_step(b, spans, B, reps);
+out:
+    free(tables);
+    free(spans);
+    return t;
+}
+
+static void fit_line(const int *x, const double *y, int n, double *a, double *b, double *r2)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < n; i++) {
+        sx += x[i];
+        sy += y[i];
+        sxx += (double)x[i] * x[i];
+        sxy += x[i] * y[i];
+    }
+    *b = (n * sxy - sx * sy) / (n * sxx - sx * sx);
+    *a = (sy - *b * sx) / n;
+    double mean = sy / n, ss_tot = 0, ss_res = 0;
+    for (int i = 0; i < n; i++) {
+        double f = *a + *b * x[i];
+        ss_res += (y[i] - f) * (y[i] - f);
+        ss_tot += (y[i] - mean) * (y[i] - mean);
+    }
+    *r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
+}
+
+static int measure(bench_ctx *b, const bench_opts *o, results *r)
+{
+    int np = o->quick ? 5 : N_PREFILL, nd = o->quick ? 3 : N_DECODE, nb = o->quick ? 5 : N_BATCH;
+    for (int i = 0; i < N_PREFILL; i++)
+        r->prefill_ms[i] = r->decode_ms[i < N_DECODE ? i : 0] = -1;
+    for (int i = 0; i < N_BATCH; i++)
+        r->batch_ms[i] = -1;
+    for (int i = 0; i < np; i++) {
+        dy_span s = {b->tokens, prefill_p[i], 0, b->blocks, b->n_blocks, 1};
+        if ((r->prefill_ms[i] = time_step(b, &s, 1, o->reps)) < 0)
+            return -1;
+    }
+    for (int i = 0; i < nd; i++) {
+        if (prefill_to(b, decode_ctx[i]) != 0)
+            return -1;
+        dy_span s = {b->tokens + decode_ctx[i], 1, decode_ctx[i], b->blocks, b->n_blocks, 1};
+        if ((r->decode_ms[i] = time_step(b, &s, 1, o->reps)) < 0)
+            return -1;
+    }
+    if (prefill_to(b, BATCH_CTX) != 0)
+        return -1;
+    for (int i = 0; i < nb; i++)
+        if ((r->batch_ms[i] = time_batch(b, batch_b[i], o->reps)) < 0)
+            return -1;
+    fit_line(batch_b, r->batch_ms, nb, &r->fit_a, &r->fit_b, &r->fit_r2);
+    return 0;
+}
+
+/* Flops of a P-token prefill step: every matrix on every token, the output on one. */
+static double prefill_flops(const dy_model *m, int P)
+{
+    double per_token = 0;
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        const dy_layer *ly = &m->layers[l];
+        const dy_mat *w[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->w_gate, &ly->w_down,
+                              &ly->w_up};
+        for (int i = 0; i < 7; i++)
+            per_token += 2.0 * (double)w[i]->rows * (double)w[i]->cols;
+    }
+    return per_token * P + 2.0 * (double)m->output.rows * (double)m->output.cols;
+}
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+typedef struct {
+    double bw_gbps, fma_gflops;
+} machine;
+
+static void print_report(const bench_opts *o, const dy_model *m, const results *r,
+                         const machine *mc, dy_simd simd)
+{
+    double wbytes = (double)dy_model_weight_bytes(m);
+    double ceiling = mc->bw_gbps * 1e9 / wbytes;
+    double dec_tps = 1e3 / r->decode_ms[0];
+    int big = r->prefill_ms[N_PREFILL - 1] > 0 ? N_PREFILL - 1 : N_PREFILL - 2;
+    double gflops = prefill_flops(m, prefill_p[big]) / (r->prefill_ms[big] * 1e6);
+    double ratio = r->decode_ms[2] > 0 ? r->decode_ms[2] / (r->prefill_ms[4] / 128) : -1;
+    if (o->json) {
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"kernels\":\"%s\",\"reps\":%d,"
+               "\"context\":%d,\"prefill\":[", base_name(m->path),
+               dy_type_name(dy_model_weight_type(m)), o->threads, dy_simd_name(simd), o->reps,
+               r->ctx_used);
+        for (int i = 0, k = 0; i < N_PREFILL; i++)
+            if (r->prefill_ms[i] > 0)
+                printf("%s{\"p\":%d,\"ms\":%.4f,\"us_per_token\":%.3f}", k++ ? "," : "",
+                       prefill_p[i], r->prefill_ms[i], r->prefill_ms[i] * 1e3 / prefill_p[i]);
+        printf("],\"decode\":[");
+        for (int i = 0, k = 0; i < N_DECODE; i++)
+            if (r->decode_ms[i] > 0)
+                printf("%s{\"context\":%d,\"ms_per_token\":%.4f}", k++ ? "," : "", decode_ctx[i],
+                       r->decode_ms[i]);
+        printf("],\"read_write_ratio\":%.3f,\"batch\":[", ratio);
+        for (int i = 0, k = 0; i < N_BATCH; i++)
+            if (r->batch_ms[i] > 0)
+                printf("%s{\"b\":%d,\"ms\":%.4f,\"tokens_per_s\":%.1f}", k++ ? "," : "",
+                       batch_b[i], r->batch_ms[i], batch_b[i] * 1e3 / r->batch_ms[i]);
+        printf("],\"fit_a_ms\":%.4f,\"fit_b_ms\":%.4f,\"fit_r2\":%.4f,\"weight_bytes\":%.0f,"
+               "\"bandwidth_gbps\":%.2f,\"decode_ceiling_tokens_per_s\":%.1f,"
+               "\"decode_tokens_per_s\":%.1f,\"prefill_gflops\":%.2f,\"fma_peak_gflops\":%.1f}\n",
+               r->fit_a, r->fit_b, r->fit_r2, wbytes, mc->bw_gbps, ceiling, dec_tps, gflops,
+               mc->fma_gflops);
+        return;
+    }
+    printf("\n== %s (%s weights, %.1f MB read per decode step), %d threads, %s kernels, "
+           "min of %d reps, context %d\n", base_name(m->path),
+           dy_type_name(dy_model_weight_type(m)), wbytes / 1e6, o->threads, dy_simd_name(simd),
+           o->reps, r->ctx_used);
+    printf("prefill:  P     ms      us/token  tokens/s\n");
+    for (int i = 0; i < N_PREFILL; i++)
+        if (r->prefill_ms[i] > 0)
+            printf("          %-4d  %-7.3f %-9.2f %.1f\n", prefill_p[i], r->prefill_ms[i],
+                   r->prefill_ms[i] * 1e3 / prefill_p[i], prefill_p[i] * 1e3 / r->prefill_ms[i]);
+    printf("decode:   ctx   ms/token  tokens/s\n");
+    for (int i = 0; i < N_DECODE; i++)
+        if (r->decode_ms[i] > 0)
+            printf("          %-4d  %-9.3f %.1f\n", decode_ctx[i], r->decode_ms[i],
+                   1e3 / r->decode_ms[i]);
+    if (ratio > 0)
+        printf("a generated token costs %.1f× a prompt token (decode at ctx 128 / prefill P=128)\n",
+               ratio);
+    printf("batch:    B     ms/step   tokens/s   (decode at context %d)\n", BATCH_CTX);
+    for (int i = 0; i < N_BATCH; i++)
+        if (r->batch_ms[i] > 0)
+            printf("          %-4d  %-9.3f %.1f\n", batch_b[i], r->batch_ms[i],
+                   batch_b[i] * 1e3 / r->batch_ms[i]);
+    printf("fit:      t = %.3f + %.4f·B ms, R² = %.4f\n", r->fit_a, r->fit_b, r->fit_r2);
+    printf("roofline: read %.1f GB/s → decode ceiling %.1f tokens/s; achieved %.1f (%.0f%%)\n",
+           mc->bw_gbps, ceiling, dec_tps, 100 * dec_tps / ceiling);
+    printf("          prefill P=%d: %.1f GFLOP/s of %.1f FMA peak (%.0f%%)\n", prefill_p[big],
+           gflops, mc->fma_gflops, 100 * gflops / mc->fma_gflops);
+}
+
+static int bench_model(const char *path, const bench_opts *o, const machine *mc)
+{
+    bench_ctx b = {0};
+    results r = {0};
+    int rc = 1;
+    if (!(b.m = dy_model_load(path, NULL, b.err, sizeof b.err)))
+        goto out;
+    int need = (o->quick ? 128 : 512) + 16;
+    r.ctx_used = b.m->hp.ctx_len < need ? 1024 : b.m->hp.ctx_len;
+    b.m->hp.ctx_len = r.ctx_used;
+    const int bs = 16;
+    b.n_blocks = (r.ctx_used + bs - 1) / bs + 64; /* the long sequence + 64 private blocks */
+    b.kv = dy_kv_pool_new(b.n_blocks, bs, b.m->hp.n_layers, b.m->hp.n_kv_heads * b.m->hp.head_dim);
+    b.blocks = malloc(sizeof(int32_t) * (size_t)b.n_blocks);
+    b.tokens = malloc(sizeof(int32_t) * (size_t)r.ctx_used);
+    b.logits = malloc(sizeof(float) * (size_t)b.m->hp.vocab_size * 64);
+    if (!b.kv || !b.blocks || !b.tokens || !b.logits) {
+        snprintf(b.err, sizeof b.err, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < b.n_blocks; i++)
+        b.blocks[i] = dy_kv_alloc(b.kv);
+    for (int i = 0; i < r.ctx_used; i++)
+        b.tokens[i] = (int32_t)((i * 7919u + 13) % (unsigned)b.m->hp.vocab_size);
+    if (!(b.e = dy_engine_new(b.m, b.kv, o->threads, 512, b.err, sizeof b.err)))
+        goto out;
+    if (measure(&b, o, &r) != 0)
+        goto out;
+    print_report(o, b.m, &r, mc, dy_engine_simd(b.e));
+    fflush(stdout);
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "dyad bench engine: %s\n", b.err);
+    dy_engine_free(b.e);
+    dy_kv_pool_free(b.kv);
+    dy_model_free(b.m);
+    free(b.blocks);
+    free(b.tokens);
+    free(b.logits);
+    return rc;
+}
+
+static int bench_engine(int argc, char **argv)
+{
+    bench_opts o = {.threads = 2, .reps = 3};
+    const char *v;
+    bool bad = false;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(bench_usage, stdout);
+            return 0;
+        } else if (arg_take("bench engine", argc, argv, &i, "--model", &v, &bad)) {
+            if (o.n_models == 16) {
+                fprintf(stderr, "dyad bench engine: at most 16 models\n");
+                return 2;
+            }
+            o.models[o.n_models++] = v;
+        } else if (arg_take("bench engine", argc, argv, &i, "--tokenizer", &v, &bad)) {
+            /* accepted for symmetry with `dyad run`; token ids are synthetic here */
+        } else if (arg_take("bench engine", argc, argv, &i, "--threads", &v, &bad))
+            bad = !arg_int("bench engine", "--threads", v, 1, 256, &o.threads);
+        else if (arg_take("bench engine", argc, argv, &i, "--reps", &v, &bad))
+            bad = !arg_int("bench engine", "--reps", v, 1, 1000, &o.reps);
+        else if (!strcmp(argv[i], "--json"))
+            o.json = true;
+        else if (!strcmp(argv[i], "--quick"))
+            o.quick = true;
+        else if (!bad) {
+            fprintf(stderr, "dyad bench engine: unknown option '%s'\n", argv[i]);
+            bad = true;
+        }
+    }
+    if (bad)
+        return 2;
+    char def[4096];
+    if (o.n_models == 0) {
+        snprintf(def, sizeof def, "%s/stories260K.bin", dyad_model_dir());
+        o.models[o.n_models++] = def;
+    }
+    dy_pool *pool = dy_pool_new(o.threads);
+    if (!pool) {
+        fprintf(stderr, "dyad bench engine: cannot start %d threads\n", o.threads);
+        return 1;
+    }
+    machine mc;
+    mc.bw_gbps = dy_measure_read_gbps(pool, o.quick ? (64u << 20) : (1u << 30), o.reps);
+    mc.fma_gflops = dy_measure_fma_gflops(pool, dy_simd_detect(), o.reps);
+    dy_pool_free(pool);
+    if (!o.json)
+        printf("machine: read bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%d threads)\n",
+               mc.bw_gbps, mc.fma_gflops, o.threads);
+    int rc = 0;
+    for (int i = 0; i < o.n_models; i++)
+        rc |= bench_model(o.models[i], &o, &mc);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "engine"))
+        return bench_engine(argc - 1, argv + 1);
+    fprintf(stderr, "usage: dyad bench engine [options]   (see dyad bench engine --help)\n");
+    return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
+}

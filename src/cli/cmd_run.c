@@ -1,0 +1,271 @@
+/* cmd_run.c — `dyad run`: one prompt, one sequence, text streamed to stdout and timings to
+ * stderr. The prompt is prefilled in chunks (one step each), then tokens are decoded one
+ * step at a time. Like llama2.c's run.c, the prompt's own text is echoed first. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/stop.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char run_usage[] =
+    "usage: dyad run [options]\n"
+    "  --model PATH        GGUF file or llama2.c checkpoint (default: the bundled stories260K)\n"
+    "  --tokenizer PATH    llama2.c tokenizer.bin (default for the bundled model: tok512.bin;\n"
+    "                      GGUF files use the vocabulary inside them)\n"
+    "  --prompt TEXT       the prompt (default: empty, i.e. start from BOS)\n"
+    "  --max-tokens N      tokens to generate after the prompt (default 256)\n"
+    "  --temperature T     0 = greedy (default 1.0)\n"
+    "  --top-p P           nucleus sampling (default 0.9)\n"
+    "  --top-k K           keep the K most likely tokens (default 0 = off)\n"
+    "  --min-p P           drop tokens below P × the best probability (default 0 = off)\n"
+    "  --seed S            random seed (default: from the clock)\n"
+    "  --stop TEXT         stop when TEXT appears (repeatable, up to 8)\n"
+    "  --threads N         engine threads (default 2)\n"
+    "  --chunk N           prefill chunk size in tokens (default 512)\n"
+    "  --no-echo           do not print the prompt\n"
+    "Generation ends at --max-tokens, the end of the model's context, an end-of-generation\n"
+    "token (EOS, or BOS, which llama2.c models emit to start a new text) or a stop string.\n"
+    "stdout gets the text; stderr gets prompt tokens, prefill ms, decode ms/token, tokens/s.\n";
+
+typedef struct {
+    const char *model, *tokenizer, *prompt;
+    int max_tokens, threads, chunk;
+    bool echo;
+    dy_sampling sampling;
+    const char *stops[DY_MAX_STOPS];
+    int n_stops;
+} run_opts;
+
+static int parse(int argc, char **argv, run_opts *o)
+{
+    const char *v;
+    bool bad = false, seeded = false;
+    *o = (run_opts){.prompt = "", .max_tokens = 256, .threads = 2, .chunk = 512, .echo = true};
+    o->sampling = dy_sampling_default();
+    o->sampling.top_p = 0.9f;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(run_usage, stdout);
+            return 0;
+        } else if (arg_take("run", argc, argv, &i, "--model", &v, &bad)) o->model = v;
+        else if (arg_take("run", argc, argv, &i, "--tokenizer", &v, &bad)) o->tokenizer = v;
+        else if (arg_take("run", argc, argv, &i, "--prompt", &v, &bad)) o->prompt = v;
+        else if (arg_take("run", argc, argv, &i, "--max-tokens", &v, &bad))
+            bad = !arg_int("run", "--max-tokens", v, 0, 1 << 22, &o->max_tokens);
+        else if (arg_take("run", argc, argv, &i, "--threads", &v, &bad))
+            bad = !arg_int("run", "--threads", v, 1, 256, &o->threads);
+        else if (arg_take("run", argc, argv, &i, "--chunk", &v, &bad))
+            bad = !arg_int("run", "--chunk", v, 1, 65536, &o->chunk);
+        else if (arg_take("run", argc, argv, &i, "--temperature", &v, &bad))
+            bad = !arg_float("run", "--temperature", v, 0, 100, &o->sampling.temperature);
+        else if (arg_take("run", argc, argv, &i, "--top-p", &v, &bad))
+            bad = !arg_float("run", "--top-p", v, 1e-6, 1, &o->sampling.top_p);
+        else if (arg_take("run", argc, argv, &i, "--min-p", &v, &bad))
+            bad = !arg_float("run", "--min-p", v, 0, 1, &o->sampling.min_p);
+        else if (arg_take("run", argc, argv, &i, "--top-k", &v, &bad))
+            bad = !arg_int("run", "--top-k", v, 0, 1 << 22, &o->sampling.top_k);
+        else if (arg_take("run", argc, argv, &i, "--seed", &v, &bad))
+            bad = !(seeded = arg_u64("run", "--seed", v, &o->sampling.seed));
+        else if (arg_take("run", argc, argv, &i, "--stop", &v, &bad)) {
+            if (o->n_stops == DY_MAX_STOPS) {
+                fprintf(stderr, "dyad run: at most %d --stop strings\n", DY_MAX_STOPS);
+                bad = true;
+            } else
+                o->stops[o->n_stops++] = v;
+        } else if (!strcmp(argv[i], "--no-echo"))
+            o->echo = false;
+        else if (!bad) {
+            fprintf(stderr, "dyad run: unknown option '%s' (see dyad run --help)\n", argv[i]);
+            bad = true;
+        }
+    }
+    if (!seeded)
+        o->sampling.seed = (uint64_t)time(NULL);
+    return bad ? 2 : -1;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Everything one generation needs, freed together. */
+typedef struct {
+    dy_model *model;
+    dy_kv_pool *kv;
+    dy_engine *engine;
+    dy_sampler *sampler;
+    int32_t *blocks, *prompt;
+    float *logits;
+    dy_stop stop;
+} run_state;
+
+static void run_state_free(run_state *s)
+{
+    dy_engine_free(s->engine);
+    dy_kv_pool_free(s->kv);
+    dy_sampler_free(s->sampler);
+    dy_model_free(s->model);
+    free(s->blocks);
+    free(s->prompt);
+    free(s->logits);
+    dy_stop_free(&s->stop);
+}
+
+static int tokenize_prompt(run_state *s, const char *text, int *n)
+{
+    const dy_tokenizer *tok = s->model->tok;
+    bool bos = dy_tokenizer_add_bos(tok);
+    int need = dy_tokenize(tok, text, strlen(text), bos, false, NULL, 0);
+    if (need < 0)
+        return -1;
+    s->prompt = malloc(sizeof(int32_t) * (size_t)(need + 1));
+    if (!s->prompt || dy_tokenize(tok, text, strlen(text), bos, false, s->prompt, need) != need)
+        return -1;
+    if (need == 0) /* an empty prompt with no BOS still needs one token to start from */
+        s->prompt[need++] = dy_tokenizer_bos(tok) >= 0 ? dy_tokenizer_bos(tok) : 0;
+    *n = need;
+    return 0;
+}
+
+/* One sequence of up to `len` positions gets the blocks it needs, in pool order. */
+static int setup(run_state *s, const run_opts *o, int n_prompt, char *err, size_t errlen)
+{
+    const int bs = 16, len = s->model->hp.ctx_len;
+    int n_blocks = (len + bs - 1) / bs;
+    s->kv = dy_kv_pool_new(n_blocks, bs, s->model->hp.n_layers,
+                           s->model->hp.n_kv_heads * s->model->hp.head_dim);
+    s->blocks = malloc(sizeof(int32_t) * (size_t)n_blocks);
+    s->sampler = dy_sampler_new(s->model->hp.vocab_size);
+    s->logits = malloc(sizeof(float) * (size_t)s->model->hp.vocab_size);
+    if (!s->kv || !s->blocks || !s->sampler || !s->logits) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < n_blocks; i++)
+        s->blocks[i] = dy_kv_alloc(s->kv);
+    int chunk = o->chunk < n_prompt ? o->chunk : n_prompt;
+    s->engine = dy_engine_new(s->model, s->kv, o->threads, chunk, err, errlen);
+    return s->engine ? 0 : -1;
+}
+
+static void emit(const char *text, size_t len)
+{
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
+static void emit_token(run_state *s, int32_t prev, int32_t tok)
+{
+    char piece[256];
+    int n = dy_token_to_piece(s->model->tok, prev, tok, piece, sizeof piece);
+    const char *out;
+    size_t out_len;
+    dy_stop_feed(&s->stop, piece, (size_t)(n < (int)sizeof piece ? n : (int)sizeof piece), &out,
+                 &out_len);
+    emit(out, out_len);
+}
+
+static bool ends_generation(const dy_tokenizer *tok, int32_t id)
+{
+    return dy_tokenizer_is_eog(tok, id) || id == dy_tokenizer_bos(tok);
+}
+
+static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, size_t errlen)
+{
+    const int ctx = s->model->hp.ctx_len;
+    dy_rng rng;
+    dy_rng_seed(&rng, o->sampling.seed, 0);
+    if (o->echo)
+        for (int i = 1; i < n_prompt; i++)
+            emit_token(s, s->prompt[i - 1], s->prompt[i]);
+
+    double t0 = now_ms();
+    int chunk = dy_engine_max_step_tokens(s->engine);
+    for (int p = 0; p < n_prompt; p += chunk) {
+        int n = n_prompt - p < chunk ? n_prompt - p : chunk;
+        dy_span sp = {s->prompt + p, n, p, s->blocks, (ctx + 15) / 16, p + n == n_prompt};
+        if (dy_engine_step(s->engine, &sp, 1, s->logits, err, errlen) != 0)
+            return -1;
+    }
+    double t1 = now_ms();
+    int generated = 0, pos = n_prompt;
+    int32_t prev = s->prompt[n_prompt - 1];
+    while (generated < o->max_tokens) {
+        int32_t next = dy_sample(s->sampler, &o->sampling, &rng, s->logits);
+        generated++;
+        if (ends_generation(s->model->tok, next))
+            break;
+        emit_token(s, prev, next);
+        if (s->stop.stopped || generated == o->max_tokens || pos == ctx)
+            break;
+        dy_span sp = {&next, 1, pos, s->blocks, (ctx + 15) / 16, 1};
+        if (dy_engine_step(s->engine, &sp, 1, s->logits, err, errlen) != 0)
+            return -1;
+        prev = next;
+        pos++;
+    }
+    const char *out;
+    size_t out_len;
+    dy_stop_flush(&s->stop, &out, &out_len);
+    emit(out, out_len);
+    emit("\n", 1);
+    double t2 = now_ms();
+    int decoded = generated > 1 ? generated - 1 : 0; /* steps after the prefill */
+    fprintf(stderr, "prompt tokens: %d, prefill: %.2f ms (%.1f tokens/s), generated: %d, "
+            "decode: %.3f ms/token (%.1f tokens/s), threads: %d, kernels: %s\n",
+            n_prompt, t1 - t0, n_prompt / ((t1 - t0) / 1e3), generated,
+            decoded ? (t2 - t1) / decoded : 0.0, decoded ? decoded / ((t2 - t1) / 1e3) : 0.0,
+            dy_engine_threads(s->engine), dy_simd_name(dy_engine_simd(s->engine)));
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    run_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char default_model[4096], default_tok[4096], err[1024] = "";
+    if (!o.model) {
+        snprintf(default_model, sizeof default_model, "%s/stories260K.bin", dyad_model_dir());
+        snprintf(default_tok, sizeof default_tok, "%s/tok512.bin", dyad_model_dir());
+        o.model = default_model;
+        if (!o.tokenizer)
+            o.tokenizer = default_tok;
+    }
+    run_state s = {0};
+    int n_prompt = 0;
+    if (!(s.model = dy_model_load(o.model, o.tokenizer, err, sizeof err))) {
+        fprintf(stderr, "dyad run: %s\n", err);
+        return 1;
+    }
+    if (!s.model->tok) {
+        fprintf(stderr, "dyad run: %s has no tokenizer; pass --tokenizer tokenizer.bin\n", o.model);
+        run_state_free(&s);
+        return 1;
+    }
+    rc = 1;
+    if (!dy_stop_init(&s.stop, o.stops, o.n_stops))
+        fprintf(stderr, "dyad run: out of memory\n");
+    else if (tokenize_prompt(&s, o.prompt, &n_prompt) != 0)
+        fprintf(stderr, "dyad run: the prompt could not be tokenized\n");
+    else if (n_prompt > s.model->hp.ctx_len)
+        fprintf(stderr, "dyad run: the prompt has %d tokens, more than the model's context of %d\n",
+                n_prompt, s.model->hp.ctx_len);
+    else if (setup(&s, &o, n_prompt, err, sizeof err) != 0 ||
+             generate(&s, &o, n_prompt, err, sizeof err) != 0)
+        fprintf(stderr, "dyad run: %s\n", err);
+    else
+        rc = 0;
+    run_state_free(&s);
+    return rc;
+}

@@ -1,0 +1,15 @@
+/* commands.h — the `dyad` subcommands. Each takes the arguments after its own name
+ * (argv[0] is the subcommand) and returns the process exit status: 0 on success, 1 on a
+ * runtime failure (bad file, ...), 2 on a usage error. */
+#ifndef DYAD_COMMANDS_H
+#define DYAD_COMMANDS_H
+
+int cmd_run(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_gen_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* The directory holding the bundled models (DYAD_MODEL_DIR, else the source tree's models/). */
+const char *dyad_model_dir(void);
+
+#endif

@@ -1,0 +1,43 @@
+/* main.c — `dyad`: dispatches to a subcommand. */
+#include "cli/commands.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: dyad COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  run        generate text from a prompt on this machine (default: the bundled model)\n"
+    "  convert    llama2.c checkpoint or GGUF to GGUF, optionally re-quantized\n"
+    "  gen-model  write a random-weight llama model (15m, 110m, 1b shapes) as GGUF\n"
+    "  bench      benchmarks (`dyad bench engine`)\n"
+    "\n"
+    "`dyad COMMAND --help` describes each command's options.\n";
+
+const char *dyad_model_dir(void)
+{
+    const char *d = getenv("DYAD_MODEL_DIR");
+    return d && *d ? d : DYAD_SOURCE_DIR "/models";
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+        !strcmp(argv[1], "help")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert"))
+        return cmd_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "gen-model"))
+        return cmd_gen_model(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench"))
+        return cmd_bench(argc - 1, argv + 1);
+    fprintf(stderr, "dyad: unknown command '%s'\n\n%s", cmd, usage);
+    return 2;
+}

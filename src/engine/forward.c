@@ -1,0 +1,446 @@
+/* forward.c — the llama forward pass over a step of spans (see forward.h). Read top to
+ * bottom: per-token bookkeeping, the parallel phases (matrix products, attention), then
+ * dy_engine_step, which is the whole transformer in one screen. */
+#include "engine/forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Where each token of the step lives: its sequence's block table and its position. */
+typedef struct {
+    const int32_t *blocks;
+    int pos;
+} tok_slot;
+
+struct dy_engine {
+    const dy_model *m;
+    dy_kv_pool *kv;
+    dy_pool *pool;
+    dy_simd simd;
+    int max_tokens;
+    /* Scratch, sized for max_tokens tokens. */
+    float *x;      /* residual stream  [T][dim] */
+    float *xb;     /* normed input     [T][max(dim, q_dim)] */
+    float *q;      /* queries          [T][q_dim] */
+    float *k, *v;  /* new keys, values [T][kv_dim] */
+    float *att;    /* attention output [T][q_dim] */
+    float *hg, *hu;/* FFN gate and up  [T][hidden] */
+    float *scores; /* per thread       [ctx_len] */
+    void *act[2];  /* converted activations, two formats at most per phase */
+    size_t act_cap;
+    float *inv_freq; /* RoPE: n_rot / 2 frequencies */
+    tok_slot *slots;
+};
+
+/* ---------------------------------------------------------------- small kernels */
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, float eps)
+{
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    ss = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++)
+        out[i] = w[i] * (ss * x[i]);
+}
+
+/* Rotates the first n_rot dimensions of each head in adjacent pairs (x[2i], x[2i+1]): the
+ * layout of llama2.c checkpoints and of GGUF llama files. */
+static void rope(float *x, int n_heads, int head_dim, int n_rot, const float *inv_freq, int pos)
+{
+    for (int i = 0; i < n_rot; i += 2) {
+        float val = (float)pos * inv_freq[i / 2];
+        float c = cosf(val), s = sinf(val);
+        for (int h = 0; h < n_heads; h++) {
+            float *p = x + h * head_dim + i;
+            float v0 = p[0], v1 = p[1];
+            p[0] = v0 * c - v1 * s;
+            p[1] = v0 * s + v1 * c;
+        }
+    }
+}
+
+static void softmax(float *x, int n)
+{
+    float max = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > max)
+            max = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++)
+        x[i] /= sum;
+}
+
+static float dot(const float *a, const float *b, int n)
+{
+    float s = 0.0f;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+static inline float silu(float x)
+{
+    return x / (1.0f + expf(-x));
+}
+
+/* ---------------------------------------------------------------- parallel matmul */
+
+/* Up to three products that share one input (Q, K, V; or gate and up) in one phase. */
+typedef struct {
+    dy_engine *e;
+    int n;
+    const dy_mat *w[3];
+    float *out[3];
+    const void *act[3];
+    int B;
+} matmul_job;
+
+/* Each thread takes the same share of every matrix's rows; shares are multiples of 8 rows
+ * so SIMD tiles stay whole. */
+static void matmul_phase(void *ctx, int ith, int nth)
+{
+    matmul_job *j = ctx;
+    for (int i = 0; i < j->n; i++) {
+        int64_t rows = j->w[i]->rows;
+        int64_t per = ((rows + nth - 1) / nth + 7) / 8 * 8;
+        int64_t r0 = per * ith, r1 = r0 + per < rows ? r0 + per : rows;
+        if (r0 < r1)
+            dy_matmul_rows(j->e->simd, j->w[i], j->act[i], j->B, j->out[i], j->w[i]->rows, r0, r1);
+    }
+}
+
+typedef struct {
+    dy_engine *e;
+    dy_type type;
+    const float *X;
+    int64_t cols;
+    int B;
+    void *act;
+} convert_job;
+
+static void convert_phase(void *ctx, int ith, int nth)
+{
+    convert_job *j = ctx;
+    int per = (j->B + nth - 1) / nth;
+    int b0 = per * ith, b1 = b0 + per < j->B ? b0 + per : j->B;
+    if (b0 < b1)
+        dy_act_convert(j->e->simd, j->type, j->X, j->cols, j->cols, b0, b1, j->act);
+}
+
+static void convert_act(dy_engine *e, dy_type wt, const float *X, int64_t cols, int B, void *act)
+{
+    convert_job cj = {e, wt, X, cols, B, act};
+    if (B >= 16)
+        dy_pool_run(e->pool, convert_phase, &cj);
+    else
+        convert_phase(&cj, 0, 1);
+}
+
+/* out[i] = X · w[i]ᵀ for n matrices with the same input width, X holding B rows. */
+static void matmul(dy_engine *e, int n, const dy_mat *const *w, float *const *out, const float *X,
+                   int B)
+{
+    matmul_job j = {.e = e, .n = n, .B = B};
+    dy_type converted[2];
+    int n_conv = 0;
+    for (int i = 0; i < n; i++) {
+        j.w[i] = w[i];
+        j.out[i] = out[i];
+        dy_type at = dy_act_type(w[i]->type);
+        int slot = -1;
+        for (int c = 0; c < n_conv; c++)
+            if (dy_act_type(converted[c]) == at)
+                slot = c;
+        if (slot < 0) {
+            slot = n_conv++;
+            converted[slot] = w[i]->type;
+            convert_act(e, w[i]->type, X, w[i]->cols, B, e->act[slot]);
+        }
+        j.act[i] = e->act[slot];
+    }
+    dy_pool_run(e->pool, matmul_phase, &j);
+}
+
+static void matmul1(dy_engine *e, const dy_mat *w, float *out, const float *X, int B)
+{
+    matmul(e, 1, &w, &out, X, B);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct {
+    dy_engine *e;
+    int layer, T;
+} attn_job;
+
+/* One (token, head) pair: causal attention over positions 0 … pos of the token's sequence,
+ * reading keys and values block by block. */
+static void attend_one(dy_engine *e, int layer, int t, int h, float *scores)
+{
+    const dy_hparams *hp = &e->m->hp;
+    const int hd = hp->head_dim, kvd = hp->n_kv_heads * hd, bs = e->kv->block_size;
+    const int kvh = h / (hp->n_heads / hp->n_kv_heads);
+    const float *q = e->q + (size_t)t * hp->n_heads * hd + (size_t)h * hd;
+    const tok_slot *s = &e->slots[t];
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int p = 0; p <= s->pos; p++) {
+        const float *k = dy_kv_keys(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
+        scores[p] = dot(q, k + (size_t)kvh * hd, hd) * scale;
+    }
+    softmax(scores, s->pos + 1);
+    float *out = e->att + (size_t)t * hp->n_heads * hd + (size_t)h * hd;
+    memset(out, 0, sizeof(float) * (size_t)hd);
+    for (int p = 0; p <= s->pos; p++) {
+        const float *v = dy_kv_values(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
+        v += (size_t)kvh * hd;
+        float a = scores[p];
+        for (int i = 0; i < hd; i++)
+            out[i] += a * v[i];
+    }
+}
+
+static void attn_phase(void *ctx, int ith, int nth)
+{
+    attn_job *j = ctx;
+    dy_engine *e = j->e;
+    const int H = e->m->hp.n_heads;
+    float *scores = e->scores + (size_t)ith * e->m->hp.ctx_len;
+    for (int i = ith; i < j->T * H; i += nth)
+        attend_one(e, j->layer, i / H, i % H, scores);
+}
+
+/* Writes the step's new keys and values into each token's slot of its block table. */
+static void store_kv(dy_engine *e, int layer, int T)
+{
+    const int kvd = e->m->hp.n_kv_heads * e->m->hp.head_dim, bs = e->kv->block_size;
+    for (int t = 0; t < T; t++) {
+        const tok_slot *s = &e->slots[t];
+        int32_t b = s->blocks[s->pos / bs];
+        size_t off = (size_t)(s->pos % bs) * kvd;
+        memcpy(dy_kv_keys(e->kv, b, layer) + off, e->k + (size_t)t * kvd, sizeof(float) * kvd);
+        memcpy(dy_kv_values(e->kv, b, layer) + off, e->v + (size_t)t * kvd, sizeof(float) * kvd);
+    }
+}
+
+/* ---------------------------------------------------------------- the step */
+
+static int check_spans(const dy_engine *e, const dy_span *spans, int n, int *T, int *n_out,
+                       char *err, size_t errlen)
+{
+    const dy_hparams *hp = &e->m->hp;
+    *T = 0;
+    *n_out = 0;
+    for (int i = 0; i < n; i++) {
+        const dy_span *s = &spans[i];
+        int end = s->pos + s->n_tokens;
+        if (s->n_tokens <= 0 || s->pos < 0 || s->n_logits < 0 || s->n_logits > s->n_tokens) {
+            snprintf(err, errlen, "span %d: bad token count %d, position %d or logits %d", i,
+                     s->n_tokens, s->pos, s->n_logits);
+            return -1;
+        }
+        if (end > hp->ctx_len || end > s->n_blocks * e->kv->block_size) {
+            snprintf(err, errlen, "span %d: positions up to %d exceed the context length %d or "
+                     "its %d KV blocks", i, end, hp->ctx_len, s->n_blocks);
+            return -1;
+        }
+        for (int b = 0; b < (end + e->kv->block_size - 1) / e->kv->block_size; b++)
+            if (s->blocks[b] < 0 || s->blocks[b] >= e->kv->n_blocks) {
+                snprintf(err, errlen, "span %d: KV block id %d out of range", i, s->blocks[b]);
+                return -1;
+            }
+        for (int t = 0; t < s->n_tokens; t++)
+            if (s->tokens[t] < 0 || s->tokens[t] >= hp->vocab_size) {
+                snprintf(err, errlen, "span %d: token id %d is outside the vocabulary (%d)", i,
+                         s->tokens[t], hp->vocab_size);
+                return -1;
+            }
+        *T += s->n_tokens;
+        *n_out += s->n_logits;
+    }
+    if (*T > e->max_tokens) {
+        snprintf(err, errlen, "step of %d tokens exceeds the engine's limit of %d", *T,
+                 e->max_tokens);
+        return -1;
+    }
+    return 0;
+}
+
+static void embed(dy_engine *e, const dy_span *spans, int n)
+{
+    const dy_mat *emb = &e->m->tok_embd;
+    int t = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < spans[i].n_tokens; j++, t++) {
+            const char *row = (const char *)emb->data + (size_t)spans[i].tokens[j] * emb->row_bytes;
+            dy_dequant_row(emb->type, row, e->x + (size_t)t * emb->cols, emb->cols);
+            e->slots[t].blocks = spans[i].blocks;
+            e->slots[t].pos = spans[i].pos + j;
+        }
+}
+
+static void layer_forward(dy_engine *e, int l, int T)
+{
+    const dy_hparams *hp = &e->m->hp;
+    const dy_layer *ly = &e->m->layers[l];
+    const int dim = hp->dim, qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+
+    for (int t = 0; t < T; t++)
+        rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->attn_norm, dim, hp->rms_eps);
+    const dy_mat *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
+    float *qkv_out[3] = {e->q, e->k, e->v};
+    matmul(e, 3, qkv, qkv_out, e->xb, T);
+    for (int t = 0; t < T; t++) {
+        rope(e->q + (size_t)t * qd, hp->n_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
+        rope(e->k + (size_t)t * kvd, hp->n_kv_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
+    }
+    store_kv(e, l, T);
+    attn_job aj = {e, l, T};
+    dy_pool_run(e->pool, attn_phase, &aj);
+    matmul1(e, &ly->wo, e->xb, e->att, T);
+    for (size_t i = 0; i < (size_t)T * dim; i++)
+        e->x[i] += e->xb[i];
+
+    for (int t = 0; t < T; t++)
+        rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->ffn_norm, dim, hp->rms_eps);
+    const dy_mat *gu[2] = {&ly->w_gate, &ly->w_up};
+    float *gu_out[2] = {e->hg, e->hu};
+    matmul(e, 2, gu, gu_out, e->xb, T);
+    for (size_t i = 0; i < (size_t)T * hp->hidden_dim; i++)
+        e->hg[i] = silu(e->hg[i]) * e->hu[i];
+    matmul1(e, &ly->w_down, e->xb, e->hg, T);
+    for (size_t i = 0; i < (size_t)T * dim; i++)
+        e->x[i] += e->xb[i];
+}
+
+/* Final norm of the rows that need logits, gathered contiguously, then one product. */
+static void logits_forward(dy_engine *e, const dy_span *spans, int n, float *logits)
+{
+    const int dim = e->m->hp.dim;
+    int t = 0, out = 0;
+    for (int i = 0; i < n; i++) {
+        t += spans[i].n_tokens;
+        for (int j = t - spans[i].n_logits; j < t; j++, out++)
+            rmsnorm(e->xb + (size_t)out * dim, e->x + (size_t)j * dim, e->m->out_norm, dim,
+                    e->m->hp.rms_eps);
+    }
+    if (out > 0)
+        matmul1(e, &e->m->output, logits, e->xb, out);
+}
+
+int dy_engine_step(dy_engine *e, const dy_span *spans, int n_spans, float *logits, char *err,
+                   size_t errlen)
+{
+    int T, n_out;
+    if (check_spans(e, spans, n_spans, &T, &n_out, err, errlen) != 0)
+        return -1;
+    embed(e, spans, n_spans);
+    for (int l = 0; l < e->m->hp.n_layers; l++)
+        layer_forward(e, l, T);
+    logits_forward(e, spans, n_spans, logits);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+static size_t act_bytes_needed(const dy_model *m, int T)
+{
+    size_t need = dy_act_bytes(m->output.type, m->output.cols, T);
+    for (int l = 0; l < m->hp.n_layers; l++) {
+        const dy_layer *ly = &m->layers[l];
+        const dy_mat *all[7] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->w_gate, &ly->w_down,
+                                &ly->w_up};
+        for (int i = 0; i < 7; i++) {
+            size_t b = dy_act_bytes(all[i]->type, all[i]->cols, T);
+            if (b > need)
+                need = b;
+        }
+    }
+    return need;
+}
+
+dy_engine *dy_engine_new(const dy_model *m, dy_kv_pool *kv, int n_threads, int max_step_tokens,
+                         char *err, size_t errlen)
+{
+    const dy_hparams *hp = &m->hp;
+    const int kvd = hp->n_kv_heads * hp->head_dim, qd = hp->n_heads * hp->head_dim;
+    if (kv->n_layers != hp->n_layers || kv->kv_dim != kvd) {
+        snprintf(err, errlen, "KV pool shape (%d layers × %d) does not match the model (%d × %d)",
+                 kv->n_layers, kv->kv_dim, hp->n_layers, kvd);
+        return NULL;
+    }
+    if (n_threads < 1 || n_threads > 256 || max_step_tokens < 1 || max_step_tokens > 65536) {
+        snprintf(err, errlen, "bad engine size: %d threads, %d tokens per step", n_threads,
+                 max_step_tokens);
+        return NULL;
+    }
+    dy_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        goto oom;
+    e->m = m;
+    e->kv = kv;
+    e->simd = dy_simd_detect();
+    e->max_tokens = max_step_tokens;
+    size_t T = (size_t)max_step_tokens;
+    size_t wide = (size_t)(hp->dim > qd ? hp->dim : qd);
+    /* xb also holds the gathered rows for the logits, at most T of them. */
+    e->x = malloc(sizeof(float) * T * hp->dim);
+    e->xb = malloc(sizeof(float) * T * wide);
+    e->q = malloc(sizeof(float) * T * qd);
+    e->k = malloc(sizeof(float) * T * kvd);
+    e->v = malloc(sizeof(float) * T * kvd);
+    e->att = malloc(sizeof(float) * T * qd);
+    e->hg = malloc(sizeof(float) * T * hp->hidden_dim);
+    e->hu = malloc(sizeof(float) * T * hp->hidden_dim);
+    e->scores = malloc(sizeof(float) * (size_t)n_threads * hp->ctx_len);
+    e->act_cap = act_bytes_needed(m, max_step_tokens);
+    e->act[0] = aligned_alloc(64, (e->act_cap + 63) / 64 * 64);
+    e->act[1] = aligned_alloc(64, (e->act_cap + 63) / 64 * 64);
+    e->inv_freq = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
+    e->slots = malloc(sizeof *e->slots * T);
+    if (!e->x || !e->xb || !e->q || !e->k || !e->v || !e->att || !e->hg || !e->hu || !e->scores ||
+        !e->act[0] || !e->act[1] || !e->inv_freq || !e->slots)
+        goto oom;
+    for (int i = 0; i < hp->n_rot; i += 2)
+        e->inv_freq[i / 2] = 1.0f / powf(hp->rope_base, (float)i / (float)hp->n_rot);
+    e->pool = dy_pool_new(n_threads);
+    if (!e->pool)
+        goto oom;
+    return e;
+oom:
+    snprintf(err, errlen, "out of memory for an engine of %d tokens per step", max_step_tokens);
+    dy_engine_free(e);
+    return NULL;
+}
+
+void dy_engine_free(dy_engine *e)
+{
+    if (!e)
+        return;
+    dy_pool_free(e->pool);
+    free(e->x);
+    free(e->xb);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->att);
+    free(e->hg);
+    free(e->hu);
+    free(e->scores);
+    free(e->act[0]);
+    free(e->act[1]);
+    free(e->inv_freq);
+    free(e->slots);
+    free(e);
+}
+
+int dy_engine_max_step_tokens(const dy_engine *e) { return e->max_tokens; }
+int dy_engine_threads(const dy_engine *e) { return dy_pool_size(e->pool); }
+dy_simd dy_engine_simd(const dy_engine *e) { return e->simd; }
+void dy_engine_set_simd(dy_engine *e, dy_simd simd) { e->simd = simd; }

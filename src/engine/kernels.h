@@ -1,0 +1,41 @@
+/* kernels.h — the matrix products of the forward pass: Y = X · Wᵀ for a weight matrix W of
+ * any supported type against f32 activations X holding B rows. A prefill chunk of P tokens
+ * and a decode step of B sequences are both one call with B rows (never B matrix-vector
+ * products). Activations are first converted once per call into the weight type's partner
+ * format (Q8_0 for Q8_0/Q4_0, Q8_K for the K-quants, f32 otherwise), then each thread
+ * computes a range of output rows for all B inputs, so every weight byte is read once per
+ * call. AVX2+FMA code is chosen at run time; the scalar code is the portable reference. */
+#ifndef DYAD_KERNELS_H
+#define DYAD_KERNELS_H
+
+#include "engine/quant.h"
+
+typedef enum { DY_SIMD_SCALAR = 0, DY_SIMD_AVX2 = 1 } dy_simd;
+
+/* The best kernel level this CPU runs (AVX2+FMA+F16C if present), unless the environment
+ * variable DYAD_SIMD=scalar asks for the portable code. */
+dy_simd dy_simd_detect(void);
+const char *dy_simd_name(dy_simd s);
+
+/* A weight matrix: rows × cols, row-major, each row `row_bytes` bytes of type `type`;
+ * cols is the input dimension. The data is usually memory-mapped from the model file. */
+typedef struct {
+    dy_type type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const void *data;
+} dy_mat;
+
+/* The activation format that weights of type t are multiplied against. */
+dy_type dy_act_type(dy_type t);
+/* Bytes needed to hold B rows of `cols` activations converted for weights of type t. */
+size_t dy_act_bytes(dy_type t, int64_t cols, int B);
+/* Convert rows [b0, b1) of X (B × cols f32, row stride ldx) into act (laid out for B rows). */
+void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_t cols,
+                    int b0, int b1, void *act);
+/* Y[b*ldy + r] = dot(W row r, X row b) for r in [r0, r1) and b in [0, B); act comes from
+ * dy_act_convert over all B rows. Threads call this on disjoint row ranges. */
+void dy_matmul_rows(dy_simd simd, const dy_mat *W, const void *act, int B, float *Y,
+                    int64_t ldy, int64_t r0, int64_t r1);
+
+#endif

@@ -1,0 +1,734 @@
+/* kernels_avx2.c — the AVX2+FMA+F16C kernels (the only file built with -mavx2 -mfma -mf16c;
+ * kernels.c calls in here only when dy_simd_detect said the CPU has them).
+ *
+ * Plan, per weight type family:
+ *  - F32/F16/BF16: register tiles of 4 weight rows × up to 3 activation rows (12 FMA
+ *    accumulators); F16/BF16 weights are widened to f32 as they are loaded, once per tile.
+ *  - Q8_0/Q4_0 against Q8_0 and K-quants against Q8_K: tiles of 8 weight rows. A chunk of 256
+ *    columns of the 8 rows is decoded once into a small scratch (Q4_0 nibbles → int8, K-quant
+ *    values → uint8 plus 16-bit scale vectors, f16 scales → f32 vectors) and then used for
+ *    every activation row, so decoding is paid once per call, not once per activation row.
+ *    Integer products use ggml's AVX2 recipe (maddubs on an unsigned×signed pair, madd to
+ *    32 bits); the 8 rows' partial sums are reduced with one hadd tree whose lane r is row r,
+ *    so the float scaling is one fma per (activation row, block) for all 8 rows at once.
+ * Activation rows are walked in chunks of BCH so that chunk stays in L2 while every weight row
+ * tile streams past it once; for decode (B small) every weight byte is read exactly once. */
+#include "engine/kernels_impl.h"
+
+#include <immintrin.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+enum {
+    BCH = 64,   /* activation rows per chunk (quantised paths) */
+    BCH_F = 48, /* activation rows per chunk (float paths; a multiple of the tile's 3) */
+    KC = 256,   /* columns decoded per step of the quantised paths */
+};
+
+static inline int imin(int a, int b) { return a < b ? a : b; }
+static inline int64_t i64min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* ------------------------------------------------------------------ reductions */
+
+/* Lane r of the result is the sum of the 8 lanes of v[r] (r = 0..3). */
+ALWAYS_INLINE __m128 hsum4_ps(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Lane r of the result is the sum of the 8 int32 lanes of p[r] (r = 0..7). */
+ALWAYS_INLINE __m256i hsum8_epi32(const __m256i p[8])
+{
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
+    /* a = [rows 0-3, low 128 bits | rows 0-3, high 128 bits]; b likewise for rows 4-7 */
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                            _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+/* ------------------------------------------------------------------ F32 / F16 / BF16 */
+
+ALWAYS_INLINE __m256 load8_w(dy_type t, const void *row, int64_t k)
+{
+    if (t == DY_F32)
+        return _mm256_loadu_ps((const float *)row + k);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + k));
+    if (t == DY_F16)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+ALWAYS_INLINE float load1_w(dy_type t, const void *row, int64_t k)
+{
+    if (t == DY_F32)
+        return ((const float *)row)[k];
+    const uint16_t h = dy_rd16((const uint16_t *)row + k);
+    return t == DY_F16 ? _cvtsh_ss(h) : dy_bf16_to_f32(h);
+}
+
+/* out[b][r] = dot(w[r], x[b]) over n columns, 4 weight rows × NB (≤ 3) activation rows. */
+ALWAYS_INLINE void float_tile(dy_type t, int NB, const void *const w[4], const float *const x[3],
+                              int64_t n, float out[3][4])
+{
+    __m256 acc[4][3];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++)
+#pragma GCC unroll 3
+        for (int b = 0; b < NB; b++)
+            acc[r][b] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8) {
+        __m256 xv[3];
+#pragma GCC unroll 3
+        for (int b = 0; b < NB; b++)
+            xv[b] = _mm256_loadu_ps(x[b] + k);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const __m256 wv = load8_w(t, w[r], k);
+#pragma GCC unroll 3
+            for (int b = 0; b < NB; b++)
+                acc[r][b] = _mm256_fmadd_ps(wv, xv[b], acc[r][b]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int b = 0; b < NB; b++)
+        _mm_storeu_ps(out[b], hsum4_ps(acc[0][b], acc[1][b], acc[2][b], acc[3][b]));
+    for (; k < n; k++) /* columns past the last multiple of 8 */
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < NB; b++)
+                out[b][r] += load1_w(t, w[r], k) * x[b][k];
+}
+
+ALWAYS_INLINE void float_rows(dy_type t, const dy_mat *W, const float *act, int B, float *Y,
+                              int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t n = W->cols;
+    for (int b0 = 0; b0 < B; b0 += BCH_F) {
+        const int bend = imin(B, b0 + BCH_F);
+        for (int64_t r = r0; r < r1; r += 4) {
+            const int nr = (int)i64min(4, r1 - r);
+            const void *w[4];
+            for (int i = 0; i < 4; i++) /* a short last tile repeats its last row */
+                w[i] = (const uint8_t *)W->data + (size_t)(r + imin(i, nr - 1)) * W->row_bytes;
+            for (int b = b0; b < bend; b += 3) {
+                const int nb = imin(3, bend - b);
+                const float *x[3];
+                for (int i = 0; i < 3; i++)
+                    x[i] = act + (int64_t)(b + imin(i, nb - 1)) * n;
+                float out[3][4];
+                if (nb == 3)
+                    float_tile(t, 3, w, x, n, out);
+                else if (nb == 2)
+                    float_tile(t, 2, w, x, n, out);
+                else
+                    float_tile(t, 1, w, x, n, out);
+                for (int bi = 0; bi < nb; bi++)
+                    for (int ri = 0; ri < nr; ri++)
+                        Y[(int64_t)(b + bi) * ldy + r + ri] = out[bi][ri];
+            }
+        }
+    }
+}
+
+static void f32_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                     int64_t r0, int64_t r1)
+{
+    float_rows(DY_F32, W, act, B, Y, ldy, r0, r1);
+}
+
+static void f16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                     int64_t r0, int64_t r1)
+{
+    float_rows(DY_F16, W, act, B, Y, ldy, r0, r1);
+}
+
+static void bf16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                      int64_t r0, int64_t r1)
+{
+    float_rows(DY_BF16, W, act, B, Y, ldy, r0, r1);
+}
+
+/* ------------------------------------------------------------------ shared tile plumbing */
+
+/* Row pointers of an 8-row tile; a short last tile repeats its last row (results dropped). */
+static int tile_rows(const dy_mat *W, int64_t r, int64_t r1, const uint8_t *rows[8])
+{
+    const int nr = (int)i64min(8, r1 - r);
+    for (int i = 0; i < 8; i++)
+        rows[i] = (const uint8_t *)W->data + (size_t)(r + imin(i, nr - 1)) * W->row_bytes;
+    return nr;
+}
+
+/* Y[b][r..r+nr) = lanes of acc[b - b0]. */
+static void store_tile(const __m256 *acc, int b0, int nb, float *Y, int64_t ldy, int64_t r,
+                       int nr)
+{
+    for (int b = 0; b < nb; b++) {
+        float *y = Y + (int64_t)(b0 + b) * ldy + r;
+        if (nr == 8) {
+            _mm256_storeu_ps(y, acc[b]);
+        } else {
+            float tmp[8];
+            _mm256_storeu_ps(tmp, acc[b]);
+            memcpy(y, tmp, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. Packed with integer shifts so the
+ * vector units stay free for the dot products. */
+ALWAYS_INLINE __m256 f16x8(const uint8_t *const rows[8], size_t off)
+{
+    uint64_t lo = 0, hi = 0;
+    for (int r = 0; r < 4; r++) {
+        lo |= (uint64_t)dy_rd16(rows[r] + off) << (16 * r);
+        hi |= (uint64_t)dy_rd16(rows[r + 4] + off) << (16 * r);
+    }
+    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+}
+
+/* ------------------------------------------------------------------ Q8_0 / Q4_0 × Q8_0 */
+
+/* Up to this many activation rows, each row is multiplied straight from the weights (decoding
+ * in registers); above it, the decoded chunk in scratch is shared by all activation rows. */
+enum { Q8_DIRECT_MAX = 2 };
+
+/* 8 int32 partial sums of Σ w·x over one block; |x| and sign(w, x) make the unsigned×signed
+ * pair maddubs needs (|x|, |w| ≤ 127, so the int16 pair sums cannot saturate). */
+ALWAYS_INLINE __m256i dot_q8(__m256i ax, __m256i x, __m256i w)
+{
+    const __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, x));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Q4_0 block values as unsigned nibbles q+8 (0..15): low nibbles in the low half, high nibbles
+ * in the high half, from one broadcast load. */
+ALWAYS_INLINE __m256i q4_0_nibbles(const uint8_t *qs)
+{
+    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
+    const __m256i v4 = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    return _mm256_and_si256(v4, _mm256_set1_epi8(0x0F));
+}
+
+/* 8·Σx of a block in every int32 lane (removes the +8 of q4_0_nibbles). */
+ALWAYS_INLINE __m256i q4_0_offset(__m256i x)
+{
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x),
+                                  _mm256_set1_epi16(1));
+    s = _mm256_hadd_epi32(s, s);
+    s = _mm256_hadd_epi32(s, s);
+    return _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
+}
+
+/* Lane r: dot(weight row r, one Q8_0 activation row), decoding the weights in registers. */
+ALWAYS_INLINE __m256 q8_direct(dy_type t, const uint8_t *const rows[8], int64_t nblk, size_t bb,
+                               const dy_block_q8_0 *x)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nblk; i++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const size_t off = (size_t)i * bb;
+        __m256i p[8], s;
+        if (t == DY_Q8_0) {
+            const __m256i ax = _mm256_sign_epi8(xv, xv);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                p[r] = dot_q8(ax, xv, _mm256_loadu_si256((const __m256i *)(rows[r] + off + 2)));
+            s = hsum8_epi32(p);
+        } else {
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_0_nibbles(rows[r] + off + 2), xv),
+                                         _mm256_set1_epi16(1));
+            s = _mm256_sub_epi32(hsum8_epi32(p), q4_0_offset(xv));
+        }
+        const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(f16x8(rows, off), dx), acc);
+    }
+    return acc;
+}
+
+typedef struct {
+    __m256 dw[KC / DY_QK];              /* per block of the chunk: the 8 rows' scales */
+    int8_t w[8][KC] __attribute__((aligned(32))); /* Q4_0 only: the values as int8 */
+} q8_scratch;
+
+/* acc[b] (lane r) += Σ over nblk blocks of dot(weight row r, activation row b). wp[r] points at
+ * the first block's 32 values of row r, successive blocks wstride bytes apart. */
+static void q8_chunk(const int8_t *const wp[8], size_t wstride, const __m256 *dw, int nblk,
+                     const uint8_t *act, size_t arb, int nb, __m256 *acc)
+{
+    for (int b = 0; b < nb; b++) {
+        const dy_block_q8_0 *x = (const dy_block_q8_0 *)(act + (size_t)b * arb);
+        __m256 a = acc[b];
+        for (int i = 0; i < nblk; i++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
+            const __m256i ax = _mm256_sign_epi8(xv, xv);
+            __m256i p[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                p[r] = dot_q8(ax, xv, _mm256_loadu_si256((const __m256i *)(wp[r] + i * wstride)));
+            const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
+            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(dw[i], dx), a);
+        }
+        acc[b] = a;
+    }
+}
+
+/* One 8-row tile against nb activation rows through the scratch: per 256 columns, decode the
+ * rows once (scales; Q4_0 values to int8), then run every activation row over them. */
+static void q8_tile_shared(dy_type t, const uint8_t *const rows[8], int64_t nblk, size_t bb,
+                           const uint8_t *act, size_t arb, int nb, __m256 *acc)
+{
+    q8_scratch s;
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < nblk; k += KC / DY_QK) {
+        const int nk = (int)i64min(KC / DY_QK, nblk - k);
+        const int8_t *wp[8];
+        for (int i = 0; i < nk; i++)
+            s.dw[i] = f16x8(rows, (size_t)(k + i) * bb);
+        for (int r = 0; r < 8; r++) {
+            const uint8_t *blk = rows[r] + k * bb;
+            if (t == DY_Q4_0) {
+                for (int i = 0; i < nk; i++) {
+                    const __m256i q = q4_0_nibbles(blk + i * bb + 2);
+                    _mm256_store_si256((__m256i *)(s.w[r] + DY_QK * i),
+                                       _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+                }
+                wp[r] = s.w[r];
+            } else {
+                wp[r] = (const int8_t *)blk + 2;
+            }
+        }
+        q8_chunk(wp, t == DY_Q4_0 ? DY_QK : bb, s.dw, nk, act + k * sizeof(dy_block_q8_0), arb,
+                 nb, acc);
+    }
+}
+
+static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                    int64_t r1)
+{
+    const int64_t nblk = W->cols / DY_QK;
+    const size_t bb = dy_type_block_bytes(W->type);
+    const size_t arb = dy_type_row_bytes(DY_Q8_0, W->cols);
+    __m256 acc[BCH];
+    for (int b0 = 0; b0 < B; b0 += BCH) {
+        const int nb = imin(BCH, B - b0);
+        const uint8_t *abase = (const uint8_t *)act + (size_t)b0 * arb;
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *rows[8];
+            const int nr = tile_rows(W, r, r1, rows);
+            if (nb > Q8_DIRECT_MAX) {
+                q8_tile_shared(W->type, rows, nblk, bb, abase, arb, nb, acc);
+            } else {
+                for (int b = 0; b < nb; b++) {
+                    const dy_block_q8_0 *x = (const dy_block_q8_0 *)(abase + (size_t)b * arb);
+                    acc[b] = W->type == DY_Q4_0 ? q8_direct(DY_Q4_0, rows, nblk, bb, x)
+                                                : q8_direct(DY_Q8_0, rows, nblk, bb, x);
+                }
+            }
+            store_tile(acc, b0, nb, Y, ldy, r, nr);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------ K-quants × Q8_K */
+
+enum { KQ_DIRECT_MAX = 2 }; /* as Q8_DIRECT_MAX */
+
+/* Q4_K/Q5_K: the 8 six-bit scales and mins (ggml's get_scale_min_k4, 4 bytes at a time), as
+ * int16: returns the scales in both 128-bit halves, *mins the mins. */
+ALWAYS_INLINE __m256i k4_scales(const uint8_t scales[12], __m128i *mins)
+{
+    uint32_t u[4];
+    memcpy(u, scales, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4); /* mins 4..7 */
+    const uint32_t mins03 = u[1] & 0x3f3f3f3f;
+    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4); /* scales 4..7 */
+    u[2] = mins03;
+    u[0] &= 0x3f3f3f3f; /* scales 0..3 */
+    const __m256i sm =
+        _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
+    *mins = _mm256_extracti128_si256(sm, 1);
+    return _mm256_permute4x64_epi64(sm, 0x44);
+}
+
+/* int16 lane j of each half of sc, in all 16 lanes. */
+ALWAYS_INLINE __m256i bcast16(__m256i sc, int j)
+{
+    return _mm256_shuffle_epi8(sc, _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))));
+}
+
+/* Q6_K: the scale vector of 32-column chunk j (groups 2j and 2j+1, 8 lanes each), from the int32
+ * lanes of lo (groups 0-3 | 8-11) and hi (groups 4-7 | 12-15) made by unpacking the scales
+ * with themselves. */
+ALWAYS_INLINE __m256i q6_scale(__m256i lo, __m256i hi, int j)
+{
+    const int a = (j & 4) + 2 * (j & 1);
+    const __m256i idx = _mm256_setr_epi32(a, a, a, a, a + 1, a + 1, a + 1, a + 1);
+    return _mm256_permutevar8x32_epi32((j & 2) ? hi : lo, idx);
+}
+
+/* The fifth bit (qh bit c) of chunk c's Q5_K values, as 16 or 0 per byte. */
+ALWAYS_INLINE __m256i q5_bit(__m256i qh, int c)
+{
+    const __m256i t = c < 4 ? _mm256_slli_epi16(qh, 4 - c) : _mm256_srli_epi16(qh, c - 4);
+    return _mm256_and_si256(t, _mm256_set1_epi8(0x10));
+}
+
+/* Q6_K's four 32-value chunks of half h, as q+32 (0..63). */
+ALWAYS_INLINE void q6_values(const dy_block_q6_k *w, int h, __m256i q[4])
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h));
+    const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w->ql + 64 * h + 32));
+    const __m256i hb = _mm256_loadu_si256((const __m256i *)(w->qh + 32 * h));
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+}
+
+/* One weight row's super-block against one Q8_K block, decoded in registers: returns 8 int32
+ * lanes summing to Σ_g sc_g·Σ q·x; *m gets 4 lanes summing to Σ mins·bsums (Q4_K/Q5_K; Q6_K
+ * folds its offset into the result since its dmin is d). */
+ALWAYS_INLINE __m256i kq_row(dy_type t, const uint8_t *blk, const dy_block_q8_k *x, __m128i bsp,
+                             __m256i bs, __m128i *m)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256i s = _mm256_setzero_si256();
+    if (t == DY_Q6_K) {
+        const dy_block_q6_k *w = (const dy_block_q6_k *)blk;
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+        const __m256i lo = _mm256_unpacklo_epi16(sc, sc), hi = _mm256_unpackhi_epi16(sc, sc);
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_values(w, h, q);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 128 * h + 32 * k));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], xv),
+                                                          q6_scale(lo, hi, 4 * h + k)));
+            }
+        }
+        *m = _mm_setzero_si128();
+        return _mm256_sub_epi32(s, _mm256_madd_epi16(_mm256_slli_epi16(sc, 5), bs));
+    }
+    /* Q4_K / Q5_K: 32 bytes of nibbles hold chunks 2j (low) and 2j+1 (high) */
+    const dy_block_q4_k *w4 = (const dy_block_q4_k *)blk;
+    const dy_block_q5_k *w5 = (const dy_block_q5_k *)blk;
+    __m128i mins;
+    const __m256i sc = k4_scales(t == DY_Q4_K ? w4->scales : w5->scales, &mins);
+    const uint8_t *qs = t == DY_Q4_K ? w4->qs : w5->qs;
+    const __m256i qh = t == DY_Q5_K ? _mm256_loadu_si256((const __m256i *)w5->qh)
+                                    : _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i ql = _mm256_and_si256(v, m4), qv = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (t == DY_Q5_K) {
+            ql = _mm256_or_si256(ql, q5_bit(qh, 2 * j));
+            qv = _mm256_or_si256(qv, q5_bit(qh, 2 * j + 1));
+        }
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ql, x0), bcast16(sc, 2 * j)));
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(qv, x1), bcast16(sc, 2 * j + 1)));
+    }
+    *m = _mm_madd_epi16(mins, bsp);
+    return s;
+}
+
+/* Lane r: sum of the 4 lanes of m[r]. */
+ALWAYS_INLINE __m256i hsum8x4_epi32(const __m128i m[8])
+{
+    const __m128i a = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
+    const __m128i b = _mm_hadd_epi32(_mm_hadd_epi32(m[4], m[5]), _mm_hadd_epi32(m[6], m[7]));
+    return _mm256_set_m128i(b, a);
+}
+
+/* Lane r: dot(weight row r, one Q8_K activation row), decoding the weights in registers. */
+ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t nsb, size_t bb,
+                               const dy_block_q8_k *x)
+{
+    const size_t d_off = t == DY_Q6_K ? offsetof(dy_block_q6_k, d) : 0;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++, x++) {
+        const size_t off = (size_t)i * bb;
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+        const __m128i bsp = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
+        __m256i p[8];
+        __m128i m[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            p[r] = kq_row(t, rows[r] + off, x, bsp, bs, &m[r]);
+        const __m256 dx = _mm256_set1_ps(x->d);
+        const __m256 d = _mm256_mul_ps(f16x8(rows, off + d_off), dx);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), d, acc);
+        if (t != DY_Q6_K) {
+            const __m256 dmin = _mm256_mul_ps(f16x8(rows, off + 2), dx);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8x4_epi32(m)), dmin, acc);
+        }
+    }
+    return acc;
+}
+
+/* 8 weight rows of one super-block in the form of dy_kq_unpacked, laid out for the tile. */
+typedef struct {
+    uint8_t q[8][DY_QK_K] __attribute__((aligned(32)));
+    __m256i sc[8][8]; /* [row][32-column chunk j]: 16 int16, group 2j's scale ×8, 2j+1's ×8 */
+    __m256i mn[8];    /* [row]: the 16 group mins as int16 */
+} kq_scratch;
+
+/* Decodes row r of the tile into the scratch (values, scale vectors, mins). */
+ALWAYS_INLINE void kq_unpack_row(dy_type t, const uint8_t *blk, kq_scratch *s, int r)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (t == DY_Q6_K) {
+        const dy_block_q6_k *w = (const dy_block_q6_k *)blk;
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6_values(w, h, q);
+            for (int k = 0; k < 4; k++)
+                _mm256_store_si256((__m256i *)(s->q[r] + 128 * h + 32 * k), q[k]);
+        }
+        const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w->scales));
+        const __m256i lo = _mm256_unpacklo_epi16(sc, sc), hi = _mm256_unpackhi_epi16(sc, sc);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j++)
+            s->sc[r][j] = q6_scale(lo, hi, j);
+        s->mn[r] = _mm256_slli_epi16(sc, 5);
+        return;
+    }
+    const dy_block_q4_k *w4 = (const dy_block_q4_k *)blk;
+    const dy_block_q5_k *w5 = (const dy_block_q5_k *)blk;
+    __m128i mins;
+    const __m256i sc = k4_scales(t == DY_Q4_K ? w4->scales : w5->scales, &mins);
+    const uint8_t *qs = t == DY_Q4_K ? w4->qs : w5->qs;
+    const __m256i qh = t == DY_Q5_K ? _mm256_loadu_si256((const __m256i *)w5->qh)
+                                    : _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i ql = _mm256_and_si256(v, m4), qv = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        if (t == DY_Q5_K) {
+            ql = _mm256_or_si256(ql, q5_bit(qh, 2 * j));
+            qv = _mm256_or_si256(qv, q5_bit(qh, 2 * j + 1));
+        }
+        _mm256_store_si256((__m256i *)(s->q[r] + 64 * j), ql);
+        _mm256_store_si256((__m256i *)(s->q[r] + 64 * j + 32), qv);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++)
+        s->sc[r][j] = bcast16(sc, j);
+    /* groups 2j and 2j+1 share sub-block j's min */
+    s->mn[r] = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
+}
+
+/* acc[b] (lane r) += dot(super-block of weight row r, Q8_K block of activation row b). */
+static void kq_superblock(const kq_scratch *s, __m256 d, __m256 dmin, const uint8_t *act,
+                          size_t arb, int nb, __m256 *acc)
+{
+    for (int b = 0; b < nb; b++) {
+        const dy_block_q8_k *x = (const dy_block_q8_k *)(act + (size_t)b * arb);
+        __m256i p[8], m[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            p[r] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                const __m256i q = _mm256_load_si256((const __m256i *)(s->q[r] + 32 * j));
+                const __m256i p16 = _mm256_maddubs_epi16(q, xv); /* q ≤ 63: no saturation */
+                p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(p16, s->sc[r][j]));
+            }
+        }
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            m[r] = _mm256_madd_epi16(s->mn[r], bs);
+        const __m256 dx = _mm256_set1_ps(x->d);
+        __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(d, dx), acc[b]);
+        acc[b] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(m)), _mm256_mul_ps(dmin, dx), a);
+    }
+}
+
+/* One 8-row tile against nb activation rows through the scratch, a super-block at a time. */
+ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64_t nsb, size_t bb,
+                                  const uint8_t *act, size_t arb, int nb, __m256 *acc)
+{
+    const size_t d_off = t == DY_Q6_K ? offsetof(dy_block_q6_k, d) : 0;
+    const size_t dmin_off = t == DY_Q6_K ? d_off : 2;
+    kq_scratch s;
+    for (int b = 0; b < nb; b++)
+        acc[b] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const size_t off = (size_t)i * bb;
+        for (int r = 0; r < 8; r++)
+            kq_unpack_row(t, rows[r] + off, &s, r);
+        kq_superblock(&s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
+                      act + i * sizeof(dy_block_q8_k), arb, nb, acc);
+    }
+}
+
+ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
+                             int64_t ldy, int64_t r0, int64_t r1)
+{
+    const int64_t nsb = W->cols / DY_QK_K;
+    const size_t bb = dy_type_block_bytes(t);
+    const size_t arb = dy_type_row_bytes(DY_Q8_K, W->cols);
+    __m256 acc[BCH];
+    for (int b0 = 0; b0 < B; b0 += BCH) {
+        const int nb = imin(BCH, B - b0);
+        const uint8_t *abase = (const uint8_t *)act + (size_t)b0 * arb;
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *rows[8];
+            const int nr = tile_rows(W, r, r1, rows);
+            if (nb > KQ_DIRECT_MAX)
+                kq_tile_shared(t, rows, nsb, bb, abase, arb, nb, acc);
+            else
+                for (int b = 0; b < nb; b++)
+                    acc[b] = kq_direct(t, rows, nsb, bb,
+                                       (const dy_block_q8_k *)(abase + (size_t)b * arb));
+            store_tile(acc, b0, nb, Y, ldy, r, nr);
+        }
+    }
+}
+
+static void q4k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                     int64_t r1)
+{
+    kq_rows_t(DY_Q4_K, W, act, B, Y, ldy, r0, r1);
+}
+
+static void q5k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                     int64_t r1)
+{
+    kq_rows_t(DY_Q5_K, W, act, B, Y, ldy, r0, r1);
+}
+
+static void q6k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                     int64_t r1)
+{
+    kq_rows_t(DY_Q6_K, W, act, B, Y, ldy, r0, r1);
+}
+
+/* ------------------------------------------------------------------ activation conversion */
+
+/* roundf on 8 lanes (halfway cases away from zero), exactly: trunc, then step by ±1 when the
+ * dropped fraction is at least one half. */
+ALWAYS_INLINE __m256 round_away(__m256 v)
+{
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(signbit, _mm256_sub_ps(v, t));
+    const __m256 step = _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_and_ps(v, signbit));
+    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm256_add_ps(t, _mm256_and_ps(up, step));
+}
+
+/* 4 × 8 int32 (each within int8 range; larger ones saturate) → 32 int8 in element order. */
+ALWAYS_INLINE __m256i pack_i8(__m256i a, __m256i b, __m256i c, __m256i d)
+{
+    const __m256i abcd = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+ALWAYS_INLINE float hmax_ps(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+ALWAYS_INLINE __m256 abs_ps(__m256 v)
+{
+    return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+}
+
+/* Same bytes as quantize_row_q8_0_ref (dy_quantize_row), 8 lanes at a time. */
+void dy_avx2_act_q8_0(const float *x, void *dst, int64_t n)
+{
+    dy_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / DY_QK; i++, x += DY_QK) {
+        __m256 v[4];
+        for (int k = 0; k < 4; k++)
+            v[k] = _mm256_loadu_ps(x + 8 * k);
+        const float amax = hmax_ps(_mm256_max_ps(_mm256_max_ps(abs_ps(v[0]), abs_ps(v[1])),
+                                                 _mm256_max_ps(abs_ps(v[2]), abs_ps(v[3]))));
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = dy_f32_to_f16(d);
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(round_away(_mm256_mul_ps(v[k], idv)));
+        _mm256_storeu_si256((__m256i *)y[i].qs, pack_i8(q[0], q[1], q[2], q[3]));
+    }
+}
+
+/* Same bytes as quantize_row_q8_K_ref: scale from the first value of largest magnitude (sign
+ * included), round to nearest even (cvtps under the default MXCSR, like nearest_int). */
+void dy_avx2_act_q8_k(const float *x, void *dst, int64_t n)
+{
+    dy_block_q8_k *y = dst;
+    for (int64_t i = 0; i < n / DY_QK_K; i++, x += DY_QK_K) {
+        __m256 m = _mm256_setzero_ps();
+        for (int k = 0; k < DY_QK_K / 8; k++)
+            m = _mm256_max_ps(m, abs_ps(_mm256_loadu_ps(x + 8 * k)));
+        const float amax = hmax_ps(m);
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        int first = 0;
+        for (int k = 0; k < DY_QK_K / 8; k++) {
+            const __m256 eq = _mm256_cmp_ps(abs_ps(_mm256_loadu_ps(x + 8 * k)),
+                                            _mm256_set1_ps(amax), _CMP_EQ_OQ);
+            const int mask = _mm256_movemask_ps(eq);
+            if (mask) {
+                first = 8 * k + __builtin_ctz((unsigned)mask);
+                break;
+            }
+        }
+        const float iscale = -127.f / x[first];
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int k = 0; k < DY_QK_K / 32; k++) {
+            __m256i q[4];
+            for (int l = 0; l < 4; l++)
+                q[l] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * k + 8 * l), is));
+            _mm256_storeu_si256((__m256i *)(y[i].qs + 32 * k), pack_i8(q[0], q[1], q[2], q[3]));
+        }
+        for (int g = 0; g < DY_QK_K / 16; g++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++)
+                sum += y[i].qs[16 * g + l];
+            y[i].bsums[g] = (int16_t)sum;
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                    int64_t r1)
+{
+    switch (W->type) {
+    case DY_F32: f32_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_F16: f16_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_BF16: bf16_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_Q8_0:
+    case DY_Q4_0: q8_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_Q4_K: q4k_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_Q5_K: q5k_rows(W, act, B, Y, ldy, r0, r1); break;
+    case DY_Q6_K: q6k_rows(W, act, B, Y, ldy, r0, r1); break;
+    default: break;
+    }
+}

@@ -1,0 +1,69 @@
+/* kv_pool.c — see kv_pool.h. */
+#include "kv/kv_pool.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim)
+{
+    if (n_blocks <= 0 || block_size <= 0 || block_size > 4096 || n_layers <= 0 || kv_dim <= 0)
+        return NULL;
+    size_t floats_per_block = 2 * (size_t)block_size * (size_t)n_layers * (size_t)kv_dim;
+    if ((size_t)n_blocks > SIZE_MAX / sizeof(float) / floats_per_block)
+        return NULL;
+    dy_kv_pool *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->n_blocks = n_blocks;
+    p->block_size = block_size;
+    p->n_layers = n_layers;
+    p->kv_dim = kv_dim;
+    /* calloc: untouched pages cost nothing until a block is first written. */
+    p->data = calloc((size_t)n_blocks * floats_per_block, sizeof(float));
+    p->refcount = calloc((size_t)n_blocks, sizeof *p->refcount);
+    p->free_list = malloc((size_t)n_blocks * sizeof *p->free_list);
+    if (!p->data || !p->refcount || !p->free_list) {
+        dy_kv_pool_free(p);
+        return NULL;
+    }
+    /* Lowest ids on top of the stack, so a fresh pool hands out 0, 1, 2, ... */
+    for (int i = 0; i < n_blocks; i++)
+        p->free_list[i] = n_blocks - 1 - i;
+    p->n_free = n_blocks;
+    return p;
+}
+
+void dy_kv_pool_free(dy_kv_pool *p)
+{
+    if (!p)
+        return;
+    free(p->data);
+    free(p->refcount);
+    free(p->free_list);
+    free(p);
+}
+
+size_t dy_kv_block_bytes(const dy_kv_pool *p)
+{
+    return 2 * (size_t)p->block_size * (size_t)p->n_layers * (size_t)p->kv_dim * sizeof(float);
+}
+
+int32_t dy_kv_alloc(dy_kv_pool *p)
+{
+    if (p->n_free == 0)
+        return -1;
+    int32_t b = p->free_list[--p->n_free];
+    p->refcount[b] = 1;
+    return b;
+}
+
+void dy_kv_ref(dy_kv_pool *p, int32_t block)
+{
+    p->refcount[block]++;
+}
+
+void dy_kv_unref(dy_kv_pool *p, int32_t block)
+{
+    if (--p->refcount[block] == 0)
+        p->free_list[p->n_free++] = block;
+}

@@ -1,0 +1,48 @@
+/* kv_pool.h — the paged KV cache's storage: a fixed number of blocks, each holding the keys
+ * and values of `block_size` consecutive positions of one sequence for every layer, with a
+ * free list and reference counts. A sequence's KV is the list of its block ids (its block
+ * table); blocks need not be contiguous or in order in the pool. Within a block, layer l's
+ * keys are one [block_size][kv_dim] f32 array followed by its values, so a whole block is one
+ * contiguous byte range (what KV transfer ships). */
+#ifndef DYAD_KV_POOL_H
+#define DYAD_KV_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int n_blocks;
+    int block_size;  /* positions per block */
+    int n_layers;
+    int kv_dim;      /* n_kv_heads × head_dim */
+    float *data;
+    int32_t *refcount;
+    int32_t *free_list; /* stack of free block ids */
+    int n_free;
+} dy_kv_pool;
+
+/* NULL if the arguments are out of range or memory is short. */
+dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim);
+void dy_kv_pool_free(dy_kv_pool *p);
+
+/* Bytes of one block (all layers, keys and values). */
+size_t dy_kv_block_bytes(const dy_kv_pool *p);
+/* Takes a free block (refcount 1), or -1 when none is free. */
+int32_t dy_kv_alloc(dy_kv_pool *p);
+/* Adds a reference (a second sequence shares the block). */
+void dy_kv_ref(dy_kv_pool *p, int32_t block);
+/* Drops a reference; the block returns to the free list at zero. */
+void dy_kv_unref(dy_kv_pool *p, int32_t block);
+
+static inline float *dy_kv_keys(const dy_kv_pool *p, int32_t block, int layer)
+{
+    return p->data + (((size_t)block * (size_t)p->n_layers + (size_t)layer) * 2) *
+                         (size_t)p->block_size * (size_t)p->kv_dim;
+}
+
+static inline float *dy_kv_values(const dy_kv_pool *p, int32_t block, int layer)
+{
+    return dy_kv_keys(p, block, layer) + (size_t)p->block_size * (size_t)p->kv_dim;
+}
+
+#endif

@@ -1,0 +1,317 @@
+/* test_kernels.c — the matmul: for every weight type and both SIMD levels (AVX2 skipped when the
+ * CPU lacks it), random quantised weights against random activations at awkward sizes, checked
+ * against an f64 product of the dequantised operands; scalar and AVX2 agree; activation
+ * conversion is identical at both levels; partial row ranges touch only their rows. */
+#include "engine/kernels.h"
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t rng_state;
+
+static uint64_t rng_u64(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+static float rng_normal(void)
+{
+    const float u1 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
+    const float u2 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+static const dy_type weight_types[] = {DY_F32, DY_F16, DY_BF16, DY_Q8_0, DY_Q4_0,
+                                       DY_Q4_K, DY_Q5_K, DY_Q6_K};
+#define N_WEIGHT_TYPES (sizeof weight_types / sizeof weight_types[0])
+
+/* Columns per type: not a multiple of the float tile width (8), of the 256-column decode
+ * chunk of Q8_0/Q4_0, and more than one K super-block. */
+static int64_t test_cols(dy_type t)
+{
+    switch (dy_type_block_elems(t)) {
+    case 1: return 300;
+    case 32: return 352;
+    default: return 768;
+    }
+}
+
+/* How far the product may stray from the exact product of the unquantised operands, as a
+ * fraction of |w|·|x| (the bound Cauchy–Schwarz gives for relative errors of that size). */
+static double format_tolerance(dy_type t)
+{
+    switch (t) {
+    case DY_F32: return 1e-5;
+    case DY_F16: return 2e-3;
+    case DY_BF16: return 1e-2;
+    case DY_Q8_0: return 2e-2;
+    case DY_Q4_0: return 0.2;
+    case DY_Q4_K: return 0.15;
+    case DY_Q5_K: return 0.08;
+    default: return 0.05; /* Q6_K */
+    }
+}
+
+typedef struct {
+    dy_type type;
+    int64_t rows, cols;
+    float *wf;       /* original weights, rows × cols */
+    uint8_t *wq;     /* quantised */
+    double *wd;      /* dequantised, rows × cols */
+    dy_mat W;
+} weights;
+
+static void make_weights(weights *w, dy_type t, int64_t rows, int64_t cols)
+{
+    w->type = t;
+    w->rows = rows;
+    w->cols = cols;
+    const size_t rb = dy_type_row_bytes(t, cols);
+    w->wf = malloc((size_t)(rows * cols) * sizeof(float));
+    w->wq = malloc((size_t)rows * rb);
+    w->wd = malloc((size_t)(rows * cols) * sizeof(double));
+    float *tmp = malloc((size_t)cols * sizeof(float));
+    assert_true(w->wf && w->wq && w->wd && tmp);
+    for (int64_t i = 0; i < rows * cols; i++)
+        w->wf[i] = 0.05f * rng_normal() + (i % 61 == 0 ? 0.3f : 0.0f);
+    for (int64_t r = 0; r < rows; r++) {
+        dy_quantize_row(t, w->wf + r * cols, w->wq + (size_t)r * rb, cols);
+        dy_dequant_row(t, w->wq + (size_t)r * rb, tmp, cols);
+        for (int64_t i = 0; i < cols; i++)
+            w->wd[r * cols + i] = tmp[i];
+    }
+    free(tmp);
+    w->W = (dy_mat){.type = t, .rows = rows, .cols = cols, .row_bytes = rb, .data = w->wq};
+}
+
+static void free_weights(weights *w)
+{
+    free(w->wf);
+    free(w->wq);
+    free(w->wd);
+}
+
+static bool have_avx2(void)
+{
+    return dy_simd_detect() == DY_SIMD_AVX2;
+}
+
+/* Random activations X (B × ldx), converted for W's type at the given SIMD level. */
+static void *convert_acts(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_t cols,
+                          int B)
+{
+    void *act = malloc(dy_act_bytes(t, cols, B) + 1);
+    assert_non_null(act);
+    dy_act_convert(simd, t, X, ldx, cols, 0, B, act);
+    return act;
+}
+
+/* One case: W (rows × cols, type t) times B activation rows, over row range [r0, r1). */
+static void run_case(dy_simd simd, const weights *w, int B, int64_t r0, int64_t r1)
+{
+    const int64_t cols = w->cols, ldx = cols + 5, ldy = w->rows + 3;
+    const dy_type at = dy_act_type(w->type);
+    float *X = malloc((size_t)(B * ldx) * sizeof(float));
+    float *Y = malloc((size_t)(B * ldy) * sizeof(float));
+    double *xd = malloc((size_t)cols * sizeof(double));
+    float *tmp = malloc((size_t)cols * sizeof(float));
+    assert_true(X && Y && xd && tmp);
+    for (int64_t i = 0; i < B * ldx; i++)
+        X[i] = rng_normal();
+    void *act = convert_acts(simd, w->type, X, ldx, cols, B);
+    for (int64_t i = 0; i < B * ldy; i++)
+        Y[i] = NAN; /* sentinel: untouched entries must stay NaN */
+    dy_matmul_rows(simd, &w->W, act, B, Y, ldy, r0, r1);
+
+    const size_t arb = dy_type_row_bytes(at, cols);
+    for (int b = 0; b < B; b++) {
+        dy_dequant_row(at, (uint8_t *)act + (size_t)b * arb, tmp, cols);
+        double xnorm = 0, xqnorm = 0;
+        for (int64_t i = 0; i < cols; i++) {
+            xd[i] = tmp[i];
+            xnorm += (double)X[b * ldx + i] * X[b * ldx + i];
+            xqnorm += xd[i] * xd[i];
+        }
+        for (int64_t r = 0; r < w->rows + 3; r++) {
+            const float y = Y[b * ldy + r];
+            if (r < r0 || r >= r1) {
+                if (!isnan(y))
+                    fail_msg("%s/%s B=%d: row %lld outside [%lld,%lld) was written",
+                             dy_type_name(w->type), dy_simd_name(simd), B, (long long)r,
+                             (long long)r0, (long long)r1);
+                continue;
+            }
+            /* against the dequantised operands: only float rounding separates them */
+            double exact_q = 0, sum_abs = 0, exact = 0, wnorm = 0;
+            for (int64_t i = 0; i < cols; i++) {
+                exact_q += w->wd[r * cols + i] * xd[i];
+                sum_abs += fabs(w->wd[r * cols + i] * xd[i]);
+                exact += (double)w->wf[r * cols + i] * X[b * ldx + i];
+                wnorm += (double)w->wf[r * cols + i] * w->wf[r * cols + i];
+            }
+            if (!(fabs(y - exact_q) <= 2e-5 * sum_abs + 1e-6))
+                fail_msg("%s/%s B=%d row %lld b %d: got %.9g, dequantised product %.9g",
+                         dy_type_name(w->type), dy_simd_name(simd), B, (long long)r, b, y,
+                         exact_q);
+            /* against the unquantised operands: within the format's error */
+            const double tol = format_tolerance(w->type) * sqrt(wnorm * xnorm);
+            if (!(fabs(y - exact) <= tol))
+                fail_msg("%s/%s B=%d row %lld b %d: got %.9g, exact %.9g (tol %.3g)",
+                         dy_type_name(w->type), dy_simd_name(simd), B, (long long)r, b, y,
+                         exact, tol);
+            (void)xqnorm;
+        }
+    }
+    free(act);
+    free(X);
+    free(Y);
+    free(xd);
+    free(tmp);
+}
+
+static void test_matmul_all_types(dy_simd simd)
+{
+    static const int Bs[] = {1, 2, 3, 5, 8, 17, 64, 70};
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        rng_state = 0x1234567ull + t;
+        weights w;
+        make_weights(&w, weight_types[t], 37, test_cols(weight_types[t]));
+        for (size_t i = 0; i < sizeof Bs / sizeof Bs[0]; i++)
+            run_case(simd, &w, Bs[i], 0, w.rows);
+        /* partial row ranges, as threads call it */
+        run_case(simd, &w, 5, 3, 4);
+        run_case(simd, &w, 17, 5, 30);
+        run_case(simd, &w, 3, 29, 37);
+        run_case(simd, &w, 2, 10, 10); /* empty */
+        free_weights(&w);
+    }
+}
+
+static void test_matmul_scalar(void **state)
+{
+    (void)state;
+    test_matmul_all_types(DY_SIMD_SCALAR);
+}
+
+static void test_matmul_avx2(void **state)
+{
+    (void)state;
+    if (!have_avx2())
+        skip();
+    test_matmul_all_types(DY_SIMD_AVX2);
+}
+
+/* Activation conversion: identical bytes at both levels, by row subranges as well. */
+static void test_act_convert_agrees(void **state)
+{
+    (void)state;
+    if (!have_avx2())
+        skip();
+    rng_state = 77;
+    const int B = 9;
+    const int64_t cols = 512, ldx = 515;
+    float *X = malloc((size_t)(B * ldx) * sizeof(float));
+    assert_non_null(X);
+    for (int64_t i = 0; i < B * ldx; i++)
+        X[i] = rng_normal() * (i % 3 ? 1.0f : 1e-3f);
+    for (int64_t i = 0; i < 32; i++)
+        X[ldx + i] = 0; /* an all-zero block */
+    X[2 * ldx + 7] = -40.f, X[2 * ldx + 9] = 40.f; /* tie in magnitude: the first one counts */
+    X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;          /* values landing on .5 after scaling */
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const dy_type wt = weight_types[t];
+        const size_t n = dy_act_bytes(wt, cols, B);
+        uint8_t *a = malloc(n), *s = malloc(n), *parts = malloc(n);
+        assert_true(a && s && parts);
+        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, B, a);
+        dy_act_convert(DY_SIMD_SCALAR, wt, X, ldx, cols, 0, B, s);
+        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, 4, parts);
+        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 4, B, parts);
+        assert_memory_equal(a, s, n);
+        assert_memory_equal(a, parts, n);
+        /* and the scalar conversion is the reference quantiser, row by row */
+        const size_t arb = dy_type_row_bytes(dy_act_type(wt), cols);
+        for (int b = 0; b < B; b++) {
+            dy_quantize_row(dy_act_type(wt), X + b * ldx, parts + b * arb, cols);
+            assert_memory_equal(parts + b * arb, s + b * arb, arb);
+        }
+        free(a);
+        free(s);
+        free(parts);
+    }
+    free(X);
+}
+
+/* Scalar and AVX2 give the same numbers up to float summation order. */
+static void test_scalar_avx2_agree(void **state)
+{
+    (void)state;
+    if (!have_avx2())
+        skip();
+    for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        rng_state = 99 + t;
+        weights w;
+        make_weights(&w, weight_types[t], 21, 2 * test_cols(weight_types[t]));
+        const int B = 19;
+        const int64_t cols = w.cols;
+        float *X = malloc((size_t)(B * cols) * sizeof(float));
+        float *Ys = malloc((size_t)(B * w.rows) * sizeof(float));
+        float *Ya = malloc((size_t)(B * w.rows) * sizeof(float));
+        assert_true(X && Ys && Ya);
+        for (int64_t i = 0; i < B * cols; i++)
+            X[i] = rng_normal();
+        void *act = convert_acts(DY_SIMD_SCALAR, w.type, X, cols, cols, B);
+        dy_matmul_rows(DY_SIMD_SCALAR, &w.W, act, B, Ys, w.rows, 0, w.rows);
+        dy_matmul_rows(DY_SIMD_AVX2, &w.W, act, B, Ya, w.rows, 0, w.rows);
+        for (int64_t i = 0; i < B * w.rows; i++) {
+            const double scale = fmax(fabs(Ys[i]), 1.0);
+            if (!(fabs((double)Ys[i] - Ya[i]) <= 1e-5 * scale * sqrt((double)cols) / 8))
+                fail_msg("%s: scalar %.9g vs avx2 %.9g at %lld", dy_type_name(w.type), Ys[i],
+                         Ya[i], (long long)i);
+        }
+        free(act);
+        free(X);
+        free(Ys);
+        free(Ya);
+        free_weights(&w);
+    }
+}
+
+static void test_act_type_and_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(dy_act_type(DY_F32), DY_F32);
+    assert_int_equal(dy_act_type(DY_F16), DY_F32);
+    assert_int_equal(dy_act_type(DY_BF16), DY_F32);
+    assert_int_equal(dy_act_type(DY_Q8_0), DY_Q8_0);
+    assert_int_equal(dy_act_type(DY_Q4_0), DY_Q8_0);
+    assert_int_equal(dy_act_type(DY_Q4_K), DY_Q8_K);
+    assert_int_equal(dy_act_type(DY_Q5_K), DY_Q8_K);
+    assert_int_equal(dy_act_type(DY_Q6_K), DY_Q8_K);
+    assert_int_equal(dy_act_bytes(DY_F16, 300, 3), 3 * 300 * 4);
+    assert_int_equal(dy_act_bytes(DY_Q4_0, 512, 2), 2 * 16 * 34);
+    assert_int_equal(dy_act_bytes(DY_Q6_K, 512, 5), 5 * 2 * 292);
+    assert_string_equal(dy_simd_name(DY_SIMD_SCALAR), "scalar");
+    assert_string_equal(dy_simd_name(DY_SIMD_AVX2), "avx2");
+    setenv("DYAD_SIMD", "scalar", 1);
+    assert_int_equal(dy_simd_detect(), DY_SIMD_SCALAR);
+    unsetenv("DYAD_SIMD");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_type_and_bytes),
+        cmocka_unit_test(test_act_convert_agrees),
+        cmocka_unit_test(test_matmul_scalar),
+        cmocka_unit_test(test_matmul_avx2),
+        cmocka_unit_test(test_scalar_avx2_agree),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
