@@ -2,6 +2,7 @@
  * bottom: per-token bookkeeping, the parallel phases (matrix products, attention), then
  * dy_engine_step, which is the whole transformer in one screen. */
 #include "engine/forward.h"
+#include "engine/vec.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -75,14 +76,6 @@ static void softmax(float *x, int n)
     }
     for (int i = 0; i < n; i++)
         x[i] /= sum;
-}
-
-static float dot(const float *a, const float *b, int n)
-{
-    float s = 0.0f;
-    for (int i = 0; i < n; i++)
-        s += a[i] * b[i];
-    return s;
 }
 
 static inline float silu(float x)
@@ -192,17 +185,14 @@ static void attend_one(dy_engine *e, int layer, int t, int h, float *scores)
     const float scale = 1.0f / sqrtf((float)hd);
     for (int p = 0; p <= s->pos; p++) {
         const float *k = dy_kv_keys(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
-        scores[p] = dot(q, k + (size_t)kvh * hd, hd) * scale;
+        scores[p] = dy_vec_dot(e->simd, q, k + (size_t)kvh * hd, hd) * scale;
     }
     softmax(scores, s->pos + 1);
     float *out = e->att + (size_t)t * hp->n_heads * hd + (size_t)h * hd;
     memset(out, 0, sizeof(float) * (size_t)hd);
     for (int p = 0; p <= s->pos; p++) {
         const float *v = dy_kv_values(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
-        v += (size_t)kvh * hd;
-        float a = scores[p];
-        for (int i = 0; i < hd; i++)
-            out[i] += a * v[i];
+        dy_vec_axpy(e->simd, out, scores[p], v + (size_t)kvh * hd, hd);
     }
 }
 

@@ -1,0 +1,264 @@
+/* kv_cache.c — see kv_cache.h. The index is an open-addressing table from hash to block
+ * (tombstones on removal); evictable blocks form a doubly linked LRU list threaded through
+ * per-block arrays. */
+#include "kv/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define HASH_SEED 0x6479616442484b56ull /* fixed: every worker must compute the same hashes */
+#define EMPTY -1
+#define TOMB -2
+
+struct dy_kv_cache {
+    dy_kv_pool *pool;
+    uint64_t fingerprint;
+    /* per block */
+    uint64_t *hash;
+    bool *indexed;
+    int32_t *lru_prev, *lru_next;
+    /* the evictable list: head is the oldest */
+    int32_t lru_head, lru_tail;
+    int n_evictable, n_indexed;
+    /* hash → block */
+    int32_t *slots;
+    int n_slots; /* power of two, ≥ 2 × blocks */
+    dy_kv_cache_stats stats;
+};
+
+uint64_t dy_block_hash(uint64_t parent, const int32_t *tokens, int n)
+{
+    /* parent ‖ tokens in one buffer: blocks are small (16 tokens by default) */
+    int32_t buf[2 + 256];
+    if (n > 256) { /* unusually large blocks: chain the parent in as the seed instead */
+        return XXH3_64bits_withSeed(tokens, sizeof(int32_t) * (size_t)n, parent ^ HASH_SEED);
+    }
+    memcpy(buf, &parent, sizeof parent);
+    memcpy(buf + 2, tokens, sizeof(int32_t) * (size_t)n);
+    return XXH3_64bits_withSeed(buf, sizeof parent + sizeof(int32_t) * (size_t)n, HASH_SEED);
+}
+
+void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_blocks,
+                             uint64_t *hashes)
+{
+    const int bs = c->pool->block_size;
+    uint64_t parent = c->fingerprint;
+    for (int i = 0; i < n_blocks; i++)
+        parent = hashes[i] = dy_block_hash(parent, tokens + (size_t)i * bs, bs);
+}
+
+dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint)
+{
+    dy_kv_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    const int n = pool->n_blocks;
+    c->pool = pool;
+    c->fingerprint = fingerprint;
+    c->n_slots = 16;
+    while (c->n_slots < 2 * n)
+        c->n_slots *= 2;
+    c->hash = calloc((size_t)n, sizeof *c->hash);
+    c->indexed = calloc((size_t)n, sizeof *c->indexed);
+    c->lru_prev = malloc(sizeof(int32_t) * (size_t)n);
+    c->lru_next = malloc(sizeof(int32_t) * (size_t)n);
+    c->slots = malloc(sizeof(int32_t) * (size_t)c->n_slots);
+    if (!c->hash || !c->indexed || !c->lru_prev || !c->lru_next || !c->slots) {
+        dy_kv_cache_free(c);
+        return NULL;
+    }
+    for (int i = 0; i < c->n_slots; i++)
+        c->slots[i] = EMPTY;
+    c->lru_head = c->lru_tail = -1;
+    return c;
+}
+
+void dy_kv_cache_free(dy_kv_cache *c)
+{
+    if (!c)
+        return;
+    free(c->hash);
+    free(c->indexed);
+    free(c->lru_prev);
+    free(c->lru_next);
+    free(c->slots);
+    free(c);
+}
+
+dy_kv_pool *dy_kv_cache_pool(const dy_kv_cache *c)
+{
+    return c->pool;
+}
+
+uint64_t dy_kv_cache_fingerprint(const dy_kv_cache *c)
+{
+    return c->fingerprint;
+}
+
+/* ---------------------------------------------------------------- the index */
+
+/* The slot holding `hash`, or -1. */
+static int index_find(const dy_kv_cache *c, uint64_t hash)
+{
+    unsigned mask = (unsigned)c->n_slots - 1;
+    for (unsigned i = (unsigned)hash & mask, k = 0; k < (unsigned)c->n_slots; i = (i + 1) & mask, k++) {
+        int32_t b = c->slots[i];
+        if (b == EMPTY)
+            return -1;
+        if (b >= 0 && c->hash[b] == hash)
+            return (int)i;
+    }
+    return -1;
+}
+
+static void index_insert(dy_kv_cache *c, int32_t block)
+{
+    unsigned mask = (unsigned)c->n_slots - 1;
+    unsigned i = (unsigned)c->hash[block] & mask;
+    while (c->slots[i] >= 0)
+        i = (i + 1) & mask;
+    c->slots[i] = block;
+    c->indexed[block] = true;
+    c->n_indexed++;
+}
+
+static void index_remove(dy_kv_cache *c, int32_t block)
+{
+    int s = index_find(c, c->hash[block]);
+    if (s >= 0 && c->slots[s] == block)
+        c->slots[s] = TOMB;
+    c->indexed[block] = false;
+    c->n_indexed--;
+}
+
+/* The table fills with tombstones over time; rebuild it when few empty slots remain. */
+static void index_maybe_rebuild(dy_kv_cache *c)
+{
+    int empty = 0;
+    for (int i = 0; i < c->n_slots; i++)
+        empty += c->slots[i] == EMPTY;
+    if (empty > c->n_slots / 4)
+        return;
+    for (int i = 0; i < c->n_slots; i++)
+        c->slots[i] = EMPTY;
+    int n = c->n_indexed;
+    c->n_indexed = 0;
+    for (int32_t b = 0; b < c->pool->n_blocks && c->n_indexed < n; b++)
+        if (c->indexed[b])
+            index_insert(c, b);
+}
+
+/* ---------------------------------------------------------------- the LRU list */
+
+static void lru_push(dy_kv_cache *c, int32_t b)
+{
+    c->lru_prev[b] = c->lru_tail;
+    c->lru_next[b] = -1;
+    if (c->lru_tail >= 0)
+        c->lru_next[c->lru_tail] = b;
+    else
+        c->lru_head = b;
+    c->lru_tail = b;
+    c->n_evictable++;
+}
+
+static void lru_unlink(dy_kv_cache *c, int32_t b)
+{
+    if (c->lru_prev[b] >= 0)
+        c->lru_next[c->lru_prev[b]] = c->lru_next[b];
+    else
+        c->lru_head = c->lru_next[b];
+    if (c->lru_next[b] >= 0)
+        c->lru_prev[c->lru_next[b]] = c->lru_prev[b];
+    else
+        c->lru_tail = c->lru_prev[b];
+    c->n_evictable--;
+}
+
+/* ---------------------------------------------------------------- the API */
+
+int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *blocks)
+{
+    c->stats.lookups++;
+    c->stats.lookup_blocks += (uint64_t)n;
+    int found = 0;
+    for (; found < n; found++) {
+        int s = index_find(c, hashes[found]);
+        if (s < 0)
+            break;
+        int32_t b = c->slots[s];
+        if (c->pool->refcount[b] == 0) {
+            lru_unlink(c, b); /* evictable → in use again */
+            c->pool->refcount[b] = 1;
+        } else
+            dy_kv_ref(c->pool, b);
+        blocks[found] = b;
+    }
+    c->stats.hit_blocks += (uint64_t)found;
+    return found;
+}
+
+int32_t dy_kv_cache_alloc(dy_kv_cache *c)
+{
+    int32_t b = dy_kv_alloc(c->pool);
+    if (b >= 0)
+        return b;
+    if (c->lru_head < 0)
+        return -1;
+    b = c->lru_head;
+    lru_unlink(c, b);
+    index_remove(c, b);
+    index_maybe_rebuild(c);
+    c->stats.evictions++;
+    c->pool->refcount[b] = 1;
+    return b;
+}
+
+void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash)
+{
+    if (c->indexed[block] || index_find(c, hash) >= 0)
+        return;
+    c->hash[block] = hash;
+    index_insert(c, block);
+}
+
+void dy_kv_cache_release(dy_kv_cache *c, int32_t block)
+{
+    if (c->pool->refcount[block] > 1) {
+        dy_kv_unref(c->pool, block);
+        return;
+    }
+    if (c->indexed[block]) {
+        c->pool->refcount[block] = 0;
+        lru_push(c, block);
+    } else
+        dy_kv_unref(c->pool, block);
+}
+
+int dy_kv_cache_available(const dy_kv_cache *c)
+{
+    return c->pool->n_free + c->n_evictable;
+}
+
+int dy_kv_cache_indexed(const dy_kv_cache *c)
+{
+    return c->n_indexed;
+}
+
+void dy_kv_cache_clear(dy_kv_cache *c)
+{
+    while (c->lru_head >= 0) {
+        int32_t b = c->lru_head;
+        lru_unlink(c, b);
+        index_remove(c, b);
+        c->pool->refcount[b] = 1;
+        dy_kv_unref(c->pool, b);
+    }
+    index_maybe_rebuild(c);
+}
+
+dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c)
+{
+    return c->stats;
+}

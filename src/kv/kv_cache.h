@@ -1,0 +1,55 @@
+/* kv_cache.h — who holds which KV block, and which blocks can be reused. On top of the
+ * block pool it keeps the prefix index: every full, computed block is published under its
+ * chained hash h_i = xxh3(h_{i-1} ‖ token ids of block i) (h_{-1} is the model fingerprint),
+ * so a later prompt with the same leading tokens finds those blocks instead of recomputing
+ * them. A block nobody references stays cached (evictable, least recently released first)
+ * until the pool needs it. Pure bookkeeping: no threads, no clocks, no I/O. */
+#ifndef DYAD_KV_CACHE_H
+#define DYAD_KV_CACHE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "kv/kv_pool.h"
+
+typedef struct dy_kv_cache dy_kv_cache;
+
+/* Counters for metrics. */
+typedef struct {
+    uint64_t lookups;        /* prefix lookups (one per admitted prompt) */
+    uint64_t lookup_blocks;  /* full prompt blocks looked up */
+    uint64_t hit_blocks;     /* of those, found cached */
+    uint64_t evictions;      /* cached blocks reclaimed for new data */
+} dy_kv_cache_stats;
+
+/* The cache does not own the pool. */
+dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint);
+void dy_kv_cache_free(dy_kv_cache *c);
+dy_kv_pool *dy_kv_cache_pool(const dy_kv_cache *c);
+uint64_t dy_kv_cache_fingerprint(const dy_kv_cache *c);
+
+/* Chained hash of one full block of tokens. */
+uint64_t dy_block_hash(uint64_t parent, const int32_t *tokens, int n);
+/* Hashes of the first n_blocks full blocks of tokens (chained from the fingerprint). */
+void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_blocks,
+                             uint64_t *hashes);
+
+/* The longest run of leading blocks already cached: their ids go to blocks[], each gains a
+ * reference. Returns how many. */
+int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *blocks);
+/* A block for new data (reference count 1): a free one, else the least recently released
+ * cached one (which leaves the index). -1 when every block is in use. */
+int32_t dy_kv_cache_alloc(dy_kv_cache *c);
+/* Marks a block as full and computed under `hash`. If another block already holds that
+ * hash, this one stays private (it is freed, not cached, when released). */
+void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash);
+/* Drops one reference; at zero a published block becomes evictable, others become free. */
+void dy_kv_cache_release(dy_kv_cache *c, int32_t block);
+/* Blocks that dy_kv_cache_alloc could still hand out (free + evictable). */
+int dy_kv_cache_available(const dy_kv_cache *c);
+/* Blocks published in the index (cached, whether in use or not). */
+int dy_kv_cache_indexed(const dy_kv_cache *c);
+/* Drops every unreferenced cached block from the index (they become free). */
+void dy_kv_cache_clear(dy_kv_cache *c);
+dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c);
+
+#endif

@@ -1,0 +1,303 @@
+/* sched.c — see sched.h. Two intrusive lists (waiting, running) ordered oldest first; a plan
+ * is rebuilt from them every step. */
+#include "sched/sched.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    dy_seq *head, *tail;
+    int n;
+} seq_list;
+
+struct dy_sched {
+    dy_sched_config cfg;
+    dy_kv_cache *kv;
+    int bs;
+    seq_list waiting, running;
+    uint64_t next_order;
+    uint64_t preemptions;
+    dy_plan plan;
+};
+
+/* ---------------------------------------------------------------- lists */
+
+static void list_remove(seq_list *l, dy_seq *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        l->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    else
+        l->tail = s->prev;
+    s->prev = s->next = NULL;
+    l->n--;
+}
+
+static void list_push_back(seq_list *l, dy_seq *s)
+{
+    s->prev = l->tail;
+    s->next = NULL;
+    if (l->tail)
+        l->tail->next = s;
+    else
+        l->head = s;
+    l->tail = s;
+    l->n++;
+}
+
+static void list_push_front(seq_list *l, dy_seq *s)
+{
+    s->next = l->head;
+    s->prev = NULL;
+    if (l->head)
+        l->head->prev = s;
+    else
+        l->tail = s;
+    l->head = s;
+    l->n++;
+}
+
+/* ---------------------------------------------------------------- sequences */
+
+static void seq_free(dy_seq *s)
+{
+    free(s->tokens);
+    free(s->blocks);
+    free(s->hashes);
+    free(s);
+}
+
+static void release_blocks(dy_sched *s, dy_seq *q)
+{
+    for (int i = 0; i < q->n_blocks; i++)
+        dy_kv_cache_release(s->kv, q->blocks[i]);
+    q->n_blocks = 0;
+    q->n_computed = 0;
+    q->n_published = 0;
+}
+
+/* Chained hashes for the first nb full blocks (the tokens must exist). */
+static void ensure_hashes(dy_sched *s, dy_seq *q, int nb, int have)
+{
+    uint64_t parent = have ? q->hashes[have - 1] : dy_kv_cache_fingerprint(s->kv);
+    for (int i = have; i < nb; i++)
+        parent = q->hashes[i] = dy_block_hash(parent, q->tokens + (size_t)i * s->bs, s->bs);
+}
+
+/* Grows the block table to cover positions [0, len). False if the pool is out of blocks
+ * (the blocks taken so far stay with the sequence). */
+static bool ensure_blocks(dy_sched *s, dy_seq *q, int len)
+{
+    int need = (len + s->bs - 1) / s->bs;
+    while (q->n_blocks < need) {
+        int32_t b = dy_kv_cache_alloc(s->kv);
+        if (b < 0)
+            return false;
+        q->blocks[q->n_blocks++] = b;
+    }
+    return true;
+}
+
+dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
+                     void *user)
+{
+    int pool_blocks = dy_kv_cache_pool(s->kv)->n_blocks;
+    if (n_prompt <= 0 || n_prompt >= max_len || (n_prompt + s->bs) / s->bs > pool_blocks)
+        return NULL;
+    dy_seq *q = calloc(1, sizeof *q);
+    if (!q)
+        return NULL;
+    q->blocks_cap = (max_len + s->bs - 1) / s->bs;
+    q->tokens = malloc(sizeof(int32_t) * (size_t)max_len);
+    q->blocks = malloc(sizeof(int32_t) * (size_t)q->blocks_cap);
+    q->hashes = malloc(sizeof(uint64_t) * (size_t)q->blocks_cap);
+    if (!q->tokens || !q->blocks || !q->hashes) {
+        seq_free(q);
+        return NULL;
+    }
+    memcpy(q->tokens, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    q->id = id;
+    q->user = user;
+    q->n_tokens = q->n_prompt = n_prompt;
+    q->cap = q->max_len = max_len;
+    q->order = s->next_order++;
+    q->state = DY_SEQ_WAITING;
+    list_push_back(&s->waiting, q);
+    return q;
+}
+
+void dy_sched_finish(dy_sched *s, dy_seq *q)
+{
+    release_blocks(s, q);
+    list_remove(q->state == DY_SEQ_RUNNING ? &s->running : &s->waiting, q);
+    /* A finished sequence may still sit in the current plan; commit must skip it. */
+    for (int i = 0; i < s->plan.n_items; i++)
+        if (s->plan.items[i].seq == q)
+            s->plan.items[i].seq = NULL;
+    seq_free(q);
+}
+
+/* ---------------------------------------------------------------- planning */
+
+static void preempt(dy_sched *s, dy_seq *q)
+{
+    release_blocks(s, q);
+    list_remove(&s->running, q);
+    q->state = DY_SEQ_WAITING;
+    q->n_preemptions++;
+    s->preemptions++;
+    s->plan.n_preempted++;
+    list_push_front(&s->waiting, q);
+}
+
+static void add_item(dy_sched *s, dy_seq *q, int n)
+{
+    dy_plan_item *it = &s->plan.items[s->plan.n_items++];
+    it->seq = q;
+    it->start = q->n_computed;
+    it->n = n;
+    it->logits = q->n_computed + n == q->n_tokens;
+    s->plan.n_tokens += n;
+    s->plan.n_decode += n == 1 && it->logits && q->n_computed >= q->n_prompt;
+}
+
+/* Running sequences first (oldest first). When blocks run out, the youngest running
+ * sequence is preempted, until the current one fits or is itself the youngest. */
+static int plan_running(dy_sched *s, int budget)
+{
+    for (dy_seq *q = s->running.head; q && budget > 0;) {
+        int n = q->n_tokens - q->n_computed;
+        if (n > budget)
+            n = budget;
+        while (q->state == DY_SEQ_RUNNING && !ensure_blocks(s, q, q->n_computed + n))
+            preempt(s, s->running.tail);
+        if (q->state != DY_SEQ_RUNNING)
+            break; /* q was the youngest: every older sequence is planned */
+        add_item(s, q, n);
+        budget -= n;
+        q = q->next;
+    }
+    return budget;
+}
+
+/* Looks the sequence's prompt up in the prefix cache. The block holding the last token is
+ * never matched, so at least one token is computed (its logits are needed) and no step ever
+ * writes into a block that other sequences share. */
+static void attach_cached_prefix(dy_sched *s, dy_seq *q)
+{
+    int n_lookup = (q->n_tokens - 1) / s->bs;
+    ensure_hashes(s, q, n_lookup, 0);
+    int found = dy_kv_cache_lookup(s->kv, q->hashes, n_lookup, q->blocks);
+    q->n_blocks = q->n_published = found;
+    q->n_computed = found * s->bs;
+    if (!q->admitted_once)
+        q->n_cached = q->n_computed;
+    q->admitted_once = true;
+}
+
+/* Waiting sequences in arrival order while budget, batch slots and blocks last. */
+static void plan_waiting(dy_sched *s, int budget)
+{
+    while (s->waiting.head && budget > 0 && s->running.n < s->cfg.max_running) {
+        dy_seq *q = s->waiting.head;
+        attach_cached_prefix(s, q);
+        int n = q->n_tokens - q->n_computed;
+        if (n > budget)
+            n = budget;
+        if (!ensure_blocks(s, q, q->n_computed + n)) {
+            release_blocks(s, q); /* not now: the head waits, nothing overtakes it */
+            return;
+        }
+        list_remove(&s->waiting, q);
+        q->state = DY_SEQ_RUNNING;
+        list_push_back(&s->running, q);
+        add_item(s, q, n);
+        budget -= n;
+    }
+}
+
+int dy_sched_plan(dy_sched *s, const dy_plan **plan)
+{
+    s->plan.n_items = s->plan.n_tokens = s->plan.n_decode = s->plan.n_preempted = 0;
+    int budget = plan_running(s, s->cfg.max_batch_tokens);
+    plan_waiting(s, budget);
+    *plan = &s->plan;
+    return s->plan.n_items;
+}
+
+void dy_sched_commit(dy_sched *s, const int32_t *sampled)
+{
+    int k = 0;
+    for (int i = 0; i < s->plan.n_items; i++) {
+        dy_plan_item *it = &s->plan.items[i];
+        dy_seq *q = it->seq;
+        if (!q) { /* finished meanwhile; its sample (if any) is dropped */
+            k += it->logits;
+            continue;
+        }
+        q->n_computed += it->n;
+        int full = q->n_computed / s->bs;
+        if (full > q->n_published) {
+            ensure_hashes(s, q, full, q->n_published);
+            for (int b = q->n_published; b < full; b++)
+                dy_kv_cache_publish(s->kv, q->blocks[b], q->hashes[b]);
+            q->n_published = full;
+        }
+        if (it->logits) {
+            int32_t t = sampled[k++];
+            if (q->n_tokens < q->max_len)
+                q->tokens[q->n_tokens++] = t;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- lifetime and load */
+
+dy_sched *dy_sched_new(const dy_sched_config *cfg, dy_kv_cache *kv)
+{
+    if (cfg->max_batch_tokens < 1 || cfg->max_running < 1)
+        return NULL;
+    dy_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->kv = kv;
+    s->bs = dy_kv_cache_pool(kv)->block_size;
+    s->plan.items = malloc(sizeof *s->plan.items * (size_t)(cfg->max_running + 1));
+    if (!s->plan.items) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void dy_sched_free(dy_sched *s)
+{
+    if (!s)
+        return;
+    while (s->running.head)
+        dy_sched_finish(s, s->running.head);
+    while (s->waiting.head)
+        dy_sched_finish(s, s->waiting.head);
+    free(s->plan.items);
+    free(s);
+}
+
+int dy_sched_n_waiting(const dy_sched *s) { return s->waiting.n; }
+int dy_sched_n_running(const dy_sched *s) { return s->running.n; }
+uint64_t dy_sched_total_preemptions(const dy_sched *s) { return s->preemptions; }
+dy_kv_cache *dy_sched_kv(const dy_sched *s) { return s->kv; }
+
+int64_t dy_sched_queued_prefill_tokens(const dy_sched *s)
+{
+    int64_t n = 0;
+    for (const dy_seq *q = s->waiting.head; q; q = q->next)
+        n += q->n_tokens - q->n_computed;
+    for (const dy_seq *q = s->running.head; q; q = q->next)
+        if (q->n_tokens - q->n_computed > 1)
+            n += q->n_tokens - q->n_computed;
+    return n;
+}

@@ -1,0 +1,91 @@
+/* sched.h — continuous batching for one worker (pure policy: no I/O, no clocks, no threads).
+ * Each step's plan gives every running sequence that has finished its prompt one decode
+ * token, then fills the rest of the token budget with prompt chunks: first the running
+ * sequences still mid-prompt, then waiting sequences in arrival order (first come, first
+ * served; the head of the queue is never skipped, so nothing starves). Admission looks the
+ * prompt up in the prefix cache, so cached leading blocks are not recomputed. When the KV
+ * pool runs out, the youngest running sequence is preempted: its blocks are released and it
+ * goes back to the front of the queue, to be recomputed later (its published blocks may still
+ * be found in the cache then).
+ *
+ * The caller (the worker) runs the plan through the engine, samples a token for every item
+ * that wants logits, and reports them with dy_sched_commit; it ends sequences with
+ * dy_sched_finish (stop conditions are the caller's: EOS, stop strings, max tokens). */
+#ifndef DYAD_SCHED_H
+#define DYAD_SCHED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "kv/kv_cache.h"
+
+typedef enum { DY_SEQ_WAITING, DY_SEQ_RUNNING } dy_seq_state;
+
+typedef struct dy_seq {
+    uint64_t id;
+    void *user;            /* the caller's per-request state */
+    dy_seq_state state;
+    int32_t *tokens;       /* prompt, then generated tokens */
+    int n_tokens, cap;
+    int n_prompt;
+    int max_len;           /* n_tokens never exceeds this (context length) */
+    int n_computed;        /* leading tokens whose KV is in this sequence's blocks */
+    int n_cached;          /* prompt tokens found in the prefix cache at first admission */
+    bool admitted_once;
+    int n_preemptions;
+    int32_t *blocks;       /* block table */
+    int n_blocks, blocks_cap;
+    int n_published;       /* leading blocks already published to the prefix index */
+    uint64_t *hashes;      /* chained hashes of full blocks */
+    uint64_t order;        /* arrival order: smaller is older */
+    struct dy_seq *prev, *next; /* in its list (waiting or running) */
+} dy_seq;
+
+typedef struct {
+    dy_seq *seq;
+    int start;     /* first position computed in this step */
+    int n;         /* tokens computed */
+    bool logits;   /* true when the step reaches the end of the sequence: sample after it */
+} dy_plan_item;
+
+typedef struct {
+    int max_batch_tokens; /* token budget of one step */
+    int max_running;      /* sequences in the running batch at most */
+} dy_sched_config;
+
+typedef struct dy_sched dy_sched;
+
+typedef struct {
+    dy_plan_item *items;
+    int n_items;
+    int n_tokens;
+    int n_decode;     /* items that are single decode tokens */
+    int n_preempted;  /* sequences preempted while planning this step */
+} dy_plan;
+
+dy_sched *dy_sched_new(const dy_sched_config *cfg, dy_kv_cache *kv);
+void dy_sched_free(dy_sched *s); /* frees every sequence still held */
+
+/* Queues a request. The tokens are copied. NULL if out of memory or if the prompt is empty
+ * or not shorter than max_len. */
+dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
+                     void *user);
+/* Ends a sequence (finished or cancelled): its blocks are released at once (published ones
+ * stay cached) and the sequence is freed. */
+void dy_sched_finish(dy_sched *s, dy_seq *seq);
+
+/* Plans the next step. The plan (and its items) stay valid until the next call. Returns the
+ * number of items (0: nothing to do, or nothing fits). */
+int dy_sched_plan(dy_sched *s, const dy_plan **plan);
+/* After the engine ran the plan: `sampled[i]` is the token sampled for the i-th item that
+ * wanted logits (in plan order). Appends them, advances n_computed and publishes the blocks
+ * that became full. */
+void dy_sched_commit(dy_sched *s, const int32_t *sampled);
+
+int dy_sched_n_waiting(const dy_sched *s);
+int dy_sched_n_running(const dy_sched *s);
+/* Prompt tokens still to compute over waiting and running sequences (load reporting). */
+int64_t dy_sched_queued_prefill_tokens(const dy_sched *s);
+uint64_t dy_sched_total_preemptions(const dy_sched *s);
+dy_kv_cache *dy_sched_kv(const dy_sched *s);
+
+#endif
