@@ -3,14 +3,33 @@
  *
  * The scalar kernels follow the same plan as the AVX2 ones, in plain C: for each output row,
  * walk the row in chunks, decode a chunk once (to f32, or to integers and a scale), and use it
- * for every activation row, so the arithmetic mirrors ggml's integer dot products (Q8_0/Q4_0
- * against Q8_0, the K-quants against Q8_K with bsums for the mins). */
+ * for every activation row; the arithmetic is ggml's integer dot products (Q8_0/Q4_0 against
+ * Q8_0, the K-quants against Q8_K with bsums for the mins).
+ *
+ * Both levels give the same bits: integer sums are exact, and the scalar code performs the AVX2
+ * code's float operations in the same order (an exact fma where that uses an fma, the same
+ * 8-lane split and pairwise reduction for float weights). That matters beyond tidiness:
+ * activations are re-quantised before every matmul, so a last-bit difference can flip a
+ * rounding there and grow through the layers; with equal bits DYAD_SIMD=scalar reproduces the
+ * AVX2 logits exactly. */
 #include "engine/kernels.h"
 #include "engine/kernels_impl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+/* clang's __builtin_cpu_supports does not know "f16c", so that bit comes from cpuid. */
+static bool cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
 
 dy_simd dy_simd_detect(void)
 {
@@ -19,8 +38,7 @@ dy_simd dy_simd_detect(void)
         return DY_SIMD_SCALAR;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
         return DY_SIMD_AVX2;
 #endif
     return DY_SIMD_SCALAR;
@@ -67,6 +85,32 @@ void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_
             dy_quantize_row(at, x, dst, cols);
     }
 }
+
+/* ------------------------------------------------------------------ exact fma */
+
+/* fmaf, correctly rounded, for the scalar kernels (they must match the AVX2 fma bit for bit).
+ * Where fmaf is a hardware instruction it is used as is; otherwise libm's is far too slow for
+ * an inner loop, so: the product of two floats is exact in double, the double sum is made
+ * round-to-odd using its exact error (TwoSum), and a round-to-odd double (29 more bits than a
+ * float) rounds to the correctly rounded float. */
+#ifdef FP_FAST_FMAF
+#define dy_fmaf fmaf
+#else
+static inline float dy_fmaf(float a, float b, float c)
+{
+    const double p = (double)a * b, t = p + c;
+    const double bv = t - p, e = (p - (t - bv)) + (c - bv);
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    if (e != 0 && !(u & 1)) { /* inexact and even: step to the odd neighbour on e's side */
+        u += (e > 0) == (t > 0) ? 1 : (uint64_t)-1;
+        double odd;
+        memcpy(&odd, &u, sizeof odd);
+        return (float)odd;
+    }
+    return (float)t;
+}
+#endif
 
 /* ------------------------------------------------------------------ K-quant unpacking */
 
@@ -142,31 +186,42 @@ void dy_kq_unpack(dy_type t, const void *block, dy_kq_unpacked *u)
 
 enum { SCALAR_BCHUNK = 64, FLOAT_CHUNK = 256 };
 
-/* F32 / F16 / BF16 weights against f32 activations. */
+/* F32 / F16 / BF16 weights against f32 activations, summed like the AVX2 tile: 8 lanes, lane j
+ * taking the columns ≡ j (mod 8) by fma, added pairwise ((0+1)+(2+3))+((4+5)+(6+7)), then the
+ * columns past the last multiple of 8 one by one. */
 static void scalar_float(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
                          int64_t r0, int64_t r1)
 {
-    const int64_t n = W->cols;
+    const int64_t n = W->cols, n8 = n / 8 * 8;
     const size_t esize = dy_type_block_bytes(W->type);
-    float w[FLOAT_CHUNK], acc[SCALAR_BCHUNK];
+    float w[FLOAT_CHUNK], lanes[SCALAR_BCHUNK][8];
     for (int b0 = 0; b0 < B; b0 += SCALAR_BCHUNK) {
         const int nb = B - b0 < SCALAR_BCHUNK ? B - b0 : SCALAR_BCHUNK;
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *row = (const uint8_t *)W->data + (size_t)r * W->row_bytes;
-            memset(acc, 0, sizeof acc);
-            for (int64_t k = 0; k < n; k += FLOAT_CHUNK) {
-                const int kn = n - k < FLOAT_CHUNK ? (int)(n - k) : FLOAT_CHUNK;
+            memset(lanes, 0, sizeof lanes);
+            for (int64_t k = 0; k < n8; k += FLOAT_CHUNK) { /* FLOAT_CHUNK is a multiple of 8 */
+                const int kn = n8 - k < FLOAT_CHUNK ? (int)(n8 - k) : FLOAT_CHUNK;
                 dy_dequant_row(W->type, row + (size_t)k * esize, w, kn);
                 for (int b = 0; b < nb; b++) {
                     const float *x = act + (int64_t)(b0 + b) * n + k;
-                    float s = 0;
-                    for (int i = 0; i < kn; i++)
-                        s += w[i] * x[i];
-                    acc[b] += s;
+                    float l[8];
+                    memcpy(l, lanes[b], sizeof l);
+                    for (int i = 0; i < kn; i += 8)
+                        for (int j = 0; j < 8; j++)
+                            l[j] = dy_fmaf(w[i + j], x[i + j], l[j]);
+                    memcpy(lanes[b], l, sizeof l);
                 }
             }
-            for (int b = 0; b < nb; b++)
-                Y[(int64_t)(b0 + b) * ldy + r] = acc[b];
+            if (n8 < n)
+                dy_dequant_row(W->type, row + (size_t)n8 * esize, w, n - n8);
+            for (int b = 0; b < nb; b++) {
+                const float *l = lanes[b], *x = act + (int64_t)(b0 + b) * n;
+                float y = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+                for (int64_t k = n8; k < n; k++)
+                    y = dy_fmaf(w[k - n8], x[k], y);
+                Y[(int64_t)(b0 + b) * ldy + r] = y;
+            }
         }
     }
 }
@@ -209,7 +264,7 @@ static void scalar_q8(const dy_mat *W, const void *act, int B, float *Y, int64_t
                     int sumi = 0;
                     for (int j = 0; j < DY_QK; j++)
                         sumi += w[j] * x->qs[j];
-                    acc[b] += sumi * (dw * dy_f16_to_f32(x->d));
+                    acc[b] = dy_fmaf((float)sumi, dw * dy_f16_to_f32(x->d), acc[b]);
                 }
             }
             for (int b = 0; b < nb; b++)
@@ -245,7 +300,12 @@ static void scalar_kq(const dy_mat *W, const void *act, int B, float *Y, int64_t
                         sumi += u.sc[g] * s;
                         summ += u.mn[g] * x->bsums[g];
                     }
-                    acc[b] += u.d * x->d * sumi - u.dmin * x->d * summ;
+                    if (W->type == DY_Q6_K) { /* dmin = d: one scaling, as in AVX2 */
+                        acc[b] = dy_fmaf((float)(sumi - summ), u.d * x->d, acc[b]);
+                    } else {
+                        acc[b] = dy_fmaf((float)sumi, u.d * x->d, acc[b]);
+                        acc[b] = dy_fmaf(-(float)summ, u.dmin * x->d, acc[b]);
+                    }
                 }
             }
             for (int b = 0; b < nb; b++)

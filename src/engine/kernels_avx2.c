@@ -4,18 +4,23 @@
  * Plan, per weight type family:
  *  - F32/F16/BF16: register tiles of 4 weight rows × up to 3 activation rows (12 FMA
  *    accumulators); F16/BF16 weights are widened to f32 as they are loaded, once per tile.
- *  - Q8_0/Q4_0 against Q8_0 and K-quants against Q8_K: tiles of 8 weight rows. A chunk of 256
- *    columns of the 8 rows is decoded once into a small scratch (Q4_0 nibbles → int8, K-quant
- *    values → uint8 plus 16-bit scale vectors, f16 scales → f32 vectors) and then used for
- *    every activation row, so decoding is paid once per call, not once per activation row.
- *    Integer products use ggml's AVX2 recipe (maddubs on an unsigned×signed pair, madd to
- *    32 bits); the 8 rows' partial sums are reduced with one hadd tree whose lane r is row r,
- *    so the float scaling is one fma per (activation row, block) for all 8 rows at once.
+ *  - Q8_0/Q4_0 against Q8_0 and K-quants against Q8_K: tiles of 8 weight rows. Integer products
+ *    use ggml's AVX2 recipe (maddubs on an unsigned×signed pair, madd to 32 bits); the 8 rows'
+ *    partial sums are reduced by one hadd tree whose lane r is row r, so the float scaling is
+ *    one fma per (activation row, block) for all 8 rows at once. Two ways through a tile:
+ *     direct: for a few activation rows (decode), each is multiplied straight from the weight
+ *       bytes, decoding in registers (the tile stays in L1 for the next activation row);
+ *     shared: for more, each 256-column chunk of the 8 rows is decoded once into a small
+ *       scratch (values as bytes, 16-bit scale vectors, f32 block scales) and every activation
+ *       row runs over it, so decoding is paid once per call, not once per activation row.
  * Activation rows are walked in chunks of BCH so that chunk stays in L2 while every weight row
- * tile streams past it once; for decode (B small) every weight byte is read exactly once. */
+ * tile streams past it once; for decode (B small) every weight byte is read from memory once.
+ * The shapes (tile sizes, direct/shared crossovers, loop orders) were chosen by measurement on
+ * Zen 4; see the comments where a choice is not obvious. */
 #include "engine/kernels_impl.h"
 
 #include <immintrin.h>
+#include <math.h>
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -94,10 +99,10 @@ ALWAYS_INLINE void float_tile(dy_type t, int NB, const void *const w[4], const f
 #pragma GCC unroll 3
     for (int b = 0; b < NB; b++)
         _mm_storeu_ps(out[b], hsum4_ps(acc[0][b], acc[1][b], acc[2][b], acc[3][b]));
-    for (; k < n; k++) /* columns past the last multiple of 8 */
+    for (; k < n; k++) /* columns past the last multiple of 8 (fmaf: as the scalar code) */
         for (int r = 0; r < 4; r++)
             for (int b = 0; b < NB; b++)
-                out[b][r] += load1_w(t, w[r], k) * x[b][k];
+                out[b][r] = fmaf(load1_w(t, w[r], k), x[b][k], out[b][r]);
 }
 
 ALWAYS_INLINE void float_rows(dy_type t, const dy_mat *W, const float *act, int B, float *Y,
@@ -176,23 +181,32 @@ static void store_tile(const __m256 *acc, int b0, int nb, float *Y, int64_t ldy,
     }
 }
 
-/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. Packed with integer shifts so the
- * vector units stay free for the dot products. */
+/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. (vpinsrw measured faster here than
+ * packing the halves with integer shifts and moving them over in two qwords.) */
 ALWAYS_INLINE __m256 f16x8(const uint8_t *const rows[8], size_t off)
 {
-    uint64_t lo = 0, hi = 0;
-    for (int r = 0; r < 4; r++) {
-        lo |= (uint64_t)dy_rd16(rows[r] + off) << (16 * r);
-        hi |= (uint64_t)dy_rd16(rows[r + 4] + off) << (16 * r);
-    }
-    return _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+    const __m128i h = _mm_setr_epi16(
+        (short)dy_rd16(rows[0] + off), (short)dy_rd16(rows[1] + off),
+        (short)dy_rd16(rows[2] + off), (short)dy_rd16(rows[3] + off),
+        (short)dy_rd16(rows[4] + off), (short)dy_rd16(rows[5] + off),
+        (short)dy_rd16(rows[6] + off), (short)dy_rd16(rows[7] + off));
+    return _mm256_cvtph_ps(h);
 }
 
 /* ------------------------------------------------------------------ Q8_0 / Q4_0 × Q8_0 */
 
-/* Up to this many activation rows, each row is multiplied straight from the weights (decoding
- * in registers); above it, the decoded chunk in scratch is shared by all activation rows. */
-enum { Q8_DIRECT_MAX = 2 };
+/* Up to this many activation rows, each one is multiplied straight from the weights (decoding
+ * in registers, the tile staying in L1 between them); above it, the chunk decoded once into
+ * scratch is shared by all of them. Crossovers measured on Zen 4 at 2048×2048. */
+static int direct_max(dy_type t)
+{
+    switch (t) {
+    case DY_Q4_0: return 3;
+    case DY_Q8_0:
+    case DY_Q6_K: return 2;
+    default: return 1; /* Q4_K, Q5_K: their shared path is already cheaper at B = 2 */
+    }
+}
 
 /* 8 int32 partial sums of Σ w·x over one block; |x| and sign(w, x) make the unsigned×signed
  * pair maddubs needs (|x|, |w| ≤ 127, so the int16 pair sums cannot saturate). */
@@ -221,30 +235,64 @@ ALWAYS_INLINE __m256i q4_0_offset(__m256i x)
     return _mm256_add_epi32(s, _mm256_permute2x128_si256(s, s, 0x01));
 }
 
-/* Lane r: dot(weight row r, one Q8_0 activation row), decoding the weights in registers. */
-ALWAYS_INLINE __m256 q8_direct(dy_type t, const uint8_t *const rows[8], int64_t nblk, size_t bb,
-                               const dy_block_q8_0 *x)
+/* Block i of Q4_0 rows a and b against activation block x: [row a: 4 int32 partials | row b: 4].
+ * Both rows' 16 nibble bytes share one register; low nibbles (elements 0..15) meet xlo, high
+ * ones xhi (x's halves broadcast to both lanes). 4-bit × 8-bit pair sums fit int16 twice over,
+ * so the two maddubs results are added before widening. */
+ALWAYS_INLINE __m256i q4_0_pair(const uint8_t *qa, const uint8_t *qb, __m256i xlo, __m256i xhi)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)qb),
+                                       _mm_loadu_si128((const __m128i *)qa));
+    const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, xlo), _mm256_maddubs_epi16(hi, xhi));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+/* Lane order of q4_0_direct's sums: rows 0, 2, 4, 6, 1, 3, 5, 7. */
+static const int q4_pair_order[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+/* Lane r: dot(Q4_0 row r, one Q8_0 activation row), in q4_pair_order until the final permute. */
+static __m256 q4_0_direct(const uint8_t *const rows[8], int64_t nblk, size_t bb,
+                          const dy_block_q8_0 *x)
+{
+    const uint8_t *prow[8];
+    for (int r = 0; r < 8; r++)
+        prow[r] = rows[q4_pair_order[r]];
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nblk; i++) {
+        const size_t off = (size_t)i * bb;
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i xlo = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(xv));
+        const __m256i xhi = _mm256_broadcastsi128_si256(_mm256_extracti128_si256(xv, 1));
+        __m256i q[4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+            q[k] = q4_0_pair(rows[2 * k] + off + 2, rows[2 * k + 1] + off + 2, xlo, xhi);
+        const __m256i s = _mm256_hadd_epi32(_mm256_hadd_epi32(q[0], q[1]), _mm256_hadd_epi32(q[2], q[3]));
+        const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s, q4_0_offset(xv))),
+                              _mm256_mul_ps(f16x8(prow, off), dx), acc);
+    }
+    return _mm256_permutevar8x32_ps(acc, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Lane r: dot(Q8_0 row r, one Q8_0 activation row), straight from the weights. */
+static __m256 q8_0_direct(const uint8_t *const rows[8], int64_t nblk, size_t bb,
+                          const dy_block_q8_0 *x)
 {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nblk; i++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const size_t off = (size_t)i * bb;
-        __m256i p[8], s;
-        if (t == DY_Q8_0) {
-            const __m256i ax = _mm256_sign_epi8(xv, xv);
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i ax = _mm256_sign_epi8(xv, xv);
+        __m256i p[8];
 #pragma GCC unroll 8
-            for (int r = 0; r < 8; r++)
-                p[r] = dot_q8(ax, xv, _mm256_loadu_si256((const __m256i *)(rows[r] + off + 2)));
-            s = hsum8_epi32(p);
-        } else {
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; r++)
-                p[r] = _mm256_madd_epi16(_mm256_maddubs_epi16(q4_0_nibbles(rows[r] + off + 2), xv),
-                                         _mm256_set1_epi16(1));
-            s = _mm256_sub_epi32(hsum8_epi32(p), q4_0_offset(xv));
-        }
+        for (int r = 0; r < 8; r++)
+            p[r] = dot_q8(ax, xv, _mm256_loadu_si256((const __m256i *)(rows[r] + off + 2)));
         const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(f16x8(rows, off), dx), acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)),
+                              _mm256_mul_ps(f16x8(rows, off), dx), acc);
     }
     return acc;
 }
@@ -320,13 +368,13 @@ static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t l
         for (int64_t r = r0; r < r1; r += 8) {
             const uint8_t *rows[8];
             const int nr = tile_rows(W, r, r1, rows);
-            if (nb > Q8_DIRECT_MAX) {
+            if (nb > direct_max(W->type)) {
                 q8_tile_shared(W->type, rows, nblk, bb, abase, arb, nb, acc);
             } else {
                 for (int b = 0; b < nb; b++) {
                     const dy_block_q8_0 *x = (const dy_block_q8_0 *)(abase + (size_t)b * arb);
-                    acc[b] = W->type == DY_Q4_0 ? q8_direct(DY_Q4_0, rows, nblk, bb, x)
-                                                : q8_direct(DY_Q8_0, rows, nblk, bb, x);
+                    acc[b] = W->type == DY_Q4_0 ? q4_0_direct(rows, nblk, bb, x)
+                                                : q8_0_direct(rows, nblk, bb, x);
                 }
             }
             store_tile(acc, b0, nb, Y, ldy, r, nr);
@@ -336,21 +384,20 @@ static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t l
 
 /* ------------------------------------------------------------------ K-quants × Q8_K */
 
-enum { KQ_DIRECT_MAX = 2 }; /* as Q8_DIRECT_MAX */
-
 /* Q4_K/Q5_K: the 8 six-bit scales and mins (ggml's get_scale_min_k4, 4 bytes at a time), as
  * int16: returns the scales in both 128-bit halves, *mins the mins. */
 ALWAYS_INLINE __m256i k4_scales(const uint8_t scales[12], __m128i *mins)
 {
-    uint32_t u[4];
-    memcpy(u, scales, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4); /* mins 4..7 */
-    const uint32_t mins03 = u[1] & 0x3f3f3f3f;
-    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4); /* scales 4..7 */
-    u[2] = mins03;
-    u[0] &= 0x3f3f3f3f; /* scales 0..3 */
-    const __m256i sm =
-        _mm256_cvtepu8_epi16(_mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]));
+    /* 32-bit lanes of the 12 bytes: u0 u1 u2. Wanted, as bytes: [scales 0-3 | scales 4-7 |
+     * mins 0-3 | mins 4-7] = [u0 & 3f | (u2 & 0f) | (u0 >> 6 & 03) << 4 | u1 & 3f |
+     * (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4]. The 4 bytes read past the scales are in the block. */
+    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
+    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
+    const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                     _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    const __m256i sm = _mm256_cvtepu8_epi16(_mm_or_si128(lo, hi));
     *mins = _mm256_extracti128_si256(sm, 1);
     return _mm256_permute4x64_epi64(sm, 0x44);
 }
@@ -392,13 +439,63 @@ ALWAYS_INLINE void q6_values(const dy_block_q6_k *w, int h, __m256i q[4])
                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 }
 
-/* One weight row's super-block against one Q8_K block, decoded in registers: returns 8 int32
- * lanes summing to Σ_g sc_g·Σ q·x; *m gets 4 lanes summing to Σ mins·bsums (Q4_K/Q5_K; Q6_K
- * folds its offset into the result since its dmin is d). */
+/* Q4_K row decoding for q4k_direct_sb: the 8 sub-block scales as int32 (two int16 copies, so
+ * one vpbroadcastd makes a chunk's madd multiplier) into scl; returns the row's mins · bsums
+ * as 4 int32 lanes. */
+ALWAYS_INLINE __m128i k4_row_scales(const uint8_t scales[12], int32_t scl[8], __m128i bsp)
+{
+    __m128i mins;
+    const __m256i sc = k4_scales(scales, &mins);
+    const __m256i sc32 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(sc));
+    _mm256_store_si256((__m256i *)scl, _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16)));
+    return _mm_madd_epi16(mins, bsp);
+}
+
+/* Lane r: Σ_j scale_j·Σ q·x for Q4_K rows against one Q8_K block; *msum lane r: the row's
+ * mins · bsums. Column-chunk outer, row inner: x is loaded once per chunk, only the 8 row sums
+ * stay live, and the scales come from a small table by vpbroadcastd (measured ~10% faster than
+ * kq_row's row-at-a-time order for Q4_K; slower for Q5_K, whose fifth bits add registers). */
+static __m256i q4k_direct_sb(const uint8_t *const rows[8], size_t off, const dy_block_q8_k *x,
+                             __m128i bsp, __m256i *msum)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    int32_t scl[8][8] __attribute__((aligned(32)));
+    __m128i hm[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;
+        const size_t so = offsetof(dy_block_q4_k, scales);
+        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),
+                               k4_row_scales(b + so, scl[2 * k + 1], bsp));
+    }
+    *msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));
+    __m256i p[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        p[r] = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) { /* 32 bytes: chunk 2c in the low nibbles, 2c+1 in the high */
+        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * c));
+        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * c + 32));
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++) {
+            const dy_block_q4_k *w = (const dy_block_q4_k *)(rows[r] + off);
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));
+            const __m256i ql = _mm256_and_si256(v, m4);
+            const __m256i qv = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            const __m256i s0 = _mm256_set1_epi32(scl[r][2 * c]), s1 = _mm256_set1_epi32(scl[r][2 * c + 1]);
+            p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(_mm256_maddubs_epi16(ql, x0), s0));
+            p[r] = _mm256_add_epi32(p[r], _mm256_madd_epi16(_mm256_maddubs_epi16(qv, x1), s1));
+        }
+    }
+    return hsum8_epi32(p);
+}
+
+/* One Q5_K or Q6_K row's super-block against one Q8_K block, decoded in registers: returns 8
+ * int32 lanes summing to Σ_g sc_g·Σ q·x; for Q5_K *m gets 4 lanes summing to Σ mins·bsums, Q6_K
+ * folds its offset (32·sc·bsums) into the result instead since its dmin is d. */
 ALWAYS_INLINE __m256i kq_row(dy_type t, const uint8_t *blk, const dy_block_q8_k *x, __m128i bsp,
                              __m256i bs, __m128i *m)
 {
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256i s = _mm256_setzero_si256();
     if (t == DY_Q6_K) {
         const dy_block_q6_k *w = (const dy_block_q6_k *)blk;
@@ -418,22 +515,18 @@ ALWAYS_INLINE __m256i kq_row(dy_type t, const uint8_t *blk, const dy_block_q8_k 
         *m = _mm_setzero_si128();
         return _mm256_sub_epi32(s, _mm256_madd_epi16(_mm256_slli_epi16(sc, 5), bs));
     }
-    /* Q4_K / Q5_K: 32 bytes of nibbles hold chunks 2j (low) and 2j+1 (high) */
-    const dy_block_q4_k *w4 = (const dy_block_q4_k *)blk;
-    const dy_block_q5_k *w5 = (const dy_block_q5_k *)blk;
+    /* Q5_K: 32 bytes of low bits hold chunks 2j (low nibbles) and 2j+1 (high nibbles) */
+    const dy_block_q5_k *w = (const dy_block_q5_k *)blk;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m128i mins;
-    const __m256i sc = k4_scales(t == DY_Q4_K ? w4->scales : w5->scales, &mins);
-    const uint8_t *qs = t == DY_Q4_K ? w4->qs : w5->qs;
-    const __m256i qh = t == DY_Q5_K ? _mm256_loadu_si256((const __m256i *)w5->qh)
-                                    : _mm256_setzero_si256();
+    const __m256i sc = k4_scales(w->scales, &mins);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)w->qh);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i ql = _mm256_and_si256(v, m4), qv = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (t == DY_Q5_K) {
-            ql = _mm256_or_si256(ql, q5_bit(qh, 2 * j));
-            qv = _mm256_or_si256(qv, q5_bit(qh, 2 * j + 1));
-        }
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * j));
+        const __m256i ql = _mm256_or_si256(_mm256_and_si256(v, m4), q5_bit(qh, 2 * j));
+        const __m256i qv = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+                                           q5_bit(qh, 2 * j + 1));
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * j + 32));
         s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(ql, x0), bcast16(sc, 2 * j)));
@@ -441,14 +534,6 @@ ALWAYS_INLINE __m256i kq_row(dy_type t, const uint8_t *blk, const dy_block_q8_k 
     }
     *m = _mm_madd_epi16(mins, bsp);
     return s;
-}
-
-/* Lane r: sum of the 4 lanes of m[r]. */
-ALWAYS_INLINE __m256i hsum8x4_epi32(const __m128i m[8])
-{
-    const __m128i a = _mm_hadd_epi32(_mm_hadd_epi32(m[0], m[1]), _mm_hadd_epi32(m[2], m[3]));
-    const __m128i b = _mm_hadd_epi32(_mm_hadd_epi32(m[4], m[5]), _mm_hadd_epi32(m[6], m[7]));
-    return _mm256_set_m128i(b, a);
 }
 
 /* Lane r: dot(weight row r, one Q8_K activation row), decoding the weights in registers. */
@@ -461,17 +546,31 @@ ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t 
         const size_t off = (size_t)i * bb;
         const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
         const __m128i bsp = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
-        __m256i p[8];
-        __m128i m[8];
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++)
-            p[r] = kq_row(t, rows[r] + off, x, bsp, bs, &m[r]);
+        __m256i sum, msum;
+        if (t == DY_Q4_K) {
+            sum = q4k_direct_sb(rows, off, x, bsp, &msum);
+        } else { /* rows in pairs, reduced as they finish (hsum8_epi32 in steps) */
+            __m256i h[4];
+            __m128i hm[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m128i ma, mb;
+                const __m256i pa = kq_row(t, rows[2 * k] + off, x, bsp, bs, &ma);
+                const __m256i pb = kq_row(t, rows[2 * k + 1] + off, x, bsp, bs, &mb);
+                h[k] = _mm256_hadd_epi32(pa, pb);
+                hm[k] = _mm_hadd_epi32(ma, mb);
+            }
+            const __m256i h01 = _mm256_hadd_epi32(h[0], h[1]), h23 = _mm256_hadd_epi32(h[2], h[3]);
+            sum = _mm256_add_epi32(_mm256_permute2x128_si256(h01, h23, 0x20),
+                                   _mm256_permute2x128_si256(h01, h23, 0x31));
+            msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));
+        }
         const __m256 dx = _mm256_set1_ps(x->d);
         const __m256 d = _mm256_mul_ps(f16x8(rows, off + d_off), dx);
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), d, acc);
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), d, acc);
         if (t != DY_Q6_K) {
             const __m256 dmin = _mm256_mul_ps(f16x8(rows, off + 2), dx);
-            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8x4_epi32(m)), dmin, acc);
+            acc = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dmin, acc);
         }
     }
     return acc;
@@ -529,9 +628,10 @@ ALWAYS_INLINE void kq_unpack_row(dy_type t, const uint8_t *blk, kq_scratch *s, i
     s->mn[r] = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
-/* acc[b] (lane r) += dot(super-block of weight row r, Q8_K block of activation row b). */
-static void kq_superblock(const kq_scratch *s, __m256 d, __m256 dmin, const uint8_t *act,
-                          size_t arb, int nb, __m256 *acc)
+/* acc[b] (lane r) += dot(super-block of weight row r, Q8_K block of activation row b). Q6_K's
+ * offset term is folded into the integer sum (its dmin is d), as in kq_direct. */
+ALWAYS_INLINE void kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
+                                 const uint8_t *act, size_t arb, int nb, __m256 *acc)
 {
     for (int b = 0; b < nb; b++) {
         const dy_block_q8_k *x = (const dy_block_q8_k *)(act + (size_t)b * arb);
@@ -549,10 +649,17 @@ static void kq_superblock(const kq_scratch *s, __m256 d, __m256 dmin, const uint
             }
         }
         const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+        const __m256 dx = _mm256_set1_ps(x->d);
+        if (t == DY_Q6_K) {
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                p[r] = _mm256_sub_epi32(p[r], _mm256_madd_epi16(s->mn[r], bs));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(d, dx), acc[b]);
+            continue;
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < 8; r++)
             m[r] = _mm256_madd_epi16(s->mn[r], bs);
-        const __m256 dx = _mm256_set1_ps(x->d);
         __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(d, dx), acc[b]);
         acc[b] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(m)), _mm256_mul_ps(dmin, dx), a);
     }
@@ -571,7 +678,7 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
         const size_t off = (size_t)i * bb;
         for (int r = 0; r < 8; r++)
             kq_unpack_row(t, rows[r] + off, &s, r);
-        kq_superblock(&s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
+        kq_superblock(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
                       act + i * sizeof(dy_block_q8_k), arb, nb, acc);
     }
 }
@@ -589,7 +696,7 @@ ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B,
         for (int64_t r = r0; r < r1; r += 8) {
             const uint8_t *rows[8];
             const int nr = tile_rows(W, r, r1, rows);
-            if (nb > KQ_DIRECT_MAX)
+            if (nb > direct_max(t))
                 kq_tile_shared(t, rows, nsb, bb, abase, arb, nb, acc);
             else
                 for (int b = 0; b < nb; b++)
