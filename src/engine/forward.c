@@ -2,18 +2,12 @@
  * bottom: per-token bookkeeping, the parallel phases (matrix products, attention), then
  * dy_engine_step, which is the whole transformer in one screen. */
 #include "engine/forward.h"
-#include "engine/vec.h"
+#include "engine/attention.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Where each token of the step lives: its sequence's block table and its position. */
-typedef struct {
-    const int32_t *blocks;
-    int pos;
-} tok_slot;
 
 struct dy_engine {
     const dy_model *m;
@@ -28,11 +22,12 @@ struct dy_engine {
     float *k, *v;  /* new keys, values [T][kv_dim] */
     float *att;    /* attention output [T][q_dim] */
     float *hg, *hu;/* FFN gate and up  [T][hidden] */
-    float *scores; /* per thread       [ctx_len] */
+    float *scores; /* attention scratch, per thread */
+    size_t scores_per_thread;
     void *act[2];  /* converted activations, two formats at most per phase */
     size_t act_cap;
     float *inv_freq; /* RoPE: n_rot / 2 frequencies */
-    tok_slot *slots;
+    dy_tok_slot *slots;
 };
 
 /* ---------------------------------------------------------------- small kernels */
@@ -61,21 +56,6 @@ static void rope(float *x, int n_heads, int head_dim, int n_rot, const float *in
             p[1] = v0 * s + v1 * c;
         }
     }
-}
-
-static void softmax(float *x, int n)
-{
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max)
-            max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++)
-        x[i] /= sum;
 }
 
 static inline float silu(float x)
@@ -168,42 +148,9 @@ static void matmul1(dy_engine *e, const dy_mat *w, float *out, const float *X, i
 
 /* ---------------------------------------------------------------- attention */
 
-typedef struct {
-    dy_engine *e;
-    int layer, T;
-} attn_job;
-
-/* One (token, head) pair: causal attention over positions 0 … pos of the token's sequence,
- * reading keys and values block by block. */
-static void attend_one(dy_engine *e, int layer, int t, int h, float *scores)
-{
-    const dy_hparams *hp = &e->m->hp;
-    const int hd = hp->head_dim, kvd = hp->n_kv_heads * hd, bs = e->kv->block_size;
-    const int kvh = h / (hp->n_heads / hp->n_kv_heads);
-    const float *q = e->q + (size_t)t * hp->n_heads * hd + (size_t)h * hd;
-    const tok_slot *s = &e->slots[t];
-    const float scale = 1.0f / sqrtf((float)hd);
-    for (int p = 0; p <= s->pos; p++) {
-        const float *k = dy_kv_keys(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
-        scores[p] = dy_vec_dot(e->simd, q, k + (size_t)kvh * hd, hd) * scale;
-    }
-    softmax(scores, s->pos + 1);
-    float *out = e->att + (size_t)t * hp->n_heads * hd + (size_t)h * hd;
-    memset(out, 0, sizeof(float) * (size_t)hd);
-    for (int p = 0; p <= s->pos; p++) {
-        const float *v = dy_kv_values(e->kv, s->blocks[p / bs], layer) + (size_t)(p % bs) * kvd;
-        dy_vec_axpy(e->simd, out, scores[p], v + (size_t)kvh * hd, hd);
-    }
-}
-
 static void attn_phase(void *ctx, int ith, int nth)
 {
-    attn_job *j = ctx;
-    dy_engine *e = j->e;
-    const int H = e->m->hp.n_heads;
-    float *scores = e->scores + (size_t)ith * e->m->hp.ctx_len;
-    for (int i = ith; i < j->T * H; i += nth)
-        attend_one(e, j->layer, i / H, i % H, scores);
+    dy_attention(ctx, ith, nth);
 }
 
 /* Writes the step's new keys and values into each token's slot of its block table. */
@@ -211,7 +158,7 @@ static void store_kv(dy_engine *e, int layer, int T)
 {
     const int kvd = e->m->hp.n_kv_heads * e->m->hp.head_dim, bs = e->kv->block_size;
     for (int t = 0; t < T; t++) {
-        const tok_slot *s = &e->slots[t];
+        const dy_tok_slot *s = &e->slots[t];
         int32_t b = s->blocks[s->pos / bs];
         size_t off = (size_t)(s->pos % bs) * kvd;
         memcpy(dy_kv_keys(e->kv, b, layer) + off, e->k + (size_t)t * kvd, sizeof(float) * kvd);
@@ -291,7 +238,8 @@ static void layer_forward(dy_engine *e, int l, int T)
         rope(e->k + (size_t)t * kvd, hp->n_kv_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
     }
     store_kv(e, l, T);
-    attn_job aj = {e, l, T};
+    dy_attn aj = {e->kv, l, hp->n_heads, hp->n_kv_heads, hp->head_dim, T, e->slots, e->q,
+                  e->att, e->scores, e->scores_per_thread, e->simd};
     dy_pool_run(e->pool, attn_phase, &aj);
     matmul1(e, &ly->wo, e->xb, e->att, T);
     for (size_t i = 0; i < (size_t)T * dim; i++)
@@ -388,7 +336,8 @@ dy_engine *dy_engine_new(const dy_model *m, dy_kv_pool *kv, int n_threads, int m
     e->att = malloc(sizeof(float) * T * qd);
     e->hg = malloc(sizeof(float) * T * hp->hidden_dim);
     e->hu = malloc(sizeof(float) * T * hp->hidden_dim);
-    e->scores = malloc(sizeof(float) * (size_t)n_threads * hp->ctx_len);
+    e->scores_per_thread = dy_attention_scratch_floats(hp->ctx_len, hp->head_dim);
+    e->scores = malloc(sizeof(float) * (size_t)n_threads * e->scores_per_thread);
     e->act_cap = act_bytes_needed(m, max_step_tokens);
     e->act[0] = aligned_alloc(64, (e->act_cap + 63) / 64 * 64);
     e->act[1] = aligned_alloc(64, (e->act_cap + 63) / 64 * 64);
