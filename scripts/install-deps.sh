@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dyad needs to build and test (run as root, or with sudo).
 # Build: a C compiler, CMake, Ninja, pkg-config. Libraries: PCRE2 (tokenizer pre-splitting
-# regexes), xxHash (KV block hashes), cmocka (unit tests). Tests also use xz-utils (one
+# regexes), xxHash (KV block hashes), libmicrohttpd (HTTP server), jansson (JSON), libcurl
+# (the load generator's HTTP client), cmocka (unit tests). Tests also use xz-utils (one
 # reference model is stored compressed) and clang (the libFuzzer targets).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev libcmocka-dev
-      xz-utils)
+      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev xz-utils)
 [ "${DYAD_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang)
 missing=()
 for p in "${pkgs[@]}"; do

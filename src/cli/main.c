@@ -12,6 +12,8 @@ static const char usage[] =
     "  run        generate text from a prompt on this machine (default: the bundled model)\n"
     "  convert    llama2.c checkpoint or GGUF to GGUF, optionally re-quantized\n"
     "  gen-model  write a random-weight llama model (15m, 110m, 1b shapes) as GGUF\n"
+    "  serve      the OpenAI-compatible HTTP server (spawns its worker processes)\n"
+    "  worker     a worker process (started by serve)\n"
     "  bench      benchmarks (`dyad bench engine`)\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
@@ -38,6 +40,10 @@ int main(int argc, char **argv)
         return cmd_gen_model(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "worker"))
+        return cmd_worker(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "dyad: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }

@@ -279,11 +279,19 @@ static __m256 q4_0_direct(const uint8_t *const rows[8], int64_t nblk, size_t bb,
 
 /* Lane r: dot(Q8_0 row r, one Q8_0 activation row), straight from the weights. */
 static __m256 q8_0_direct(const uint8_t *const rows[8], int64_t nblk, size_t bb,
-                          const dy_block_q8_0 *x)
+                          const dy_block_q8_0 *x, const uint8_t *pf)
 {
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nblk; i++) {
         const size_t off = (size_t)i * bb;
+        if (pf) {
+            const uint8_t *q = pf + 8 * off;
+            _mm_prefetch((const char *)q, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + 192, _MM_HINT_T0);
+            _mm_prefetch((const char *)q + 256, _MM_HINT_T0);
+        }
         const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
         const __m256i ax = _mm256_sign_epi8(xv, xv);
         __m256i p[8];
@@ -371,10 +379,11 @@ static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t l
             if (nb > direct_max(W->type)) {
                 q8_tile_shared(W->type, rows, nblk, bb, abase, arb, nb, acc);
             } else {
+                const uint8_t *pf = r + 16 <= r1 ? rows[0] + 8 * W->row_bytes : NULL;
                 for (int b = 0; b < nb; b++) {
                     const dy_block_q8_0 *x = (const dy_block_q8_0 *)(abase + (size_t)b * arb);
                     acc[b] = W->type == DY_Q4_0 ? q4_0_direct(rows, nblk, bb, x)
-                                                : q8_0_direct(rows, nblk, bb, x);
+                                                : q8_0_direct(rows, nblk, bb, x, b == 0 ? pf : NULL);
                 }
             }
             store_tile(acc, b0, nb, Y, ldy, r, nr);

@@ -1,0 +1,66 @@
+/* bench_client.h — the HTTP side of the load generator: many concurrent streaming requests to
+ * an OpenAI-compatible server from one thread, through libcurl's multi interface (its
+ * connection cache keeps connections alive between requests). Each request's SSE stream is
+ * parsed as it arrives and timed with the monotonic clock at the moment its bytes are read.
+ * Failures (unreachable server, HTTP error status, an error inside the stream) finish the
+ * request with a message, using the server's own error message when it sends one. */
+#ifndef DYAD_BENCH_CLIENT_H
+#define DYAD_BENCH_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "bench/bench_stream.h"
+#include "bench/bench_workload.h"
+
+typedef enum { DYB_EP_COMPLETIONS, DYB_EP_CHAT } dyb_endpoint;
+
+typedef struct {
+    const char *base_url;  /* http://host:port (a trailing "/" or "/v1" is accepted) */
+    const char *api_key;   /* sent as "Authorization: Bearer KEY"; NULL: none */
+    const char *model;
+    dyb_endpoint endpoint;
+    bool text_prompt;      /* completions: send words instead of token ids (chat: always) */
+    bool ignore_eos;       /* send "ignore_eos": true so that max_tokens are generated */
+    double timeout_s;      /* per request; 0: none */
+} dyb_client_config;
+
+/* A finished request; the result's arrays are freed by the client after the call. */
+typedef void (*dyb_done_cb)(void *user, dyb_result *r);
+
+typedef struct dyb_client dyb_client;
+
+/* Monotonic time in ms (the clock every measurement uses). */
+double dyb_now_ms(void);
+
+/* Process-wide libcurl setup; call once before any client, pair with dyb_http_cleanup. */
+int dyb_http_init(void);
+void dyb_http_cleanup(void);
+
+dyb_client *dyb_client_new(const dyb_client_config *c, char *err, size_t errlen);
+void dyb_client_free(dyb_client *c);
+/* Sends request `index` now. -1 if it could not even be started (out of memory). */
+int dyb_client_start(dyb_client *c, const dyb_request *r, long index);
+int dyb_client_in_flight(const dyb_client *c);
+/* Moves every transfer forward, waiting up to timeout_ms for the network when nothing is
+ * ready; calls done for each request that finished. */
+void dyb_client_poll(dyb_client *c, int timeout_ms, dyb_done_cb done, void *user);
+/* Drops every request in flight without reporting it (Ctrl-C). */
+void dyb_client_abort(dyb_client *c);
+
+/* The endpoint's full URL for a config ("…/v1/completions" or "…/v1/chat/completions"),
+ * malloc'd. */
+char *dyb_endpoint_url(const char *base_url, const char *path);
+/* The JSON body of one request, malloc'd (NULL when out of memory). */
+char *dyb_request_body(const dyb_client_config *c, const dyb_request *r);
+/* The prompt as text: one common English word per token id, so that equal ids give equal
+ * text (prefix sharing survives) and the text is about one token per word. malloc'd. */
+char *dyb_prompt_text(const int32_t *ids, long n);
+
+/* GET {base}/v1/models. Returns 0 with the first model id in *first (malloc'd; NULL when the
+ * list is empty), 1 when the server answered with an error (message in err), -1 when it
+ * could not be reached (message in err). */
+int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s, char **first,
+                     char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,186 @@
+/* cmd_serve.c — `dyad serve`: the embedded deployment. Starts N worker processes on this
+ * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM stops accepting
+ * connections, lets in-flight requests finish (up to --drain-timeout), and reaps the workers. */
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "engine/model.h"
+#include "serve/http.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char serve_usage[] =
+    "usage: dyad serve [options]\n"
+    "  --model PATH              GGUF file or llama2.c checkpoint (default: bundled stories260K)\n"
+    "  --tokenizer PATH          llama2.c tokenizer.bin for checkpoints\n"
+    "  --model-name NAME         the id clients use (default: the file name without extension)\n"
+    "  --host ADDR               IPv4 address to listen on (default 127.0.0.1)\n"
+    "  --port N                  (default 8000; 0 picks a free port)\n"
+    "  --workers N               worker processes (default 1)\n"
+    "  --threads-per-worker T    engine threads per worker (default 2)\n"
+    "  --kv-mem MiB              KV cache per worker (default 256)\n"
+    "  --kv-blocks N             KV cache per worker in blocks (overrides --kv-mem)\n"
+    "  --block-size N            positions per KV block (default 16)\n"
+    "  --max-batch-tokens N      token budget of one engine step (default 512)\n"
+    "  --max-running N           sequences in one worker's running batch (default 64)\n"
+    "  --max-queue N             sequences waiting for a first token before new requests get\n"
+    "                            429 (default 256)\n"
+    "  --api-key KEY             require 'Authorization: Bearer KEY' (default: none)\n"
+    "  --chat-template NAME      override the detected family: chatml, llama2, llama3,\n"
+    "                            mistral-v1, mistral-v3, mistral-v7, phi3, gemma, zephyr, plain\n"
+    "  --max-body BYTES          request body limit (default 4194304)\n"
+    "  --max-connections N       concurrent HTTP connections (default 256)\n"
+    "  --timeout S               idle connection timeout in seconds (default 60)\n"
+    "  --drain-timeout S         on shutdown, how long in-flight requests may finish (default 30)\n"
+    "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
+
+typedef struct {
+    const char *model, *tokenizer, *model_name, *host, *api_key, *chat;
+    int port, max_body, max_connections, timeout, drain;
+    dy_workers_config w;
+} serve_opts;
+
+static int parse(int argc, char **argv, serve_opts *o)
+{
+    *o = (serve_opts){.host = "127.0.0.1", .port = 8000, .max_body = 4 << 20,
+                      .max_connections = 256, .timeout = 60, .drain = 30};
+    o->w = (dy_workers_config){.n_workers = 1, .threads_per_worker = 2, .kv_mem_mib = 256,
+                               .block_size = 16, .max_batch_tokens = 512, .max_running = 64,
+                               .max_queue = 256, .startup_timeout_s = 120};
+    const char *v;
+    bool bad = false;
+    for (int i = 1; i < argc && !bad; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(serve_usage, stdout);
+            return 0;
+        }
+#define INT(flag, field, lo, hi) \
+    else if (arg_take("serve", argc, argv, &i, flag, &v, &bad)) bad = !arg_int("serve", flag, v, lo, hi, &(field))
+        else if (arg_take("serve", argc, argv, &i, "--model", &v, &bad)) o->model = v;
+        else if (arg_take("serve", argc, argv, &i, "--tokenizer", &v, &bad)) o->tokenizer = v;
+        else if (arg_take("serve", argc, argv, &i, "--model-name", &v, &bad)) o->model_name = v;
+        else if (arg_take("serve", argc, argv, &i, "--host", &v, &bad)) o->host = v;
+        else if (arg_take("serve", argc, argv, &i, "--api-key", &v, &bad)) o->api_key = v;
+        else if (arg_take("serve", argc, argv, &i, "--chat-template", &v, &bad)) o->chat = v;
+        INT("--port", o->port, 0, 65535);
+        INT("--workers", o->w.n_workers, 1, 64);
+        INT("--threads-per-worker", o->w.threads_per_worker, 1, 256);
+        INT("--kv-mem", o->w.kv_mem_mib, 1, 1 << 20);
+        INT("--kv-blocks", o->w.kv_blocks, 2, 1 << 24);
+        INT("--block-size", o->w.block_size, 1, 256);
+        INT("--max-batch-tokens", o->w.max_batch_tokens, 1, 65536);
+        INT("--max-running", o->w.max_running, 1, 4096);
+        INT("--max-queue", o->w.max_queue, 1, 1 << 20);
+        INT("--max-body", o->max_body, 1024, 1 << 30);
+        INT("--max-connections", o->max_connections, 1, 65536);
+        INT("--timeout", o->timeout, 1, 86400);
+        INT("--drain-timeout", o->drain, 0, 86400);
+#undef INT
+        else if (!bad) {
+            fprintf(stderr, "dyad serve: unknown option '%s' (see dyad serve --help)\n", argv[i]);
+            bad = true;
+        }
+    }
+    return bad ? 2 : -1;
+}
+
+/* "dir/stories260K.bin" → "stories260K" */
+static void default_name(const char *path, char *out, size_t cap)
+{
+    const char *b = strrchr(path, '/');
+    snprintf(out, cap, "%s", b ? b + 1 : path);
+    char *dot = strrchr(out, '.');
+    if (dot && dot != out)
+        *dot = 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    char model_buf[4096], tok_buf[4096], exe[PATH_MAX], name[256], err[1024] = "";
+    if (!o.model) {
+        snprintf(model_buf, sizeof model_buf, "%s/stories260K.bin", dyad_model_dir());
+        snprintf(tok_buf, sizeof tok_buf, "%s/tok512.bin", dyad_model_dir());
+        o.model = model_buf;
+        if (!o.tokenizer)
+            o.tokenizer = tok_buf;
+    }
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "dyad serve: cannot find its own executable\n");
+        return 1;
+    }
+    exe[n] = 0;
+    /* The frontend tokenizes, so it loads the model too (weights are mapped, not read). */
+    dy_model *m = dy_model_load(o.model, o.tokenizer, err, sizeof err);
+    if (!m || !m->tok) {
+        fprintf(stderr, "dyad serve: %s\n", m ? "the model has no tokenizer (--tokenizer)" : err);
+        dy_model_free(m);
+        return 1;
+    }
+    dy_chat_family chat = dy_chat_detect(dy_tokenizer_chat_template(m->tok));
+    if (o.chat && !dy_chat_family_from_name(o.chat, &chat)) {
+        fprintf(stderr, "dyad serve: --chat-template: unknown family '%s'\n", o.chat);
+        dy_model_free(m);
+        return 2;
+    }
+    default_name(o.model, name, sizeof name);
+
+    /* Signals are taken by sigwait below; every thread started from here inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    o.w.exe = exe;
+    o.w.model = o.model;
+    o.w.tokenizer = o.tokenizer;
+    dy_workers *workers = dy_workers_start(&o.w, err, sizeof err);
+    dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
+    dy_http *http = NULL;
+    if (workers && metrics) {
+        dy_http_config hc = {
+            .host = o.host, .port = o.port, .api_key = o.api_key,
+            .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,
+            .limits = dy_api_limits_default(m->hp.ctx_len), .max_connections = o.max_connections,
+            .connection_timeout_s = o.timeout, .workers = workers, .metrics = metrics,
+            .started = (int64_t)time(NULL)};
+        hc.limits.max_body_bytes = (size_t)o.max_body;
+        hc.limits.vocab_size = m->hp.vocab_size;
+        http = dy_http_start(&hc, err, sizeof err);
+    }
+    if (!http) {
+        fprintf(stderr, "dyad serve: %s\n", err[0] ? err : "out of memory");
+        if (workers) {
+            dy_workers_stop(workers, 0);
+            dy_workers_free(workers);
+        }
+        dy_metrics_free(metrics);
+        dy_model_free(m);
+        return 1;
+    }
+    fprintf(stderr, "dyad serve: %s on http://%s:%d with %d worker%s × %d threads (chat template: %s)\n",
+            o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_workers,
+            o.w.n_workers == 1 ? "" : "s", o.w.threads_per_worker, dy_chat_family_name(chat));
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
+    dy_http_quiesce(http);
+    dy_workers_stop(workers, o.drain);
+    dy_http_stop(http);
+    dy_workers_free(workers);
+    dy_metrics_free(metrics);
+    dy_model_free(m);
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* workers.h — the frontend's worker processes: it spawns them (`dyad worker --fd N`, one end
+ * of a Unix socket pair each), sends them sequences, and runs one reader thread per worker
+ * that routes the tokens coming back to their jobs. A worker that dies is seen at once (its
+ * socket closes): choices that had not produced a token yet are sent to another worker,
+ * the others end with an error, and a new worker is started in its place. */
+#ifndef DYAD_WORKERS_H
+#define DYAD_WORKERS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "serve/job.h"
+
+typedef struct {
+    const char *exe;        /* the dyad binary */
+    const char *model, *tokenizer;
+    int n_workers;
+    int threads_per_worker;
+    int kv_mem_mib, kv_blocks, block_size;
+    int max_batch_tokens, max_running;
+    int max_queue;          /* sequences waiting for their first token, over all workers */
+    double startup_timeout_s;
+} dy_workers_config;
+
+typedef struct dy_workers dy_workers;
+
+typedef struct {
+    int alive;
+    pid_t pid;
+    uint64_t restarts;
+    int in_flight;              /* sequences assigned to it now */
+    dy_msg_stats stats;         /* its latest report, with counters summed over restarts */
+    dy_msg_hello hello;
+} dy_worker_info;
+
+/* Starts the workers and waits until each has loaded the model (or fails with the reason). */
+dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t errlen);
+/* Sends every choice of the job to the least-loaded live worker. 0 on success; -1 when the
+ * queue is full, -2 when no worker is alive (message in err). Takes one job reference per
+ * choice, dropped when the choice ends. */
+int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen);
+/* Asks the workers to stop the job's unfinished choices (the client went away). */
+void dy_workers_cancel(dy_workers *w, dy_job *job);
+/* Refuses new jobs, lets in-flight sequences finish (up to timeout_s), then stops and reaps
+ * every worker. Choices still running at the timeout end with an error. w stays valid (new
+ * submissions get -2) until dy_workers_free. */
+void dy_workers_stop(dy_workers *w, double timeout_s);
+void dy_workers_free(dy_workers *w);
+/* Kills worker i (tests of worker death). */
+void dy_workers_kill(dy_workers *w, int i);
+/* A snapshot of up to cap workers; returns how many. */
+int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap);
+/* What the model's workers reported in HELLO (context length, vocabulary), from any worker. */
+dy_msg_hello dy_workers_hello(dy_workers *w);
+
+#endif

@@ -1,0 +1,425 @@
+/* test_chat_template.c — chat template detection from real template texts, and renderings
+ * checked against known outputs.
+ *
+ * The conversation and most expected strings come from llama.cpp's
+ * tests/test-chat-template.cpp (github.com/ggml-org/llama.cpp), which renders each model's
+ * real Jinja template: where that file has an `expected_output_jinja` (the real template's
+ * output) we use it, otherwise its `expected_output`. Strings marked "by hand" were derived
+ * from the model's published template (quoted in the detection tests below). A leading BOS
+ * is never part of our rendering (see chat_template.h), so it is absent from every vector. */
+#include "testutil.h"
+#include "serve/chat_template.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static dy_chat_msg conv[] = {
+    {DY_ROLE_SYSTEM, "You are a helpful assistant"},
+    {DY_ROLE_USER, "Hello"},
+    {DY_ROLE_ASSISTANT, "Hi there"},
+    {DY_ROLE_USER, "Who are you"},
+    {DY_ROLE_ASSISTANT, "   I am an assistant   "},
+    {DY_ROLE_USER, "Another question"},
+};
+#define N_CONV 6
+
+static void expect_render(dy_chat_family f, const dy_chat_msg *m, int n, bool gen, const char *want)
+{
+    char *got = dy_chat_render(f, m, n, gen, "<s>", "</s>");
+    assert_non_null(got);
+    if (strcmp(got, want) != 0)
+        print_error("family %s\n got: [%s]\nwant: [%s]\n", dy_chat_family_name(f), got, want);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+/* ---- renderings ---- */
+
+static void test_chatml(void **st)
+{
+    (void)st;
+    /* teknium/OpenHermes-2.5-Mistral-7B */
+    expect_render(DY_CHAT_CHATML, conv, N_CONV, true,
+                  "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n"
+                  "<|im_start|>user\nHello<|im_end|>\n"
+                  "<|im_start|>assistant\nHi there<|im_end|>\n"
+                  "<|im_start|>user\nWho are you<|im_end|>\n"
+                  "<|im_start|>assistant\n   I am an assistant   <|im_end|>\n"
+                  "<|im_start|>user\nAnother question<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+    /* without the generation prompt the text ends after the last message */
+    expect_render(DY_CHAT_CHATML, conv + 1, 1, false, "<|im_start|>user\nHello<|im_end|>\n");
+}
+
+static void test_llama2(void **st)
+{
+    (void)st;
+    /* By hand from meta-llama/Llama-2-7b-chat-hf: <s> before every later [INST], assistant
+     * text stripped and wrapped in spaces. */
+    expect_render(DY_CHAT_LLAMA2, conv, N_CONV, true,
+                  "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST]"
+                  " Hi there </s><s>[INST] Who are you [/INST] I am an assistant </s>"
+                  "<s>[INST] Another question [/INST]");
+    /* no system message */
+    expect_render(DY_CHAT_LLAMA2, conv + 1, 1, true, "[INST] Hello [/INST]");
+    /* the custom BOS/EOS texts are used */
+    char *got = dy_chat_render(DY_CHAT_LLAMA2, conv + 1, 3, true, "<B>", "<E>");
+    assert_string_equal(got, "[INST] Hello [/INST] Hi there <E><B>[INST] Who are you [/INST]");
+    free(got);
+}
+
+static void test_llama3(void **st)
+{
+    (void)st;
+    /* meta-llama/Meta-Llama-3-8B-Instruct (llama.cpp "Llama-3") */
+    expect_render(DY_CHAT_LLAMA3, conv, N_CONV, true,
+                  "<|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nWho are you<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\nI am an assistant<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nAnother question<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void test_llama31(void **st)
+{
+    (void)st;
+    /* By hand from meta-llama/Llama-3.1-8B-Instruct: the system block is always there. */
+    expect_render(DY_CHAT_LLAMA31, conv, 3, true,
+                  "<|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+                  "You are a helpful assistant<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\nHi there<|eot_id|>"
+                  "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    dy_chat_msg m[] = {{DY_ROLE_USER, " hi "}, {DY_ROLE_TOOL, "{\"t\": \"72\"}\n"}};
+    expect_render(DY_CHAT_LLAMA31, m, 2, false,
+                  "<|start_header_id|>system<|end_header_id|>\n\n"
+                  "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+                  "<|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>"
+                  "<|start_header_id|>ipython<|end_header_id|>\n\n"
+                  "\"{\\\"t\\\": \\\"72\\\"}\\n\"<|eot_id|>");
+}
+
+static void test_mistral(void **st)
+{
+    (void)st;
+    /* mistralai/Mistral-7B-Instruct-v0.2 as first published (no system role: the template
+     * raises; we merge it into the first user turn as the v1 template does). */
+    expect_render(DY_CHAT_MISTRAL_LEGACY, conv + 1, N_CONV - 1, true,
+                  "[INST] Hello [/INST]Hi there</s>[INST] Who are you [/INST]   I am an assistant"
+                  "   </s>[INST] Another question [/INST]");
+    expect_render(DY_CHAT_MISTRAL_LEGACY, conv, 2, true,
+                  "[INST] You are a helpful assistant\n\nHello [/INST]");
+    /* Mistral's official "v1" template */
+    expect_render(DY_CHAT_MISTRAL_V1, conv, N_CONV, true,
+                  " [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are"
+                  " you [/INST]    I am an assistant   </s> [INST] Another question [/INST]");
+    /* "v3" (Mistral-7B-Instruct-v0.3, Mistral-Large-Instruct-2407): system on the last turn */
+    expect_render(DY_CHAT_MISTRAL_V3, conv, N_CONV, true,
+                  "[INST] Hello[/INST] Hi there</s>[INST] Who are you[/INST] I am an assistant</s>"
+                  "[INST] You are a helpful assistant\n\nAnother question[/INST]");
+    /* "v3-tekken" (Mistral-Nemo-Instruct-2407) */
+    expect_render(DY_CHAT_MISTRAL_V3_TEKKEN, conv, N_CONV, true,
+                  "[INST]Hello[/INST]Hi there</s>[INST]Who are you[/INST]   I am an assistant   </s>"
+                  "[INST]You are a helpful assistant\n\nAnother question[/INST]");
+    /* "v7" (Mistral-Large-Instruct-2411) */
+    expect_render(DY_CHAT_MISTRAL_V7, conv, N_CONV, true,
+                  "[SYSTEM_PROMPT] You are a helpful assistant[/SYSTEM_PROMPT][INST] Hello[/INST] Hi"
+                  " there</s>[INST] Who are you[/INST]    I am an assistant   </s>[INST] Another"
+                  " question[/INST]");
+    /* "v7-tekken" (Mistral-Small-3.1-24B-Instruct-2503), by hand */
+    expect_render(DY_CHAT_MISTRAL_V7_TEKKEN, conv, N_CONV, true,
+                  "[SYSTEM_PROMPT]You are a helpful assistant[/SYSTEM_PROMPT][INST]Hello[/INST]Hi"
+                  " there</s>[INST]Who are you[/INST]   I am an assistant   </s>[INST]Another"
+                  " question[/INST]");
+}
+
+static void test_phi3(void **st)
+{
+    (void)st;
+    /* llama.cpp "Phi-3-small" (the template with a system role, as Phi-3.5-mini's) */
+    expect_render(DY_CHAT_PHI3, conv, N_CONV, true,
+                  "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n"
+                  "<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you<|end|>\n"
+                  "<|assistant|>\n   I am an assistant   <|end|>\n<|user|>\nAnother question<|end|>\n"
+                  "<|assistant|>\n");
+    /* without a generation prompt the template ends with EOS */
+    expect_render(DY_CHAT_PHI3, conv + 1, 1, false, "<|user|>\nHello<|end|>\n</s>");
+    /* an empty system message is left out */
+    dy_chat_msg m[] = {{DY_ROLE_SYSTEM, ""}, {DY_ROLE_USER, "Hello"}};
+    expect_render(DY_CHAT_PHI3, m, 2, true, "<|user|>\nHello<|end|>\n<|assistant|>\n");
+}
+
+static void test_gemma(void **st)
+{
+    (void)st;
+    /* google/gemma-7b-it (llama.cpp expected_output; system merged as Gemma 3 does) */
+    expect_render(DY_CHAT_GEMMA, conv, N_CONV, true,
+                  "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n"
+                  "<start_of_turn>model\nHi there<end_of_turn>\n"
+                  "<start_of_turn>user\nWho are you<end_of_turn>\n"
+                  "<start_of_turn>model\nI am an assistant<end_of_turn>\n"
+                  "<start_of_turn>user\nAnother question<end_of_turn>\n"
+                  "<start_of_turn>model\n");
+}
+
+static void test_zephyr(void **st)
+{
+    (void)st;
+    /* By hand from HuggingFaceH4/zephyr-7b-beta with trim_blocks */
+    expect_render(DY_CHAT_ZEPHYR, conv, N_CONV, true,
+                  "<|system|>\nYou are a helpful assistant</s>\n<|user|>\nHello</s>\n"
+                  "<|assistant|>\nHi there</s>\n<|user|>\nWho are you</s>\n"
+                  "<|assistant|>\n   I am an assistant   </s>\n<|user|>\nAnother question</s>\n"
+                  "<|assistant|>\n");
+}
+
+static void test_plain_fallback(void **st)
+{
+    (void)st;
+    expect_render(DY_CHAT_PLAIN, conv, 3, true,
+                  "### System:\nYou are a helpful assistant\n\n### User:\nHello\n\n"
+                  "### Assistant:\nHi there\n\n### Assistant:\n");
+    dy_chat_msg m[] = {{DY_ROLE_USER, "q"}, {DY_ROLE_TOOL, "r"}};
+    expect_render(DY_CHAT_PLAIN, m, 2, false, "### User:\nq\n\n### Tool:\nr\n\n");
+}
+
+static void test_tool_role_and_edge_cases(void **st)
+{
+    (void)st;
+    dy_chat_msg m[] = {{DY_ROLE_USER, "q"}, {DY_ROLE_TOOL, "r"}};
+    /* ChatML keeps the role name; families without a tool turn render it as a user turn */
+    expect_render(DY_CHAT_CHATML, m, 2, false,
+                  "<|im_start|>user\nq<|im_end|>\n<|im_start|>tool\nr<|im_end|>\n");
+    expect_render(DY_CHAT_GEMMA, m, 2, false,
+                  "<start_of_turn>user\nq<end_of_turn>\n<start_of_turn>user\nr<end_of_turn>\n");
+    expect_render(DY_CHAT_ZEPHYR, m, 2, false, "<|user|>\nq</s>\n<|user|>\nr</s>\n");
+    /* no messages: an empty string (not NULL), or just the generation prompt */
+    expect_render(DY_CHAT_LLAMA2, NULL, 0, true, "");
+    expect_render(DY_CHAT_CHATML, NULL, 0, true, "<|im_start|>assistant\n");
+    /* a NULL content renders as empty */
+    dy_chat_msg e[] = {{DY_ROLE_USER, NULL}};
+    expect_render(DY_CHAT_LLAMA3, e, 1, false, "<|start_header_id|>user<|end_header_id|>\n\n<|eot_id|>");
+    /* bad family or role */
+    assert_null(dy_chat_render(DY_CHAT_N_FAMILIES, conv, 1, true, NULL, NULL));
+    dy_chat_msg bad[] = {{(dy_chat_role)9, "x"}};
+    assert_null(dy_chat_render(DY_CHAT_CHATML, bad, 1, true, NULL, NULL));
+}
+
+/* ---- detection from real template texts ---- */
+
+/* meta-llama/Llama-2-7b-chat-hf */
+static const char *T_LLAMA2 =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] "
+    "== 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != "
+    "false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+    "message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if "
+    "message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif "
+    "message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% "
+    "endfor %}";
+
+/* meta-llama/Meta-Llama-3-8B-Instruct */
+static const char *T_LLAMA3 =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
+    "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ "
+    "content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+
+/* meta-llama/Llama-3.1-8B-Instruct (the system-block part of the template) */
+static const char *T_LLAMA31 =
+    "{{- bos_token }}\n{%- if not date_string is defined %}\n    {%- set date_string = \"26 Jul "
+    "2024\" %}\n{%- endif %}\n{%- if messages[0]['role'] == 'system' %}\n    {%- set "
+    "system_message = messages[0]['content']|trim %}\n    {%- set messages = messages[1:] %}\n{%- "
+    "else %}\n    {%- set system_message = \"\" %}\n{%- endif %}\n{{- "
+    "\"<|start_header_id|>system<|end_header_id|>\\n\\n\" }}\n{{- \"Cutting Knowledge Date: "
+    "December 2023\\n\" }}\n{{- \"Today Date: \" + date_string + \"\\n\\n\" }}\n{{- system_message "
+    "}}\n{{- \"<|eot_id|>\" }}\n{%- for message in messages %}\n{{- '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' }}\n{%- "
+    "endfor %}\n{%- if add_generation_prompt %}\n    {{- "
+    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}\n{%- endif %}\n";
+
+/* mistralai/Mistral-7B-Instruct-v0.2, as first published */
+static const char *T_MISTRAL_LEGACY =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] "
+    "' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ "
+    "message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles "
+    "are supported!') }}{% endif %}{% endfor %}";
+
+/* Mistral's official "v1" template */
+static const char *T_MISTRAL_V1 =
+    "{%- if messages[0]['role'] == 'system' %}\n    {%- set system_message = "
+    "messages[0]['content'] %}\n    {%- set loop_messages = messages[1:] %}\n{%- else %}\n    {%- "
+    "set loop_messages = messages %}\n{%- endif %}\n\n{{- bos_token }}\n{%- for message in "
+    "loop_messages %}\n    {%- if message['role'] == 'user' %}\n        {%- if loop.first and "
+    "system_message is defined %}\n            {{- ' [INST] ' + system_message + '\\n\\n' + "
+    "message['content'] + ' [/INST]' }}\n        {%- else %}\n            {{- ' [INST] ' + "
+    "message['content'] + ' [/INST]' }}\n        {%- endif %}\n    {%- elif message['role'] == "
+    "'assistant' %}\n        {{- ' ' + message['content'] + eos_token}}\n    {%- endif %}\n{%- "
+    "endfor %}\n";
+
+/* mistralai/Mistral-7B-Instruct-v0.3 (excerpt: the user and assistant branches) */
+static const char *T_MISTRAL_V3 =
+    "{%- for message in loop_messages %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- "
+    "if tools is not none and (message == user_messages[-1]) %}\n            {{- "
+    "\"[AVAILABLE_TOOLS] [\" }}\n        {%- endif %}\n        {%- if loop.last and system_message "
+    "is defined %}\n            {{- \"[INST] \" + system_message + \"\\n\\n\" + "
+    "message[\"content\"] + \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST] \" + "
+    "message[\"content\"] + \"[/INST]\" }}\n        {%- endif %}\n    {%- elif message[\"role\"] == "
+    "\"assistant\" %}\n        {{- \" \" + message[\"content\"]|trim + eos_token}}\n    {%- endif "
+    "%}\n{%- endfor %}\n";
+
+/* mistralai/Mistral-Nemo-Instruct-2407 (excerpt) */
+static const char *T_MISTRAL_V3_TEKKEN =
+    "{%- for message in loop_messages %}\n    {%- if message[\"role\"] == \"user\" %}\n        {%- "
+    "if tools is not none and (message == user_messages[-1]) %}\n            {{- "
+    "\"[AVAILABLE_TOOLS][\" }}\n        {%- endif %}\n        {%- if loop.last and system_message "
+    "is defined %}\n            {{- \"[INST]\" + system_message + \"\\n\\n\" + message[\"content\"] "
+    "+ \"[/INST]\" }}\n        {%- else %}\n            {{- \"[INST]\" + message[\"content\"] + "
+    "\"[/INST]\" }}\n        {%- endif %}\n    {%- elif message[\"role\"] == \"assistant\" %}\n      "
+    "  {{- message[\"content\"] + eos_token}}\n    {%- endif %}\n{%- endfor %}\n";
+
+/* mistralai/Mistral-Large-Instruct-2411 */
+static const char *T_MISTRAL_V7 =
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + "
+    "message['content'] + '[/INST]' }}{% elif message['role'] == 'system' %}{{ '[SYSTEM_PROMPT] ' + "
+    "message['content'] + '[/SYSTEM_PROMPT]' }}{% elif message['role'] == 'assistant' %}{{ ' ' + "
+    "message['content'] + eos_token }}{% else %}{{ raise_exception('Only user, system and "
+    "assistant roles are supported!') }}{% endif %}{% endfor %}";
+
+/* mistralai/Mistral-Small-3.1-24B-Instruct-2503 (excerpt) */
+static const char *T_MISTRAL_V7_TEKKEN =
+    "{{- bos_token }}\n{{- '[SYSTEM_PROMPT]' + system_message + '[/SYSTEM_PROMPT]' }}\n{%- for "
+    "message in loop_messages %}\n    {%- if message[\"role\"] == \"user\" %}\n        {{- '[INST]' + "
+    "message['content'] + '[/INST]' }}\n    {%- elif message['role'] == 'assistant' %}\n        {{- "
+    "message['content'] + eos_token }}\n    {%- endif %}\n{%- endfor %}\n";
+
+/* microsoft/Phi-3-mini-4k-instruct (first release) */
+static const char *T_PHI3 =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' "
+    "+ '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif "
+    "(message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% "
+    "endfor %}";
+
+/* microsoft/Phi-3.5-mini-instruct */
+static const char *T_PHI35 =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] "
+    "%}{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' "
+    "%}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' "
+    "%}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+
+/* google/gemma-7b-it */
+static const char *T_GEMMA =
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
+    "endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == "
+    "0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') "
+    "}}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set "
+    "role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | "
+    "trim + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt "
+    "%}{{'<start_of_turn>model\n'}}{% endif %}";
+
+/* HuggingFaceH4/zephyr-7b-beta */
+static const char *T_ZEPHYR =
+    "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\\n' + "
+    "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\\n' "
+    "+ message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n{{ "
+    "'<|assistant|>\\n'  + message['content'] + eos_token }}\n{% endif %}\n{% if loop.last and "
+    "add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}";
+
+/* teknium/OpenHermes-2.5-Mistral-7B */
+static const char *T_CHATML =
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] "
+    "+ '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\\n' }}{% endif %}";
+
+/* microsoft/phi-4: <|im_start|> but not ChatML */
+static const char *T_PHI4 =
+    "{% for message in messages %}{% if (message['role'] == 'system') "
+    "%}{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif "
+    "(message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + message['content'] + "
+    "'<|im_end|><|im_start|>assistant<|im_sep|>'}}{% elif (message['role'] == 'assistant') "
+    "%}{{message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}";
+
+/* eachadea/vicuna-13b-1.1: no family of ours */
+static const char *T_VICUNA =
+    "{%- for message in messages %}{%- if message['role'] == 'system' -%}{{- '' + "
+    "message['content'] + '\n\n' -}}{%- else -%}{%- if message['role'] == 'user' -%}{{-'USER: ' + "
+    "message['content'] + '\n'-}}{%- else -%}{{-'ASSISTANT: ' + message['content'] + '</s>\n' "
+    "-}}{%- endif -%}{%- endif -%}{%- endfor -%}{%- if add_generation_prompt "
+    "-%}{{-'ASSISTANT:'-}}{%- endif -%}";
+
+static void test_detect_real_templates(void **st)
+{
+    (void)st;
+    struct {
+        const char *tmpl;
+        dy_chat_family want;
+    } cases[] = {
+        {T_LLAMA2, DY_CHAT_LLAMA2},
+        {T_LLAMA3, DY_CHAT_LLAMA3},
+        {T_LLAMA31, DY_CHAT_LLAMA31},
+        {T_MISTRAL_LEGACY, DY_CHAT_MISTRAL_LEGACY},
+        {T_MISTRAL_V1, DY_CHAT_MISTRAL_V1},
+        {T_MISTRAL_V3, DY_CHAT_MISTRAL_V3},
+        {T_MISTRAL_V3_TEKKEN, DY_CHAT_MISTRAL_V3_TEKKEN},
+        {T_MISTRAL_V7, DY_CHAT_MISTRAL_V7},
+        {T_MISTRAL_V7_TEKKEN, DY_CHAT_MISTRAL_V7_TEKKEN},
+        {T_PHI3, DY_CHAT_PHI3},
+        {T_PHI35, DY_CHAT_PHI3},
+        {T_GEMMA, DY_CHAT_GEMMA},
+        {T_ZEPHYR, DY_CHAT_ZEPHYR},
+        {T_CHATML, DY_CHAT_CHATML},
+        {T_PHI4, DY_CHAT_PLAIN},
+        {T_VICUNA, DY_CHAT_PLAIN},
+        {"", DY_CHAT_PLAIN},
+        {NULL, DY_CHAT_PLAIN},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        dy_chat_family got = dy_chat_detect(cases[i].tmpl);
+        if (got != cases[i].want)
+            print_error("case %zu: got %s want %s\n", i, dy_chat_family_name(got),
+                        dy_chat_family_name(cases[i].want));
+        assert_int_equal(got, cases[i].want);
+    }
+}
+
+static void test_family_names_round_trip(void **st)
+{
+    (void)st;
+    for (int f = 0; f < DY_CHAT_N_FAMILIES; f++) {
+        dy_chat_family back;
+        assert_true(dy_chat_family_from_name(dy_chat_family_name((dy_chat_family)f), &back));
+        assert_int_equal(back, f);
+    }
+    dy_chat_family x;
+    assert_false(dy_chat_family_from_name("jinja", &x));
+    assert_false(dy_chat_family_from_name(NULL, &x));
+    assert_string_equal(dy_chat_role_name(DY_ROLE_TOOL), "tool");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chatml),
+        cmocka_unit_test(test_llama2),
+        cmocka_unit_test(test_llama3),
+        cmocka_unit_test(test_llama31),
+        cmocka_unit_test(test_mistral),
+        cmocka_unit_test(test_phi3),
+        cmocka_unit_test(test_gemma),
+        cmocka_unit_test(test_zephyr),
+        cmocka_unit_test(test_plain_fallback),
+        cmocka_unit_test(test_tool_role_and_edge_cases),
+        cmocka_unit_test(test_detect_real_templates),
+        cmocka_unit_test(test_family_names_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
