@@ -8,6 +8,10 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev libcmocka-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev xz-utils)
 [ "${DYAD_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang)
+# Tests: Python 3 (server tests, standard library only); Node.js + npm (the OpenAI SDK test),
+# unless a Node.js is already installed.
+pkgs+=(python3)
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+# The OpenAI SDK test's packages, exactly as pinned by tests/node/package-lock.json.
+[ -d tests/node/node_modules ] || npm ci --prefix tests/node --no-audit --no-fund --loglevel=error
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build >/dev/null
 ctest --test-dir build --output-on-failure -j "$jobs"

@@ -1,0 +1,203 @@
+/* test_wire.c — the frontend↔worker frames: every message round-trips; truncated, padded,
+ * corrupted and oversized frames are rejected with a message; a stream split at every byte
+ * boundary yields the same frames. */
+#include "testutil.h"
+#include "serve/wire.h"
+#include "serve/wire_io.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static dy_msg_request sample_request(int32_t *prompt)
+{
+    dy_msg_request m = {.id = 77, .max_tokens = 128, .temperature = 0.7f, .top_p = 0.9f,
+                        .min_p = 0.05f, .top_k = 40, .seed = 12345, .stream = 3, .ignore_eos = 1,
+                        .want_logprobs = 1, .n_logprobs = 5, .n_stops = 2, .n_prompt = 4,
+                        .prompt = prompt};
+    strcpy(m.stops[0], "\n\n");
+    strcpy(m.stops[1], "The end");
+    return m;
+}
+
+/* Splits the single frame in b into its type and payload. */
+static void one_frame(const dy_buf *b, dy_msg_type *t, const uint8_t **p, uint32_t *len)
+{
+    char err[128];
+    assert_true(b->len >= DY_WIRE_HEADER);
+    assert_true(dy_wire_header(b->data, t, len, err, sizeof err));
+    assert_int_equal(*len + DY_WIRE_HEADER, b->len);
+    *p = b->data + DY_WIRE_HEADER;
+}
+
+static void test_request_round_trip(void **st)
+{
+    (void)st;
+    int32_t prompt[4] = {1, 403, 407, 261};
+    dy_msg_request m = sample_request(prompt), d;
+    dy_buf b = {0};
+    assert_true(dy_wire_request(&b, &m));
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_REQUEST);
+    char err[128];
+    assert_true(dy_wire_decode_request(p, len, &d, err, sizeof err));
+    assert_int_equal(d.id, 77);
+    assert_int_equal(d.top_k, 40);
+    assert_true(d.temperature == 0.7f);
+    assert_int_equal(d.seed, 12345);
+    assert_int_equal(d.stream, 3);
+    assert_int_equal(d.n_stops, 2);
+    assert_string_equal(d.stops[1], "The end");
+    assert_int_equal(d.n_prompt, 4);
+    assert_memory_equal(d.prompt, prompt, sizeof prompt);
+    dy_msg_request_free(&d);
+    /* Every truncation of the payload, and a byte too many, is an error. */
+    for (uint32_t n = 0; n < len; n++) {
+        assert_false(dy_wire_decode_request(p, n, &d, err, sizeof err));
+        dy_msg_request_free(&d);
+    }
+    uint8_t *longer = malloc(len + 1);
+    memcpy(longer, p, len);
+    longer[len] = 0;
+    assert_false(dy_wire_decode_request(longer, len + 1, &d, err, sizeof err));
+    dy_msg_request_free(&d);
+    free(longer);
+    dy_buf_free(&b);
+}
+
+static void test_other_messages_round_trip(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_buf b = {0};
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+
+    dy_msg_token tok = {.id = 9, .token = 42, .logprob = -0.5f, .n_top = 2, .top_ids = {42, 7},
+                        .top_logprobs = {-0.5f, -1.5f}, .text = "caf\xc3\xa9", .text_len = 5}, tk;
+    assert_true(dy_wire_token(&b, &tok));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_token(p, len, &tk, err, sizeof err));
+    assert_int_equal(tk.token, 42);
+    assert_int_equal(tk.n_top, 2);
+    assert_int_equal(tk.top_ids[1], 7);
+    assert_memory_equal(tk.text, "caf\xc3\xa9", 5);
+
+    b.len = 0;
+    dy_msg_done done = {.id = 9, .finish = DY_END_LENGTH, .prompt_tokens = 5, .cached_tokens = 16,
+                        .completion_tokens = 3, .queue_us = 250, .text = "end", .text_len = 3}, dn;
+    assert_true(dy_wire_done(&b, &done));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_done(p, len, &dn, err, sizeof err));
+    assert_int_equal(dn.finish, DY_END_LENGTH);
+    assert_int_equal(dn.cached_tokens, 16);
+    assert_int_equal(dn.queue_us, 250);
+
+    b.len = 0;
+    dy_msg_stats stats = {.running = 3, .waiting = 1, .queued_prefill_tokens = 99,
+                          .kv_blocks_used = 10, .kv_blocks_total = 100, .steps = 7,
+                          .step_seconds = 0.25}, sd;
+    assert_true(dy_wire_stats(&b, &stats));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_stats(p, len, &sd, err, sizeof err));
+    assert_int_equal(sd.queued_prefill_tokens, 99);
+    assert_true(sd.step_seconds == 0.25);
+
+    b.len = 0;
+    dy_msg_hello h = {1, 2, 3, 4, 5, 6, 16}, hd;
+    assert_true(dy_wire_hello(&b, &h));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_hello(p, len, &hd, err, sizeof err));
+    assert_int_equal(hd.block_size, 16);
+    dy_buf_free(&b);
+}
+
+static void test_bad_headers_and_fields(void **st)
+{
+    (void)st;
+    char err[128];
+    uint8_t h[DY_WIRE_HEADER];
+    dy_msg_type t;
+    uint32_t len;
+    dy_buf b = {0};
+    dy_wire_shutdown(&b);
+    memcpy(h, b.data, DY_WIRE_HEADER);
+    assert_true(dy_wire_header(h, &t, &len, err, sizeof err));
+    h[0] ^= 1;
+    assert_false(dy_wire_header(h, &t, &len, err, sizeof err));
+    assert_non_null(strstr(err, "magic"));
+    memcpy(h, b.data, DY_WIRE_HEADER);
+    h[4] = 9; /* version */
+    assert_false(dy_wire_header(h, &t, &len, err, sizeof err));
+    memcpy(h, b.data, DY_WIRE_HEADER);
+    h[6] = 99; /* type */
+    assert_false(dy_wire_header(h, &t, &len, err, sizeof err));
+    memcpy(h, b.data, DY_WIRE_HEADER);
+    uint32_t huge = DY_WIRE_MAX_PAYLOAD + 1;
+    memcpy(h + 8, &huge, 4);
+    assert_false(dy_wire_header(h, &t, &len, err, sizeof err));
+    /* A DONE with an unknown finish reason; a TOKEN with a NaN logprob. */
+    b.len = 0;
+    dy_msg_done d = {.id = 1, .finish = 9, .text = "", .text_len = 0}, dd;
+    dy_wire_done(&b, &d);
+    assert_false(dy_wire_decode_done(b.data + DY_WIRE_HEADER, b.len - DY_WIRE_HEADER, &dd, err, sizeof err));
+    b.len = 0;
+    dy_msg_token tk = {.id = 1, .logprob = __builtin_nanf(""), .text = "", .text_len = 0}, td;
+    dy_wire_token(&b, &tk);
+    assert_false(dy_wire_decode_token(b.data + DY_WIRE_HEADER, b.len - DY_WIRE_HEADER, &td, err, sizeof err));
+    dy_buf_free(&b);
+}
+
+/* Frames written to a socket one byte at a time come out whole and in order. */
+static void test_stream_reassembly(void **st)
+{
+    (void)st;
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    dy_buf b = {0};
+    int32_t prompt[4] = {1, 2, 3, 4};
+    dy_msg_request m = sample_request(prompt);
+    dy_wire_request(&b, &m);
+    dy_msg_cancel c = {5};
+    dy_wire_cancel(&b, &c);
+    dy_wire_shutdown(&b);
+    dy_conn conn;
+    dy_conn_init(&conn, sv[1]);
+    dy_msg_type seen[3];
+    int n = 0;
+    char err[128];
+    for (size_t i = 0; i < b.len; i++) {
+        assert_int_equal(write(sv[0], b.data + i, 1), 1);
+        assert_true(dy_conn_fill(&conn) > 0);
+        dy_msg_type t;
+        const uint8_t *p;
+        uint32_t len;
+        while (dy_conn_next(&conn, &t, &p, &len, err, sizeof err) == 1)
+            seen[n++] = t;
+    }
+    assert_int_equal(n, 3);
+    assert_int_equal(seen[0], DY_MSG_REQUEST);
+    assert_int_equal(seen[1], DY_MSG_CANCEL);
+    assert_int_equal(seen[2], DY_MSG_SHUTDOWN);
+    close(sv[0]);
+    assert_int_equal(dy_conn_fill(&conn), 0); /* end of stream */
+    dy_conn_free(&conn);
+    close(sv[1]);
+    dy_buf_free(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_round_trip),
+        cmocka_unit_test(test_other_messages_round_trip),
+        cmocka_unit_test(test_bad_headers_and_fields),
+        cmocka_unit_test(test_stream_reassembly),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
