@@ -22,11 +22,26 @@ typedef struct {
     int V;
 } fixture;
 
+static fixture *open_fixture_abs(const char *path, int n_blocks, int threads);
+
 static fixture *open_fixture(const char *rel, int n_blocks, int threads)
+{
+    return open_fixture_abs(tu_path(rel), n_blocks, threads);
+}
+
+/* tu_path of a formatted relative path. */
+static const char *tu_path2(const char *fmt, const char *arg)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, fmt, arg);
+    return tu_path(rel);
+}
+
+static fixture *open_fixture_abs(const char *path, int n_blocks, int threads)
 {
     char err[512];
     fixture *f = calloc(1, sizeof *f);
-    f->m = dy_model_load(tu_path(rel), NULL, err, sizeof err);
+    f->m = dy_model_load(path, NULL, err, sizeof err);
     if (!f->m)
         fail_msg("%s", err);
     f->V = f->m->hp.vocab_size;
@@ -250,14 +265,32 @@ static int json_ints(const char *json, const char *key, int32_t *out, int cap)
     return n;
 }
 
+/* The BF16 file is stored xz-compressed; unpack it once into the build tree. */
+static const char *bf16_model(void)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/model-bf16.gguf", DYAD_BINARY_DIR);
+    if (!tu_exists(path)) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd, "xz -dc '%s' > '%s.tmp' && mv '%s.tmp' '%s'",
+                 tu_path("tests/data/quant/model-bf16.gguf.xz"), path, path, path);
+        if (system(cmd) != 0)
+            fail_msg("cannot unpack the bf16 model (is xz-utils installed?)");
+    }
+    return path;
+}
+
 /* llama.cpp's greedy ids on each of its quantized files (tests/data/quant/README.md). */
 static void test_llamacpp_greedy_quant(void **st)
 {
     (void)st;
-    const char *types[] = {"f32", "f16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"};
+    const char *types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
-        char model[256], ref[256];
-        snprintf(model, sizeof model, "tests/data/quant/model-%s.gguf", types[i]);
+        char model[512], ref[256];
+        if (!strcmp(types[i], "bf16"))
+            snprintf(model, sizeof model, "%s", bf16_model());
+        else
+            snprintf(model, sizeof model, "%s", tu_path2("tests/data/quant/model-%s.gguf", types[i]));
         snprintf(ref, sizeof ref, "tests/data/quant/model-%s.greedy.json", types[i]);
         char *json = tu_read_file(tu_path(ref), NULL);
         assert_non_null(json);
@@ -267,7 +300,7 @@ static void test_llamacpp_greedy_quant(void **st)
         assert_int_equal(np, 5);
         assert_int_equal(ng, 64);
         free(json);
-        fixture *f = open_fixture(model, 8, 2);
+        fixture *f = open_fixture_abs(model, 8, 2);
         int32_t blocks[5] = {0, 1, 2, 3, 4};
         float *logits = malloc(sizeof(float) * f->V);
         dy_span s = {prompt, np, 0, blocks, 5, 1};

@@ -681,7 +681,9 @@ static void stream_collect(gen *g)
         if (bad) {
             dy_api_error e;
             error_for(bad, &e);
-            pend_add(g, dy_sse_frame(dy_api_error_json(&e)));
+            char *json = dy_api_error_json(&e);
+            pend_add(g, json ? dy_sse_frame(json) : NULL);
+            free(json);
         } else if (g->req.include_usage) {
             dy_api_meta m = meta(g);
             dy_api_usage u = usage(g);

@@ -322,7 +322,7 @@ static int get_double(pctx *c, const char *p, const json_t *v, double lo, bool l
 static int get_int(pctx *c, const char *p, const json_t *v, long long lo, long long hi,
                    long long *out)
 {
-    long long x;
+    long long x = 0;
     double d = json_is_real(v) ? json_real_value(v) : 0;
     if (json_is_integer(v))
         x = json_integer_value(v);
@@ -356,6 +356,17 @@ static int get_string(pctx *c, const char *p, const json_t *v, const char **out)
     return 0;
 }
 
+/* A parameter path such as "messages[3].content[1].type", truncated to fit (a vsnprintf
+ * wrapper, so the compiler does not warn about paths that could in theory be long). */
+static void pfmt(char *dst, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void pfmt(char *dst, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(dst, n, fmt, ap);
+    va_end(ap);
+}
+
 static int too_long_string(pctx *c, const char *p, size_t max, size_t got)
 {
     return bad(c, p, "string_above_max_length", "Invalid '%s': string too long. Expected a "
@@ -383,8 +394,8 @@ static int parse_ids(pctx *c, json_t *arr, const char *param, dy_api_prompt *p)
         return oom(c);
     for (size_t j = 0; j < n; j++) {
         char q[64];
-        snprintf(q, sizeof q, "%s[%zu]", param, j);
-        long long hi = c->lim->vocab_size > 0 ? c->lim->vocab_size - 1 : INT32_MAX, id;
+        pfmt(q, sizeof q, "%s[%zu]", param, j);
+        long long hi = c->lim->vocab_size > 0 ? c->lim->vocab_size - 1 : INT32_MAX, id = 0;
         json_t *v = json_array_get(arr, j);
         if (!json_is_integer(v))
             return bad_type(c, q, "an integer token id", v);
@@ -414,7 +425,7 @@ static int parse_prompt_list(pctx *c, json_t *v)
         return -1;
     for (size_t i = 0; i < n; i++) {
         char q[64];
-        snprintf(q, sizeof q, "prompt[%zu]", i);
+        pfmt(q, sizeof q, "prompt[%zu]", i);
         json_t *e = json_array_get(v, i);
         dy_api_prompt *p = &c->r->prompts[i];
         c->r->n_prompts = (int)i + 1; /* so that dy_api_request_free sees what was made */
@@ -458,9 +469,9 @@ static int f_prompt(pctx *c, const char *name, json_t *v)
 static int parse_role(pctx *c, json_t *m, const char *p, dy_chat_role *out)
 {
     char q[64];
-    snprintf(q, sizeof q, "%s.role", p);
+    pfmt(q, sizeof q, "%s.role", p);
     json_t *v = json_object_get(m, "role");
-    const char *s;
+    const char *s = NULL;
     if (!v || json_is_null(v))
         return bad(c, q, "missing_required_parameter", "Missing required parameter: '%s'.", q);
     if (get_string(c, q, v, &s))
@@ -487,11 +498,11 @@ static int join_parts(pctx *c, json_t *arr, const char *p, char **out)
     for (size_t j = 0; j < n; j++) {
         char q[64];
         json_t *part = json_array_get(arr, j), *type, *text;
-        const char *t;
-        snprintf(q, sizeof q, "%s[%zu]", p, j);
+        const char *t = NULL;
+        pfmt(q, sizeof q, "%s[%zu]", p, j);
         if (!json_is_object(part))
             return bad_type(c, q, "an object", part);
-        snprintf(q, sizeof q, "%s[%zu].type", p, j);
+        pfmt(q, sizeof q, "%s[%zu].type", p, j);
         if (!(type = json_object_get(part, "type")))
             return bad(c, q, "missing_required_parameter", "Missing required parameter: '%s'.", q);
         if (get_string(c, q, type, &t))
@@ -499,7 +510,7 @@ static int join_parts(pctx *c, json_t *arr, const char *p, char **out)
         if (strcmp(t, "text") != 0)
             return bad(c, q, "unsupported_value", "Unsupported value: content parts of type "
                        "'%.32s' are not supported; only 'text' is.", t);
-        snprintf(q, sizeof q, "%s[%zu].text", p, j);
+        pfmt(q, sizeof q, "%s[%zu].text", p, j);
         if (!(text = json_object_get(part, "text")) || !json_is_string(text))
             return text ? bad_type(c, q, "a string", text)
                         : bad(c, q, "missing_required_parameter", "Missing required parameter: '%s'.", q);
@@ -522,7 +533,7 @@ static int join_parts(pctx *c, json_t *arr, const char *p, char **out)
 static int parse_content(pctx *c, json_t *m, const char *p, dy_chat_msg *msg)
 {
     char q[64];
-    snprintf(q, sizeof q, "%s.content", p);
+    pfmt(q, sizeof q, "%s.content", p);
     json_t *v = json_object_get(m, "content");
     if (!v || json_is_null(v)) {
         /* an assistant turn that only called tools has no content */
@@ -540,13 +551,13 @@ static int parse_content(pctx *c, json_t *m, const char *p, dy_chat_msg *msg)
 static int parse_message(pctx *c, json_t *m, size_t i, dy_chat_msg *msg)
 {
     char p[48], q[64];
-    snprintf(p, sizeof p, "messages[%zu]", i);
+    pfmt(p, sizeof p, "messages[%zu]", i);
     if (!json_is_object(m))
         return bad_type(c, p, "an object", m);
     if (parse_role(c, m, p, &msg->role))
         return -1;
     json_t *calls = json_object_get(m, "tool_calls");
-    snprintf(q, sizeof q, "%s.tool_calls", p);
+    pfmt(q, sizeof q, "%s.tool_calls", p);
     if (calls && !json_is_null(calls) && !(json_is_array(calls) && json_array_size(calls) == 0))
         return bad(c, q, "unsupported_parameter", "Unsupported parameter: '%s': tool calls are "
                    "not supported by this server.", q);
@@ -578,7 +589,7 @@ static int f_messages(pctx *c, const char *name, json_t *v)
 
 static int f_model(pctx *c, const char *name, json_t *v)
 {
-    const char *s;
+    const char *s = NULL;
     if (get_string(c, name, v, &s))
         return -1;
     if (!*s)
@@ -592,7 +603,7 @@ static int f_model(pctx *c, const char *name, json_t *v)
  * Completions may ask for 0 tokens (echo with logprobs scores a text). */
 static int f_max_tokens(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, c->kind == DY_API_COMPLETIONS ? 0 : 1, c->lim->max_context, &x))
         return -1;
     c->r->max_tokens = (int)x;
@@ -602,7 +613,7 @@ static int f_max_tokens(pctx *c, const char *name, json_t *v)
 
 static int f_temperature(pctx *c, const char *name, json_t *v)
 {
-    double x;
+    double x = 0;
     if (get_double(c, name, v, 0, false, 2, &x))
         return -1;
     c->r->sampling.temperature = (float)x;
@@ -611,7 +622,7 @@ static int f_temperature(pctx *c, const char *name, json_t *v)
 
 static int f_top_p(pctx *c, const char *name, json_t *v)
 {
-    double x;
+    double x = 0;
     if (get_double(c, name, v, 0, true, 1, &x))
         return -1;
     c->r->sampling.top_p = (float)x;
@@ -621,7 +632,7 @@ static int f_top_p(pctx *c, const char *name, json_t *v)
 /* -1 means "off" in vLLM; 0 means "off" here. */
 static int f_top_k(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, -1, INT32_MAX, &x))
         return -1;
     c->r->sampling.top_k = x < 0 ? 0 : (int)x;
@@ -630,7 +641,7 @@ static int f_top_k(pctx *c, const char *name, json_t *v)
 
 static int f_min_p(pctx *c, const char *name, json_t *v)
 {
-    double x;
+    double x = 0;
     if (get_double(c, name, v, 0, false, 1, &x))
         return -1;
     c->r->sampling.min_p = (float)x;
@@ -639,7 +650,7 @@ static int f_min_p(pctx *c, const char *name, json_t *v)
 
 static int f_seed(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, INT64_MIN, INT64_MAX, &x))
         return -1;
     c->r->sampling.seed = (uint64_t)x;
@@ -649,7 +660,7 @@ static int f_seed(pctx *c, const char *name, json_t *v)
 
 static int add_stop(pctx *c, const char *param, json_t *s)
 {
-    const char *t;
+    const char *t = NULL;
     if (get_string(c, param, s, &t))
         return -1;
     size_t len = json_string_length(s);
@@ -675,7 +686,7 @@ static int f_stop(pctx *c, const char *name, json_t *v)
         return add_stop(c, name, v);
     for (size_t i = 0; i < n; i++) {
         char q[64];
-        snprintf(q, sizeof q, "stop[%zu]", i);
+        pfmt(q, sizeof q, "stop[%zu]", i);
         if (add_stop(c, q, json_array_get(v, i)))
             return -1;
     }
@@ -700,7 +711,7 @@ static int f_stream_options(pctx *c, const char *name, json_t *v)
 
 static int f_n(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, 1, c->lim->max_n, &x))
         return -1;
     c->r->n = (int)x;
@@ -709,7 +720,7 @@ static int f_n(pctx *c, const char *name, json_t *v)
 
 static int f_best_of(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, 1, c->lim->max_n, &x))
         return -1;
     c->r->best_of = (int)x;
@@ -722,7 +733,7 @@ static int f_logprobs(pctx *c, const char *name, json_t *v)
 {
     if (c->kind == DY_API_CHAT)
         return get_bool(c, name, v, &c->r->logprobs);
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, 0, MAX_CMPL_LOGPROBS, &x))
         return -1;
     c->r->logprobs = true;
@@ -732,7 +743,7 @@ static int f_logprobs(pctx *c, const char *name, json_t *v)
 
 static int f_top_logprobs(pctx *c, const char *name, json_t *v)
 {
-    long long x;
+    long long x = 0;
     if (get_int(c, name, v, 0, MAX_TOP_LOGPROBS, &x))
         return -1;
     c->r->top_logprobs = (int)x;
@@ -752,7 +763,7 @@ static int f_ignore_eos(pctx *c, const char *name, json_t *v)
 
 static int f_user(pctx *c, const char *name, json_t *v)
 {
-    const char *s;
+    const char *s = NULL;
     if (get_string(c, name, v, &s))
         return -1;
     return (c->r->user = dup_or_fail(c, s)) ? 0 : -1;
@@ -763,7 +774,7 @@ static int f_user(pctx *c, const char *name, json_t *v)
 static int f_penalty(pctx *c, const char *name, json_t *v)
 {
     bool rep = strcmp(name, "repetition_penalty") == 0; /* vLLM's, multiplicative */
-    double x, neutral = rep ? 1 : 0;
+    double x = 0, neutral = rep ? 1 : 0;
     if (get_double(c, name, v, rep ? 0 : -2, rep, rep ? 2e9 : 2, &x))
         return -1;
     if (x != neutral)
@@ -820,7 +831,7 @@ static int check_regex(pctx *c, const char *re, size_t len)
 
 static int dyad_select(pctx *c, json_t *v)
 {
-    const char *s;
+    const char *s = NULL;
     if (get_string(c, "dyad.select", v, &s))
         return -1;
     if (strcmp(s, "majority") == 0)
@@ -835,7 +846,7 @@ static int dyad_select(pctx *c, json_t *v)
 
 static int dyad_regex(pctx *c, json_t *v)
 {
-    const char *s;
+    const char *s = NULL;
     if (get_string(c, "dyad.answer_regex", v, &s))
         return -1;
     size_t len = json_string_length(v);
@@ -855,7 +866,7 @@ static int f_dyad(pctx *c, const char *name, json_t *v)
         return bad_type(c, name, "an object", v);
     json_object_foreach(v, key, val) {
         char q[64];
-        snprintf(q, sizeof q, "dyad.%.40s", key);
+        pfmt(q, sizeof q, "dyad.%.40s", key);
         int rc = json_is_null(val) ? 0
                : strcmp(key, "select") == 0 ? dyad_select(c, val)
                : strcmp(key, "answer_regex") == 0 ? dyad_regex(c, val)
@@ -977,7 +988,7 @@ static int check_cross(pctx *c)
     if (c->has_stream_options && !r->stream)
         return bad(c, "stream_options", "invalid_value", "The 'stream_options' parameter is only "
                    "allowed when 'stream' is enabled.");
-    if (c->has_top_logprobs && !r->logprobs)
+    if (c->has_top_logprobs && r->top_logprobs > 0 && !r->logprobs) /* 0 asks for nothing */
         return bad(c, "top_logprobs", "invalid_value", "Invalid 'top_logprobs': 'logprobs' must be "
                    "set to true when 'top_logprobs' is used.");
     long long seqs = (long long)(r->kind == DY_API_CHAT ? 1 : r->n_prompts) * r->best_of;
@@ -1059,7 +1070,7 @@ void dy_api_request_free(dy_api_request *r)
 dy_api_limits dy_api_limits_default(int context)
 {
     return (dy_api_limits){
-        .max_body_bytes = 8u << 20,
+        .max_body_bytes = 4u << 20,
         .max_prompts = 64,
         .max_n = 16,
         .max_sequences = 64,
@@ -1276,6 +1287,12 @@ static const char *chunk_object(const dy_api_meta *m)
 
 char *dy_api_chunk_json(const dy_api_meta *m, const dy_api_choice *ch, int n, bool usage_null)
 {
+    return dy_api_chunk_json_dyad(m, ch, n, usage_null, NULL);
+}
+
+char *dy_api_chunk_json_dyad(const dy_api_meta *m, const dy_api_choice *ch, int n,
+                             bool usage_null, json_t *dyad)
+{
     jb b = {0};
     json_t *o = head(&b, m, chunk_object(m)), *arr = json_array();
     for (int i = 0; i < n; i++)
@@ -1283,6 +1300,8 @@ char *dy_api_chunk_json(const dy_api_meta *m, const dy_api_choice *ch, int n, bo
     jset(&b, o, "choices", arr);
     if (usage_null)
         jset(&b, o, "usage", json_null());
+    if (dyad)
+        jset(&b, o, "dyad", json_incref(dyad));
     return jdone(&b, o);
 }
 

@@ -175,11 +175,15 @@ char *dy_api_response_json(const dy_api_meta *m, const dy_api_choice *ch, int n,
 /* A streamed chunk with n choices' deltas. With stream_options.include_usage set, pass
  * usage_null = true: OpenAI then sends "usage": null on every chunk but the usage chunk. */
 char *dy_api_chunk_json(const dy_api_meta *m, const dy_api_choice *ch, int n, bool usage_null);
+/* The same with a "dyad" object attached (may be NULL, borrowed), e.g. on the last chunk. */
+char *dy_api_chunk_json_dyad(const dy_api_meta *m, const dy_api_choice *ch, int n,
+                             bool usage_null, json_t *dyad);
 /* The last chunk before [DONE] when include_usage is set: "choices": [] and the usage. */
 char *dy_api_usage_chunk_json(const dy_api_meta *m, const dy_api_usage *u);
 
-/* "data: <json>\n\n", malloc'd. An error after the stream started is sent the same way, as
- * dy_sse_frame(dy_api_error_json(...)). The stream ends with DY_SSE_DONE. */
+/* "data: <json>\n\n", malloc'd (the caller still frees `json`). An error after the stream
+ * started is sent the same way, framing dy_api_error_json's object. The stream ends with
+ * DY_SSE_DONE. */
 char *dy_sse_frame(const char *json);
 #define DY_SSE_DONE "data: [DONE]\n\n"
 
