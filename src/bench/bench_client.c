@@ -169,6 +169,8 @@ static void body_message(const char *body, size_t len, char *out, size_t n)
     for (char *p = out; *p; p++)
         if (*p == '\n' || *p == '\r' || *p == '\t')
             *p = ' ';
+    for (size_t k = strlen(out); k && out[k - 1] == ' ';)
+        out[--k] = 0;
 }
 
 static void curl_message(CURLcode rc, const char *detail, const char *url, char *out, size_t n)

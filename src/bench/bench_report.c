@@ -152,7 +152,10 @@ static json_t *load_json(const dyb_point *p)
         return NULL;
     json_object_set_new(o, "concurrency", p->concurrency > 0 ? json_integer(p->concurrency)
                                                               : json_null());
-    json_object_set_new(o, "rate", p->rate > 0 ? json_real(p->rate) : json_null());
+    /* JSON has no infinity: an all-at-once rate is the string "inf" */
+    json_object_set_new(o, "rate", p->rate <= 0     ? json_null()
+                                   : isinf(p->rate) ? json_string("inf")
+                                                    : json_real(p->rate));
     json_object_set_new(o, "burstiness", p->rate > 0 ? json_real(p->burstiness) : json_null());
     return o;
 }
@@ -384,8 +387,9 @@ static void svg_points(FILE *f, const axes *a, const dyb_point *pts, size_t n)
                        "stroke-width=\"1.5\"/>\n", x, y);
         else
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#1f77b4\"/>\n", x, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">", x + 8, y - 8,
-                pts[i].dominated ? "#888" : "#000");
+        bool left = x > PLOT_L + 0.8 * (SVG_W - PLOT_L - PLOT_R); /* keep labels inside */
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\"%s>", left ? x - 8 : x + 8, y - 8,
+                pts[i].dominated ? "#888" : "#000", left ? " text-anchor=\"end\"" : "");
         xml_text(f, pts[i].label);
         fputs("</text>\n", f);
     }

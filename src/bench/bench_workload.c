@@ -196,9 +196,10 @@ void dyb_workload_describe(const dyb_workload *w, char *buf, size_t n)
     if (k < n && c->prefix_groups > 0 && !w->trace)
         k += (size_t)snprintf(buf + k, n - k, ", %d prefix groups of %ld tokens",
                               c->prefix_groups, c->prefix_len);
-    if (k < n && (c->max_isl > 0 || c->max_osl > 0))
-        k += (size_t)snprintf(buf + k, n - k, ", caps isl<=%ld osl<=%ld", c->max_isl,
-                              c->max_osl);
+    if (k < n && c->max_isl > 0)
+        k += (size_t)snprintf(buf + k, n - k, ", isl<=%ld", c->max_isl);
+    if (k < n && c->max_osl > 0)
+        k += (size_t)snprintf(buf + k, n - k, ", osl<=%ld", c->max_osl);
     if (k < n)
         snprintf(buf + k, n - k, ", vocab %d", c->vocab_size);
 }

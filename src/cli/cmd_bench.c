@@ -8,6 +8,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/roofline.h"
+#include "bench/bench.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -351,10 +352,11 @@ static int bench_engine(int argc, char **argv)
     return rc;
 }
 
+/* `dyad bench engine` measures the engine in-process; every other `dyad bench` is the HTTP
+ * load generator (src/bench/). */
 int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "engine"))
         return bench_engine(argc - 1, argv + 1);
-    fprintf(stderr, "usage: dyad bench engine [options]   (see dyad bench engine --help)\n");
-    return argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) ? 0 : 2;
+    return dy_bench_serve_main(argc, argv);
 }

@@ -1,0 +1,49 @@
+/* bench_cli.h — the options of `dyad bench` (serving benchmark): parsing with range checks,
+ * the rules that tie options together, and the --help text. Prints its own messages
+ * ("dyad bench: --flag: problem") to stderr. */
+#ifndef DYAD_BENCH_CLI_H
+#define DYAD_BENCH_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "bench/bench_client.h"
+#include "bench/bench_stats.h"
+#include "bench/bench_workload.h"
+
+#define DYB_MAX_SWEEP 64
+
+typedef enum { DYB_SWEEP_NONE, DYB_SWEEP_CONCURRENCY, DYB_SWEEP_RATE } dyb_sweep_kind;
+
+typedef struct {
+    /* target */
+    const char *url, *model, *api_key;
+    dyb_endpoint endpoint;
+    bool text_prompt, ignore_eos;
+    double timeout_s;
+    /* load */
+    long concurrency;       /* 0: not given */
+    double rate;            /* 0: not given (closed loop or trace times) */
+    double burstiness;
+    long requests;          /* -1: no count bound */
+    double duration_s;      /* 0: no time bound */
+    long warmup;
+    /* workload (also holds --seed) */
+    dyb_workload_config wl;
+    /* metrics */
+    dyb_slo slo;
+    long cores;
+    /* sweep */
+    dyb_sweep_kind sweep;
+    double sweep_values[DYB_MAX_SWEEP];
+    int n_sweep;
+    /* output */
+    const char *csv, *plot;
+    bool json;
+} dyb_opts;
+
+/* Returns 0 (run), 1 (--help was printed: exit 0) or 2 (usage error, already reported). */
+int dyb_opts_parse(int argc, char **argv, dyb_opts *o);
+void dyb_opts_usage(FILE *f);
+
+#endif

@@ -1,0 +1,157 @@
+/* bench_run.c — see bench_run.h. Owns the launch schedule of one phase and the progress line. */
+#include "bench/bench_run.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_WAIT_MS 50 /* longest sleep: bounds the Ctrl-C and progress-line latency */
+
+/* One phase (warmup or measured): its rule and where it is. */
+typedef struct {
+    const dyb_run_config *c;
+    dyb_stats *stats;      /* NULL in warmup: nothing is recorded */
+    bool warmup;
+    bool closed, timed;    /* launch rule: in-flight cap only / trace times / else gaps */
+    int cap;               /* in-flight cap; 0: none */
+    long limit;            /* requests to send; -1: none */
+    double t0;             /* phase start (monotonic ms) */
+    long sent, done, failed;
+    double next_at;        /* next arrival, ms after t0 (open loop and trace) */
+    dyb_rng arrivals;
+    bool oom;
+    double last_draw;
+} phase;
+
+static void on_done(void *user, dyb_result *r)
+{
+    phase *p = user;
+    r->send_ms -= p->t0;
+    p->done++;
+    p->failed += !r->ok;
+    if (p->stats && dyb_stats_add(p->stats, r) != 0)
+        p->oom = true;
+}
+
+static long rows_left_bound(const phase *p)
+{
+    long rows = dyb_workload_rows(p->c->wl);
+    if (p->warmup || rows < 0)
+        return p->limit;
+    return p->limit < 0 || rows < p->limit ? rows : p->limit;
+}
+
+/* May another request be sent (ignoring the in-flight cap and the arrival time)? */
+static bool more_to_send(const phase *p, double now)
+{
+    long bound = rows_left_bound(p);
+    if (*p->c->stop || (bound >= 0 && p->sent >= bound))
+        return false;
+    double d = p->c->duration_s * 1000;
+    return d <= 0 || (p->closed ? now : p->next_at) < d;
+}
+
+static void schedule_next(phase *p)
+{
+    if (p->timed)
+        p->next_at = dyb_workload_arrival_ms(p->c->wl, p->sent);
+    else if (!p->closed)
+        p->next_at += dyb_interarrival_ms(&p->arrivals, p->c->rate, p->c->burstiness);
+}
+
+static int launch(phase *p, char *err, size_t errlen)
+{
+    dyb_request r;
+    if (dyb_workload_make(p->c->wl, p->sent, p->warmup, &r) != 0 ||
+        dyb_client_start(p->c->client, &r, p->sent) != 0) {
+        dyb_request_free(&r);
+        snprintf(err, errlen, "cannot start request %ld: out of memory", p->sent);
+        return -1;
+    }
+    dyb_request_free(&r);
+    p->sent++;
+    schedule_next(p);
+    return 0;
+}
+
+/* Sends everything due now; returns the ms until the next arrival (or MAX_WAIT_MS). */
+static int launch_due(phase *p, double now, char *err, size_t errlen)
+{
+    while (more_to_send(p, now) &&
+           (p->cap == 0 || dyb_client_in_flight(p->c->client) < p->cap)) {
+        if (!p->closed && p->next_at > now)
+            return (int)fmin(MAX_WAIT_MS, ceil(p->next_at - now));
+        if (launch(p, err, errlen) != 0)
+            return -1;
+    }
+    return MAX_WAIT_MS;
+}
+
+static void draw_progress(phase *p, double now, bool final)
+{
+    if (!p->c->progress || (!final && now - p->last_draw < 200))
+        return;
+    p->last_draw = now;
+    long bound = rows_left_bound(p);
+    char total[32] = "";
+    if (bound >= 0)
+        snprintf(total, sizeof total, "/%ld", bound);
+    fprintf(stderr, "\r\033[K%s%s: %ld%s done, %ld failed, %d in flight, %.1f s", p->c->label,
+            p->warmup ? " warmup" : "", p->done, total, p->failed,
+            dyb_client_in_flight(p->c->client), now / 1000);
+    if (final)
+        fputs("\r\033[K", stderr);
+    fflush(stderr);
+}
+
+/* Runs a phase to its end; returns its duration in ms, or -1 with err set. */
+static double run_phase(phase *p, char *err, size_t errlen)
+{
+    p->t0 = dyb_now_ms();
+    p->arrivals = dyb_rng_keyed(p->c->seed, DYB_DOMAIN_ARRIVAL, p->warmup);
+    p->next_at = p->timed ? dyb_workload_arrival_ms(p->c->wl, 0) : 0;
+    for (;;) {
+        double now = dyb_now_ms() - p->t0;
+        int wait = launch_due(p, now, err, errlen);
+        if (wait < 0)
+            return -1;
+        if (*p->c->stop) {
+            dyb_client_abort(p->c->client);
+            break;
+        }
+        if (dyb_client_in_flight(p->c->client) == 0 && !more_to_send(p, now))
+            break;
+        dyb_client_poll(p->c->client, wait, on_done, p);
+        if (p->oom) {
+            snprintf(err, errlen, "out of memory while collecting results");
+            return -1;
+        }
+        draw_progress(p, dyb_now_ms() - p->t0, false);
+    }
+    double end = dyb_now_ms() - p->t0;
+    draw_progress(p, end, true);
+    return end;
+}
+
+int dyb_run(const dyb_run_config *c, dyb_stats *stats, dyb_run_outcome *out, char *err,
+            size_t errlen)
+{
+    *out = (dyb_run_outcome){0};
+    if (c->warmup > 0) {
+        phase w = {.c = c, .warmup = true, .closed = true, .limit = c->warmup,
+                   .cap = c->concurrency > 0 ? c->concurrency : 1};
+        if (run_phase(&w, err, errlen) < 0)
+            return -1;
+    }
+    bool open = c->rate > 0;
+    phase m = {.c = c, .stats = stats, .closed = !open && !c->timed, .timed = !open && c->timed,
+               .limit = c->requests, .cap = c->concurrency};
+    if (m.closed && m.cap == 0)
+        m.cap = 1;
+    double ms = *c->stop ? 0 : run_phase(&m, err, errlen);
+    if (ms < 0)
+        return -1;
+    out->duration_s = ms / 1000;
+    out->interrupted = *c->stop != 0;
+    return 0;
+}

@@ -1,0 +1,43 @@
+/* bench_run.h — one benchmark run: an optional warmup phase, then the measured phase that
+ * launches requests by the load's rule (closed loop: keep C in flight; open loop: gamma/
+ * Poisson arrivals; trace replay: the trace's scaled times), bounded by a request count, a
+ * duration or the trace's end, and collects every finished request into the statistics.
+ * Single-threaded: the loop sleeps in the client's poll until the next arrival or network
+ * activity. */
+#ifndef DYAD_BENCH_RUN_H
+#define DYAD_BENCH_RUN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/bench_client.h"
+#include "bench/bench_stats.h"
+#include "bench/bench_workload.h"
+
+typedef struct {
+    dyb_workload *wl;
+    dyb_client *client;
+    int concurrency;         /* in-flight cap; 0: none (open loop, trace times) */
+    double rate, burstiness; /* rate > 0: open loop */
+    bool timed;              /* rate == 0 and a trace's times: replay them */
+    long requests;           /* measured requests; -1: no count bound */
+    double duration_s;       /* 0: no time bound */
+    long warmup;
+    uint64_t seed;
+    bool progress;           /* draw a progress line on stderr */
+    const char *label;       /* for the progress line */
+    volatile sig_atomic_t *stop; /* set by Ctrl-C: stop sending, drop what is in flight */
+} dyb_run_config;
+
+typedef struct {
+    double duration_s;  /* first send → last completion of the measured phase */
+    bool interrupted;
+} dyb_run_outcome;
+
+/* Runs and fills stats (measured requests only). -1 with a message in err when the run could
+ * not go on (out of memory). */
+int dyb_run(const dyb_run_config *c, dyb_stats *stats, dyb_run_outcome *out, char *err,
+            size_t errlen);
+
+#endif
