@@ -226,7 +226,7 @@ static void on_done(void *user, dyb_result *r)
 
 static dyb_client_config client_config(const char *url, const char *model)
 {
-    return (dyb_client_config){url, "secret", model, DYB_EP_COMPLETIONS, false, true, 30};
+    return (dyb_client_config){url, "secret", {model, DYB_EP_COMPLETIONS, false, true}, 30};
 }
 
 static void drain(dyb_client *c, sink *s)
@@ -411,7 +411,7 @@ static void test_pure_helpers(void **st)
     free(ta);
     free(tb);
     /* chat requests carry the words as one user message */
-    dyb_client_config cc = {"http://h", NULL, "m", DYB_EP_CHAT, false, false, 0};
+    dyb_body_config cc = {"m", DYB_EP_CHAT, false, false};
     dyb_request r = {4, 9, a};
     char *body = dyb_request_body(&cc, &r);
     json_t *o = json_loads(body, 0, NULL);
@@ -422,6 +422,19 @@ static void test_pure_helpers(void **st)
     assert_null(json_object_get(o, "prompt"));
     json_decref(o);
     free(body);
+    /* error bodies: the server's message, whatever shape it has */
+    const char *bodies[5][2] = {
+        {"{\"error\":{\"message\":\"bad\\nthing\",\"code\":400}}", "bad thing"},
+        {"{\"error\":\"plain\"}", "plain"},
+        {"{\"detail\":\"fastapi says\"}", "fastapi says"},
+        {"Internal Server Error\r\n", "Internal Server Error"},
+        {"", "(empty body)"},
+    };
+    for (int i = 0; i < 5; i++) {
+        char out[128];
+        dyb_error_text(bodies[i][0], strlen(bodies[i][0]), out, sizeof out);
+        assert_string_equal(out, bodies[i][1]);
+    }
 }
 
 int main(void)

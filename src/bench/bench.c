@@ -5,6 +5,7 @@
  * one kills the process as usual. */
 #include "bench/bench.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ typedef struct {
     char *model;           /* the model name sent (owned copy) */
     char *url;             /* the endpoint URL (for reports) */
     char workload[512];
+    FILE *csv, *plot;      /* opened before the run, so that a bad path fails at once */
     dyb_point pts[DYB_MAX_SWEEP];
     size_t n_pts;
 } bench;
@@ -42,6 +44,10 @@ static void bench_free(bench *b)
         dyb_point_free(&b->pts[i]);
     dyb_client_free(b->client);
     dyb_workload_free(b->wl);
+    if (b->csv)
+        fclose(b->csv);
+    if (b->plot)
+        fclose(b->plot);
     free(b->model);
     free(b->url);
 }
@@ -68,9 +74,23 @@ static int resolve_model(bench *b)
     return b->model ? 0 : -1;
 }
 
+static int open_outputs(bench *b)
+{
+    const char *paths[2] = {b->o.csv, b->o.plot};
+    FILE **files[2] = {&b->csv, &b->plot};
+    for (int i = 0; i < 2; i++)
+        if (paths[i] && !(*files[i] = fopen(paths[i], "w"))) {
+            fprintf(stderr, "dyad bench: cannot write %s: %s\n", paths[i], strerror(errno));
+            return -1;
+        }
+    return 0;
+}
+
 static int setup(bench *b)
 {
     char err[1024];
+    if (open_outputs(b) != 0)
+        return -1;
     if (!(b->wl = dyb_workload_new(&b->o.wl, err, sizeof err))) {
         fprintf(stderr, "dyad bench: %s\n", err);
         return -1;
@@ -83,8 +103,9 @@ static int setup(bench *b)
     dyb_workload_describe(b->wl, b->workload, sizeof b->workload);
     if (resolve_model(b) != 0)
         return -1;
-    dyb_client_config cc = {b->o.url, b->o.api_key, b->model, b->o.endpoint, b->o.text_prompt,
-                            b->o.ignore_eos, b->o.timeout_s};
+    dyb_client_config cc = {b->o.url, b->o.api_key,
+                            {b->model, b->o.endpoint, b->o.text_prompt, b->o.ignore_eos},
+                            b->o.timeout_s};
     b->url = dyb_endpoint_url(b->o.url, b->o.endpoint == DYB_EP_CHAT ? "/v1/chat/completions"
                                                                       : "/v1/completions");
     if (!b->url || !(b->client = dyb_client_new(&cc, err, sizeof err))) {
@@ -134,8 +155,11 @@ static int run_point(bench *b, int i)
     point_load(b, i, p, &rc);
     dyb_stats_init(&st);
     int r = dyb_run(&rc, &st, &out, err, sizeof err);
-    if (r == 0)
-        r = dyb_stats_summarize(&st, out.duration_s, &b->o.slo, (int)b->o.cores, &p->sum);
+    if (r == 0 && dyb_stats_summarize(&st, out.duration_s, &b->o.slo, (int)b->o.cores,
+                                      &p->sum) != 0) {
+        snprintf(err, sizeof err, "out of memory while summarising");
+        r = -1;
+    }
     if (r == 0) {
         p->interrupted = out.interrupted;
         dyb_point_take_errors(p, &st);
@@ -153,16 +177,18 @@ static dyb_run_info run_info(const bench *b)
                           b->o.wl.seed};
 }
 
-static int write_file(const char *path, const bench *b, bool svg)
+/* Writes the CSV or the plot and closes its file. */
+static int write_file(bench *b, bool svg)
 {
-    FILE *f = fopen(path, "w");
+    FILE **f = svg ? &b->plot : &b->csv;
     dyb_run_info ri = run_info(b);
-    int rc = !f ? -1 : svg ? dyb_report_svg(f, &ri, b->pts, b->n_pts)
-                           : dyb_report_csv(f, b->pts, b->n_pts);
-    if (f && fclose(f) != 0)
+    int rc = svg ? dyb_report_svg(*f, &ri, b->pts, b->n_pts)
+                 : dyb_report_csv(*f, b->pts, b->n_pts);
+    if (fclose(*f) != 0)
         rc = -1;
+    *f = NULL;
     if (rc != 0)
-        fprintf(stderr, "dyad bench: cannot write %s\n", path);
+        fprintf(stderr, "dyad bench: cannot write %s\n", svg ? b->o.plot : b->o.csv);
     return rc;
 }
 
@@ -181,9 +207,9 @@ static int outputs(bench *b)
         dyb_report_pareto_text(stdout, b->pts, b->n_pts);
     fflush(stdout);
     int rc = 0;
-    if (b->o.csv && write_file(b->o.csv, b, false) != 0)
+    if (b->csv && write_file(b, false) != 0)
         rc = -1;
-    if (b->o.plot && write_file(b->o.plot, b, true) != 0)
+    if (b->plot && write_file(b, true) != 0)
         rc = -1;
     return rc;
 }
@@ -206,10 +232,12 @@ static int run_all(bench *b)
 
 static int status(const bench *b)
 {
+    if (g_stop)
+        return 130; /* what a shell reports for SIGINT; the partial results were printed */
     long ok = 0;
     for (size_t i = 0; i < b->n_pts; i++)
         ok += b->pts[i].sum.completed;
-    if (ok == 0 && !g_stop) {
+    if (ok == 0) {
         fprintf(stderr, "dyad bench: no request succeeded%s%s\n",
                 b->n_pts && b->pts[0].n_errors ? ": " : "",
                 b->n_pts && b->pts[0].n_errors ? b->pts[0].errors[0].msg : "");

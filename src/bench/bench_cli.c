@@ -78,8 +78,10 @@ static const char usage[] =
     "Figures follow vLLM's benchmark: TTFT = send -> first content token; TPOT = (E2E - TTFT) /\n"
     "(output tokens - 1), output tokens from the final usage chunk (stream_options.include_usage)\n"
     "or else counted chunks; ITL = gaps between content chunks, a chunk of k tokens counting as k\n"
-    "gaps; E2E = send -> end of stream. Mean, p50, p90, p99 of each. Exit status: 0, 1 when no\n"
-    "request succeeded or an input/server problem stopped the run, 2 on a usage error.\n";
+    "gaps; E2E = send -> end of stream. Mean, p50, p90, p99 of each.\n"
+    "Ctrl-C stops the run: requests in flight are dropped and the finished ones reported.\n"
+    "Exit status: 0; 1 when no request succeeded or an input or server problem stopped the\n"
+    "run; 2 on a usage error; 130 after Ctrl-C.\n";
 
 void dyb_opts_usage(FILE *f)
 {
@@ -225,9 +227,14 @@ static int number(const opt_spec *s, const char *v, dyb_opts *o)
         *(int *)dst = (int)d;
     return 0;
 bad:
-    fprintf(stderr, "dyad bench: %s: '%s' is not %s in [%g, %g]\n", s->name, v,
-            s->kind == O_DOUBLE ? "a number" : "an integer", s->min,
-            s->kind == O_U64 ? 18446744073709551615.0 : s->max);
+    if (s->kind == O_U64)
+        fprintf(stderr, "dyad bench: %s: '%s' is not a non-negative integer\n", s->name, v);
+    else if (s->kind == O_DOUBLE)
+        fprintf(stderr, "dyad bench: %s: '%s' is not a number in [%g, %g]\n", s->name, v,
+                s->min, s->max);
+    else
+        fprintf(stderr, "dyad bench: %s: '%s' is not an integer in [%.0f, %.0f]\n", s->name, v,
+                s->min, s->max);
     return -1;
 }
 

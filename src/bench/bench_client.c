@@ -1,8 +1,8 @@
 /* bench_client.c — see bench_client.h. Owns the curl multi handle, the shared request headers,
- * and one transfer per request in flight (its easy handle, body, SSE parser and stream). */
+ * and one transfer per request in flight (its easy handle, body, SSE parser and stream).
+ * What goes into a request body, and how an error body is read, is bench_request.c's. */
 #include "bench/bench_client.h"
 
-#include <ctype.h>
 #include <curl/curl.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "bench/bench_request.h"
 #include "bench/bench_sse.h"
 
 #define MAX_EVENT_BYTES (16u << 20) /* a longer SSE line means a broken stream */
@@ -56,121 +57,6 @@ int dyb_http_init(void)
 void dyb_http_cleanup(void)
 {
     curl_global_cleanup();
-}
-
-/* ---- request bodies -------------------------------------------------------------------------- */
-
-/* Common words that llama-family and GPT tokenizers each encode as one token after a space. */
-static const char *const words[] = {
-    "the", "of", "and", "to", "in", "is", "was", "for", "on", "are", "with", "as", "at", "be",
-    "this", "have", "from", "or", "one", "had", "by", "word", "but", "not", "what", "all",
-    "were", "when", "we", "there", "can", "an", "your", "which", "their", "said", "if", "do",
-    "will", "each", "about", "how", "up", "out", "them", "then", "she", "many", "some", "so",
-    "these", "would", "other", "into", "has", "more", "her", "two", "like", "him", "see",
-    "time", "could", "no", "make", "than", "first", "been", "its", "who", "now", "people",
-    "my", "made", "over", "did", "down", "only", "way", "find", "use", "may", "water", "long",
-    "little", "very", "after", "words", "called", "just", "where", "most", "know", "get",
-    "through", "back", "much", "go", "good", "new", "write", "our", "me", "man", "too", "any",
-    "day", "same", "right", "look", "think", "also", "around", "another", "came", "come",
-    "work", "three", "must", "because", "does", "part",
-};
-
-char *dyb_prompt_text(const int32_t *ids, long n)
-{
-    size_t nw = sizeof words / sizeof words[0], cap = 1;
-    for (long i = 0; i < n; i++)
-        cap += strlen(words[(uint32_t)ids[i] % nw]) + 1;
-    char *s = malloc(cap), *p = s;
-    if (!s)
-        return NULL;
-    for (long i = 0; i < n; i++) {
-        const char *w = words[(uint32_t)ids[i] % nw];
-        if (i)
-            *p++ = ' ';
-        size_t k = strlen(w);
-        memcpy(p, w, k);
-        p += k;
-    }
-    *p = 0;
-    return s;
-}
-
-static json_t *prompt_json(const dyb_client_config *c, const dyb_request *r)
-{
-    if (c->endpoint == DYB_EP_CHAT || c->text_prompt) {
-        char *text = dyb_prompt_text(r->tokens, r->isl);
-        json_t *s = text ? json_string(text) : NULL;
-        free(text);
-        if (c->endpoint != DYB_EP_CHAT || !s)
-            return s;
-        return json_pack("[{s:s, s:o}]", "role", "user", "content", s);
-    }
-    json_t *a = json_array();
-    for (long i = 0; a && i < r->isl; i++)
-        if (json_array_append_new(a, json_integer(r->tokens[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-char *dyb_request_body(const dyb_client_config *c, const dyb_request *r)
-{
-    json_t *prompt = prompt_json(c, r);
-    if (!prompt)
-        return NULL;
-    /* temperature 0: greedy is the cheapest sampler everywhere and keeps runs comparable. */
-    json_t *o = json_pack("{s:s, s:o, s:I, s:b, s:{s:b}, s:f}", "model", c->model,
-                          c->endpoint == DYB_EP_CHAT ? "messages" : "prompt", prompt,
-                          "max_tokens", (json_int_t)r->osl, "stream", 1, "stream_options",
-                          "include_usage", 1, "temperature", 0.0);
-    if (o && c->ignore_eos)
-        json_object_set_new(o, "ignore_eos", json_true());
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-    json_decref(o);
-    return s;
-}
-
-char *dyb_endpoint_url(const char *base_url, const char *path)
-{
-    size_t n = strlen(base_url);
-    while (n && base_url[n - 1] == '/')
-        n--;
-    if (n >= 3 && !strncmp(base_url + n - 3, "/v1", 3))
-        n -= 3;
-    size_t len = n + strlen(path) + 1;
-    char *u = malloc(len);
-    if (u)
-        snprintf(u, len, "%.*s%s", (int)n, base_url, path);
-    return u;
-}
-
-/* ---- messages -------------------------------------------------------------------------------- */
-
-/* The server's own message from an error body (JSON error object, else the text itself,
- * on one line, shortened). */
-static void body_message(const char *body, size_t len, char *out, size_t n)
-{
-    json_t *o = body ? json_loadb(body, len, 0, NULL) : NULL;
-    json_t *e = json_object_get(o, "error"), *m = NULL;
-    if (json_is_object(e))
-        m = json_object_get(e, "message");
-    else if (json_is_string(e))
-        m = e;
-    else if (!(m = json_object_get(o, "message")) || !json_is_string(m))
-        m = json_object_get(o, "detail");
-    if (json_is_string(m))
-        snprintf(out, n, "%s", json_string_value(m));
-    else if (body && len)
-        snprintf(out, n, "%.*s", (int)(len < 300 ? len : 300), body);
-    else
-        snprintf(out, n, "(empty body)");
-    json_decref(o);
-    for (char *p = out; *p; p++)
-        if (*p == '\n' || *p == '\r' || *p == '\t')
-            *p = ' ';
-    for (size_t k = strlen(out); k && out[k - 1] == ' ';)
-        out[--k] = 0;
 }
 
 static void curl_message(CURLcode rc, const char *detail, const char *url, char *out, size_t n)
@@ -268,6 +154,7 @@ static int setup_easy(dyb_client *c, xfer *x)
     bad |= curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     bad |= curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(c->c.timeout_s * 1000));
     bad |= curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+    bad |= curl_easy_setopt(e, CURLOPT_PROXY, ""); /* a proxy would be measured too */
     return bad ? -1 : 0;
 }
 
@@ -280,7 +167,7 @@ int dyb_client_start(dyb_client *c, const dyb_request *r, long index)
     x->isl = r->isl;
     x->osl = r->osl;
     dyb_sse_init(&x->sse, MAX_EVENT_BYTES);
-    if (!(x->body = dyb_request_body(&c->c, r)) || !(x->easy = curl_easy_init()) ||
+    if (!(x->body = dyb_request_body(&c->c.body, r)) || !(x->easy = curl_easy_init()) ||
         setup_easy(c, x) != 0) {
         xfer_free(x);
         return -1;
@@ -321,7 +208,7 @@ static void finish(dyb_client *c, xfer *x, CURLcode rc, dyb_done_cb done, void *
     } else if (x->raw || !x->checked) {
         if (!x->checked)
             check_answer(x);
-        body_message(x->raw_body, x->raw_len, msg, sizeof msg);
+        dyb_error_text(x->raw_body, x->raw_len, msg, sizeof msg);
         if (x->status >= 200 && x->status <= 299)
             dyb_stream_fail(&x->st, "HTTP %ld but not an event stream (does the server stream?): "
                             "%.300s", x->status, msg);
@@ -407,7 +294,7 @@ dyb_client *dyb_client_new(const dyb_client_config *cfg, char *err, size_t errle
         return NULL;
     }
     c->c = *cfg;
-    c->url = dyb_endpoint_url(cfg->base_url, cfg->endpoint == DYB_EP_CHAT
+    c->url = dyb_endpoint_url(cfg->base_url, cfg->body.endpoint == DYB_EP_CHAT
                                                   ? "/v1/chat/completions" : "/v1/completions");
     c->multi = curl_multi_init();
     c->headers = make_headers(cfg->api_key, true);
@@ -487,6 +374,7 @@ int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, ebuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+    curl_easy_setopt(e, CURLOPT_PROXY, "");
     CURLcode cr = curl_easy_perform(e);
     if (cr != CURLE_OK) {
         curl_message(cr, ebuf, url, err, errlen);
@@ -495,7 +383,7 @@ int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status > 299) {
         char msg[400];
-        body_message(m.buf, m.len, msg, sizeof msg);
+        dyb_error_text(m.buf, m.len, msg, sizeof msg);
         snprintf(err, errlen, "GET %s: HTTP %ld: %s", url, status, msg);
         rc = 1;
         goto out;

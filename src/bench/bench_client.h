@@ -10,18 +10,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "bench/bench_request.h"
 #include "bench/bench_stream.h"
 #include "bench/bench_workload.h"
-
-typedef enum { DYB_EP_COMPLETIONS, DYB_EP_CHAT } dyb_endpoint;
 
 typedef struct {
     const char *base_url;  /* http://host:port (a trailing "/" or "/v1" is accepted) */
     const char *api_key;   /* sent as "Authorization: Bearer KEY"; NULL: none */
-    const char *model;
-    dyb_endpoint endpoint;
-    bool text_prompt;      /* completions: send words instead of token ids (chat: always) */
-    bool ignore_eos;       /* send "ignore_eos": true so that max_tokens are generated */
+    dyb_body_config body;  /* what each request asks for */
     double timeout_s;      /* per request; 0: none */
 } dyb_client_config;
 
@@ -47,15 +43,6 @@ int dyb_client_in_flight(const dyb_client *c);
 void dyb_client_poll(dyb_client *c, int timeout_ms, dyb_done_cb done, void *user);
 /* Drops every request in flight without reporting it (Ctrl-C). */
 void dyb_client_abort(dyb_client *c);
-
-/* The endpoint's full URL for a config ("…/v1/completions" or "…/v1/chat/completions"),
- * malloc'd. */
-char *dyb_endpoint_url(const char *base_url, const char *path);
-/* The JSON body of one request, malloc'd (NULL when out of memory). */
-char *dyb_request_body(const dyb_client_config *c, const dyb_request *r);
-/* The prompt as text: one common English word per token id, so that equal ids give equal
- * text (prefix sharing survives) and the text is about one token per word. malloc'd. */
-char *dyb_prompt_text(const int32_t *ids, long n);
 
 /* GET {base}/v1/models. Returns 0 with the first model id in *first (malloc'd; NULL when the
  * list is empty), 1 when the server answered with an error (message in err), -1 when it

@@ -33,7 +33,9 @@ static void on_done(void *user, dyb_result *r)
         p->oom = true;
 }
 
-static long rows_left_bound(const phase *p)
+/* How many requests this phase sends at most (-1: no bound): the limit, and a trace's rows
+ * (warmup wraps around the trace instead). */
+static long send_bound(const phase *p)
 {
     long rows = dyb_workload_rows(p->c->wl);
     if (p->warmup || rows < 0)
@@ -44,7 +46,7 @@ static long rows_left_bound(const phase *p)
 /* May another request be sent (ignoring the in-flight cap and the arrival time)? */
 static bool more_to_send(const phase *p, double now)
 {
-    long bound = rows_left_bound(p);
+    long bound = send_bound(p);
     if (*p->c->stop || (bound >= 0 && p->sent >= bound))
         return false;
     double d = p->c->duration_s * 1000;
@@ -92,12 +94,21 @@ static void draw_progress(phase *p, double now, bool final)
     if (!p->c->progress || (!final && now - p->last_draw < 200))
         return;
     p->last_draw = now;
-    long bound = rows_left_bound(p);
-    char total[32] = "";
+    long bound = send_bound(p);
+    double dur = p->c->duration_s * 1000;
+    double frac = bound > 0 ? (double)p->done / (double)bound : dur > 0 ? now / dur : -1;
+    char total[32] = "", bar[32] = "";
     if (bound >= 0)
         snprintf(total, sizeof total, "/%ld", bound);
-    fprintf(stderr, "\r\033[K%s%s: %ld%s done, %ld failed, %d in flight, %.1f s", p->c->label,
-            p->warmup ? " warmup" : "", p->done, total, p->failed,
+    if (frac >= 0) { /* [#####...............] by requests done, else by time */
+        int k = (int)(fmin(frac, 1) * 20);
+        bar[0] = '[';
+        memset(bar + 1, '#', (size_t)k);
+        memset(bar + 1 + k, '.', (size_t)(20 - k));
+        memcpy(bar + 21, "] ", 3);
+    }
+    fprintf(stderr, "\r\033[K%s%s: %s%ld%s done, %ld failed, %d in flight, %.1f s", p->c->label,
+            p->warmup ? " warmup" : "", bar, p->done, total, p->failed,
             dyb_client_in_flight(p->c->client), now / 1000);
     if (final)
         fputs("\r\033[K", stderr);
