@@ -24,6 +24,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dy_msg_token t;
             dy_msg_done d;
             dy_msg_stats s;
+            dy_msg_kv_alloc ka;
+            dy_msg_prefill pf;
+            dy_msg_prefill_done pd;
+            dy_msg_kv_ready kr;
         } m;
         memset(&m, 0, sizeof m);
         switch (t) {
@@ -37,6 +41,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case DY_MSG_DONE: dy_wire_decode_done(p, len, &m.d, err, sizeof err); break;
         case DY_MSG_STATS: dy_wire_decode_stats(p, len, &m.s, err, sizeof err); break;
         case DY_MSG_SHUTDOWN: break;
+        case DY_MSG_KV_ALLOC:
+            dy_wire_decode_kv_alloc(p, len, &m.ka, err, sizeof err);
+            dy_msg_kv_alloc_free(&m.ka);
+            break;
+        case DY_MSG_PREFILL:
+            dy_wire_decode_prefill(p, len, &m.pf, err, sizeof err);
+            dy_msg_prefill_free(&m.pf);
+            break;
+        case DY_MSG_PREFILL_DONE: dy_wire_decode_prefill_done(p, len, &m.pd, err, sizeof err); break;
+        case DY_MSG_KV_READY: dy_wire_decode_kv_ready(p, len, &m.kr, err, sizeof err); break;
         }
         pos += DY_WIRE_HEADER + len;
     }

@@ -6,10 +6,8 @@ streaming (SSE framing and per-token chunks), n > 1, stop strings, logprobs, the
 prefix caching (cached_tokens), disconnect mid-stream (sequences cancelled, blocks freed),
 a killed worker being replaced, metrics, and a clean shutdown on SIGTERM. Standard library
 only. Prints 'N passed, N failed' and exits non-zero on any failure."""
-import http.client
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -17,76 +15,14 @@ import sys
 import time
 import traceback
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dyad_http import MODEL, Server as _Server  # noqa: E402
+
 DYAD, SRC = sys.argv[1], sys.argv[2]
-MODEL = "stories260K"
 
 
-class Server:
-    def __init__(self, *args):
-        self.proc = subprocess.Popen(
-            [DYAD, "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://([\d.]+):(\d+)", line)
-        if not m:
-            raise RuntimeError("server did not start: " + line + self.proc.stderr.read())
-        self.host, self.port = m.group(1), int(m.group(2))
-
-    def conn(self, timeout=60):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-    def request(self, method, path, body=None, headers=None, raw=None):
-        c = self.conn()
-        h = {"Content-Type": "application/json", **(headers or {})}
-        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
-        c.request(method, path, body=data, headers=h)
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        try:
-            return r.status, json.loads(text), r
-        except ValueError:
-            return r.status, text, r
-
-    def stream(self, path, body):
-        """Returns the list of SSE data payloads (parsed JSON or the string '[DONE]')."""
-        c = self.conn()
-        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        assert r.status == 200, (r.status, r.read())
-        assert r.getheader("Content-Type").startswith("text/event-stream")
-        events, buf = [], ""
-        while True:
-            chunk = r.read1(65536).decode() if hasattr(r, "read1") else r.read(1).decode()
-            if not chunk:
-                break
-            buf += chunk
-            while "\n\n" in buf:
-                frame, buf = buf.split("\n\n", 1)
-                assert frame.startswith("data: "), frame
-                payload = frame[len("data: "):]
-                events.append(payload if payload == "[DONE]" else json.loads(payload))
-        c.close()
-        return events
-
-    def metrics(self):
-        status, text, _ = self.request("GET", "/metrics")
-        assert status == 200
-        vals = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                vals[name] = float(value)
-        return vals
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                raise AssertionError("server did not stop on SIGTERM")
-        return self.proc.returncode
+def Server(*args):
+    return _Server(DYAD, *args)
 
 
 def completion(s, **kw):
@@ -239,15 +175,6 @@ def test_prefix_cache(s):
     assert cached >= 32 and cached % 16 == 0, r["usage"]
 
 
-def wait_for(pred, timeout=10):
-    end = time.time() + timeout
-    while time.time() < end:
-        if pred():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_disconnect_cancels(s):
     before = s.metrics()['dyad_requests_total{outcome="cancelled"}']
     c = s.conn()
@@ -258,8 +185,8 @@ def test_disconnect_cancels(s):
     r.read1(100)
     c.sock.shutdown(socket.SHUT_RDWR)
     c.close()
-    assert wait_for(lambda: s.metrics()['dyad_requests_total{outcome="cancelled"}'] > before)
-    assert wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
+    assert s.wait_for(lambda: s.metrics()['dyad_requests_total{outcome="cancelled"}'] > before)
+    assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
     # non-streaming request abandoned too
     c = s.conn()
     c.request("POST", "/v1/completions", body=json.dumps(
@@ -268,7 +195,7 @@ def test_disconnect_cancels(s):
     time.sleep(0.2)
     c.sock.shutdown(socket.SHUT_RDWR)
     c.close()
-    assert wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
+    assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
 
 
 def test_killed_worker_is_replaced(s):
@@ -278,7 +205,7 @@ def test_killed_worker_is_replaced(s):
     def replaced():
         st, h, _ = s.request("GET", "/health")
         return st == 200 and h["workers"][0]["pid"] != pid and h["workers"][0]["up"]
-    assert wait_for(replaced, 30)
+    assert s.wait_for(replaced, 30)
     st, r, _ = completion(s, max_tokens=5)
     assert st == 200, r
     assert s.metrics()['dyad_worker_restarts_total{worker="0"}'] >= 1

@@ -109,11 +109,73 @@ static void test_other_messages_round_trip(void **st)
     assert_true(sd.step_seconds == 0.25);
 
     b.len = 0;
-    dy_msg_hello h = {1, 2, 3, 4, 5, 6, 16}, hd;
+    dy_msg_hello h = {1, 2, 3, 4, 5, 6, 16, DY_ROLE_DECODE, 4096, "/dyad-kv-1-0", "10.0.0.2:7000"}, hd;
     assert_true(dy_wire_hello(&b, &h));
     one_frame(&b, &t, &p, &len);
     assert_true(dy_wire_decode_hello(p, len, &hd, err, sizeof err));
     assert_int_equal(hd.block_size, 16);
+    assert_int_equal(hd.role, DY_ROLE_DECODE);
+    assert_string_equal(hd.shm_name, "/dyad-kv-1-0");
+    assert_string_equal(hd.tcp_addr, "10.0.0.2:7000");
+    dy_buf_free(&b);
+}
+
+/* The disaggregation messages round-trip, and truncations are rejected. */
+static void test_disagg_messages_round_trip(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_buf b = {0};
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    int32_t blocks[3] = {7, 9, 11}, prompt[5] = {1, 2, 3, 4, 5};
+
+    dy_msg_kv_alloc a = {.id = 5, .cached_tokens = 32, .first_block = 2, .n_blocks = 3, .blocks = blocks}, ad;
+    assert_true(dy_wire_kv_alloc(&b, &a));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_KV_ALLOC);
+    assert_true(dy_wire_decode_kv_alloc(p, len, &ad, err, sizeof err));
+    assert_int_equal(ad.first_block, 2);
+    assert_int_equal(ad.n_blocks, 3);
+    assert_memory_equal(ad.blocks, blocks, sizeof blocks);
+    dy_msg_kv_alloc_free(&ad);
+    for (uint32_t n = 0; n < len; n++) {
+        assert_false(dy_wire_decode_kv_alloc(p, n, &ad, err, sizeof err));
+        dy_msg_kv_alloc_free(&ad);
+    }
+
+    b.len = 0;
+    dy_msg_prefill pf = {.id = 6, .xfer = DY_XFER_TCP, .peer = "127.0.0.1:9", .first_block = 1,
+                         .n_blocks = 3, .dest = blocks, .n_prompt = 5, .prompt = prompt}, pd;
+    assert_true(dy_wire_prefill(&b, &pf));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_prefill(p, len, &pd, err, sizeof err));
+    assert_string_equal(pd.peer, "127.0.0.1:9");
+    assert_int_equal(pd.n_prompt, 5);
+    assert_memory_equal(pd.prompt, prompt, sizeof prompt);
+    assert_memory_equal(pd.dest, blocks, sizeof blocks);
+    dy_msg_prefill_free(&pd);
+    for (uint32_t n = 0; n < len; n++) {
+        assert_false(dy_wire_decode_prefill(p, n, &pd, err, sizeof err));
+        dy_msg_prefill_free(&pd);
+    }
+
+    b.len = 0;
+    dy_msg_prefill_done dn = {.id = 6, .ok = 1, .bytes = 1 << 20, .prefill_seconds = 0.5,
+                              .transfer_seconds = 0.01, .computed_tokens = 100, .text = "", .text_len = 0}, dd;
+    assert_true(dy_wire_prefill_done(&b, &dn));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_prefill_done(p, len, &dd, err, sizeof err));
+    assert_int_equal(dd.bytes, 1 << 20);
+    assert_true(dd.transfer_seconds == 0.01);
+
+    b.len = 0;
+    dy_msg_kv_ready r = {6, 1, 3}, rd;
+    assert_true(dy_wire_kv_ready(&b, &r));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_kv_ready(p, len, &rd, err, sizeof err));
+    assert_int_equal(rd.n_blocks, 3);
     dy_buf_free(&b);
 }
 
@@ -196,6 +258,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_round_trip),
         cmocka_unit_test(test_other_messages_round_trip),
+        cmocka_unit_test(test_disagg_messages_round_trip),
         cmocka_unit_test(test_bad_headers_and_fields),
         cmocka_unit_test(test_stream_reassembly),
     };

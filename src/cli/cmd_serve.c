@@ -21,7 +21,19 @@ static const char serve_usage[] =
     "  --model-name NAME         the id clients use (default: the file name without extension)\n"
     "  --host ADDR               IPv4 address to listen on (default 127.0.0.1)\n"
     "  --port N                  (default 8000; 0 picks a free port)\n"
-    "  --workers N               worker processes (default 1)\n"
+    "  --workers N               aggregated worker processes (default 1; same as\n"
+    "                            --prefill-workers 0 --decode-workers N)\n"
+    "  --prefill-workers P       prefill workers (default 1); 0 = aggregated serving\n"
+    "  --decode-workers D        decode workers (default 1)\n"
+    "  --disagg-min-tokens N     prompts with fewer tokens prefill on their decode worker\n"
+    "                            (default 128)\n"
+    "  --prefill-busy-tokens N   prefill backlog above which prompts stay local (default 1024)\n"
+    "  --kv-transfer shm|tcp     how KV moves from prefill to decode workers (default shm)\n"
+    "  --kv-host ADDR            TCP: the address decode workers receive KV on (127.0.0.1)\n"
+    "  --xfer-timeout S          a prefill not done by then is redone locally (default 30)\n"
+    "  --prefill-launcher CMD    run prefill workers as `CMD dyad worker ...` (e.g.\n"
+    "                            'ip netns exec hostA' for another network namespace)\n"
+    "  --decode-launcher CMD     the same for decode workers\n"
     "  --threads-per-worker T    engine threads per worker (default 2)\n"
     "  --kv-mem MiB              KV cache per worker (default 256)\n"
     "  --kv-blocks N             KV cache per worker in blocks (overrides --kv-mem)\n"
@@ -51,9 +63,13 @@ static int parse(int argc, char **argv, serve_opts *o)
 {
     *o = (serve_opts){.host = "127.0.0.1", .port = 8000, .max_body = 4 << 20,
                       .max_connections = 256, .timeout = 60, .drain = 30};
-    o->w = (dy_workers_config){.n_workers = 1, .threads_per_worker = 2, .kv_mem_mib = 256,
-                               .block_size = 16, .max_batch_tokens = 512, .max_running = 64,
-                               .max_queue = 256, .startup_timeout_s = 120};
+    o->w = (dy_workers_config){.n_workers = 2, .n_prefill = 1, .threads_per_worker = 1,
+                               .kv_mem_mib = 256, .block_size = 16, .max_batch_tokens = 512,
+                               .max_running = 64, .max_queue = 256, .startup_timeout_s = 120,
+                               .xfer = DY_XFER_SHM, .xfer_timeout_s = 30,
+                               .route = dy_route_config_default()};
+    int agg = -1, pre = -1, dec = -1;
+    float xto = 30;
     const char *v;
     bool bad = false;
     for (int i = 1; i < argc && !bad; i++) {
@@ -70,7 +86,30 @@ static int parse(int argc, char **argv, serve_opts *o)
         else if (arg_take("serve", argc, argv, &i, "--api-key", &v, &bad)) o->api_key = v;
         else if (arg_take("serve", argc, argv, &i, "--chat-template", &v, &bad)) o->chat = v;
         INT("--port", o->port, 0, 65535);
-        INT("--workers", o->w.n_workers, 1, 64);
+        INT("--workers", agg, 1, 64);
+        INT("--prefill-workers", pre, 0, 63);
+        INT("--decode-workers", dec, 1, 64);
+        INT("--disagg-min-tokens", o->w.route.disagg_min_tokens, 0, 1 << 24);
+        else if (arg_take("serve", argc, argv, &i, "--prefill-busy-tokens", &v, &bad)) {
+            int t = 0;
+            bad = !arg_int("serve", "--prefill-busy-tokens", v, 0, 1 << 30, &t);
+            o->w.route.prefill_busy_tokens = t;
+        } else if (arg_take("serve", argc, argv, &i, "--kv-transfer", &v, &bad)) {
+            if (!strcmp(v, "shm")) o->w.xfer = DY_XFER_SHM;
+            else if (!strcmp(v, "tcp")) o->w.xfer = DY_XFER_TCP;
+            else {
+                fprintf(stderr, "dyad serve: --kv-transfer: '%s' is not shm or tcp\n", v);
+                bad = true;
+            }
+        } else if (arg_take("serve", argc, argv, &i, "--kv-host", &v, &bad)) o->w.kv_host = v;
+        else if (arg_take("serve", argc, argv, &i, "--prefill-launcher", &v, &bad))
+            o->w.prefill_launcher = v;
+        else if (arg_take("serve", argc, argv, &i, "--decode-launcher", &v, &bad))
+            o->w.decode_launcher = v;
+        else if (arg_take("serve", argc, argv, &i, "--xfer-timeout", &v, &bad)) {
+            bad = !arg_float("serve", "--xfer-timeout", v, 0.01, 86400, &xto);
+            o->w.xfer_timeout_s = xto;
+        }
         INT("--threads-per-worker", o->w.threads_per_worker, 1, 256);
         INT("--kv-mem", o->w.kv_mem_mib, 1, 1 << 20);
         INT("--kv-blocks", o->w.kv_blocks, 2, 1 << 24);
@@ -87,6 +126,22 @@ static int parse(int argc, char **argv, serve_opts *o)
             fprintf(stderr, "dyad serve: unknown option '%s' (see dyad serve --help)\n", argv[i]);
             bad = true;
         }
+    }
+    if (!bad && agg > 0 && (pre > 0 || dec > 0)) {
+        fprintf(stderr, "dyad serve: --workers (aggregated) cannot be combined with "
+                "--prefill-workers/--decode-workers\n");
+        bad = true;
+    }
+    if (agg > 0) { /* aggregated: N workers that prefill and decode */
+        o->w.n_prefill = 0;
+        o->w.n_workers = agg;
+    } else {
+        o->w.n_prefill = pre >= 0 ? pre : 1;
+        o->w.n_workers = o->w.n_prefill + (dec > 0 ? dec : 1);
+    }
+    if (!bad && o->w.n_workers > 64) {
+        fprintf(stderr, "dyad serve: at most 64 workers in all\n");
+        bad = true;
     }
     return bad ? 2 : -1;
 }
@@ -171,9 +226,17 @@ int cmd_serve(int argc, char **argv)
         dy_model_free(m);
         return 1;
     }
-    fprintf(stderr, "dyad serve: %s on http://%s:%d with %d worker%s × %d threads (chat template: %s)\n",
-            o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_workers,
-            o.w.n_workers == 1 ? "" : "s", o.w.threads_per_worker, dy_chat_family_name(chat));
+    if (o.w.n_prefill > 0)
+        fprintf(stderr, "dyad serve: %s on http://%s:%d with %d prefill + %d decode workers × %d "
+                "threads, KV over %s (chat template: %s)\n", o.model_name ? o.model_name : name,
+                o.host, dy_http_port(http), o.w.n_prefill, o.w.n_workers - o.w.n_prefill,
+                o.w.threads_per_worker, o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
+                dy_chat_family_name(chat));
+    else
+        fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads "
+                "(chat template: %s)\n", o.model_name ? o.model_name : name, o.host,
+                dy_http_port(http), o.w.n_workers, o.w.n_workers == 1 ? "" : "s",
+                o.w.threads_per_worker, dy_chat_family_name(chat));
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",

@@ -2,6 +2,7 @@
  * each one end of a socket pair (--fd); there is rarely a reason to start one by hand. */
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "serve/wire.h"
 #include "serve/worker.h"
 
 #include <fcntl.h>
@@ -19,7 +20,9 @@ static const char worker_usage[] =
     "  --kv-blocks N          KV cache size in blocks (overrides --kv-mem)\n"
     "  --block-size N         positions per KV block (default 16)\n"
     "  --max-batch-tokens N   token budget of one step (default 512)\n"
-    "  --max-running N        sequences in the running batch (default 64)\n";
+    "  --max-running N        sequences in the running batch (default 64)\n"
+    "  --role R               agg (default: prefill and decode), prefill, or decode\n"
+    "  --kv-listen HOST:PORT  decode role: also receive KV blocks over TCP (port 0: any)\n";
 
 int cmd_worker(int argc, char **argv)
 {
@@ -49,7 +52,17 @@ int cmd_worker(int argc, char **argv)
             bad = !arg_int("worker", "--max-batch-tokens", v, 1, 65536, &c.max_batch_tokens);
         else if (arg_take("worker", argc, argv, &i, "--max-running", &v, &bad))
             bad = !arg_int("worker", "--max-running", v, 1, 4096, &c.max_running);
-        else if (!bad) {
+        else if (arg_take("worker", argc, argv, &i, "--kv-listen", &v, &bad))
+            c.kv_listen = v;
+        else if (arg_take("worker", argc, argv, &i, "--role", &v, &bad)) {
+            if (!strcmp(v, "agg")) c.role = DY_ROLE_AGG;
+            else if (!strcmp(v, "prefill")) c.role = DY_ROLE_PREFILL;
+            else if (!strcmp(v, "decode")) c.role = DY_ROLE_DECODE;
+            else {
+                fprintf(stderr, "dyad worker: --role: '%s' is not agg, prefill or decode\n", v);
+                bad = true;
+            }
+        } else if (!bad) {
             fprintf(stderr, "dyad worker: unknown option '%s'\n", argv[i]);
             bad = true;
         }

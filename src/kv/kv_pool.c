@@ -1,10 +1,15 @@
 /* kv_pool.c — see kv_pool.h. */
 #include "kv/kv_pool.h"
 
+#include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim)
+static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_dim,
+                            const char *shm_name)
 {
     if (n_blocks <= 0 || block_size <= 0 || block_size > 4096 || n_layers <= 0 || kv_dim <= 0)
         return NULL;
@@ -18,8 +23,24 @@ dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_di
     p->block_size = block_size;
     p->n_layers = n_layers;
     p->kv_dim = kv_dim;
-    /* calloc: untouched pages cost nothing until a block is first written. */
-    p->data = calloc((size_t)n_blocks * floats_per_block, sizeof(float));
+    p->data_bytes = (size_t)n_blocks * floats_per_block * sizeof(float);
+    if (shm_name) {
+        /* Shared memory, zero-filled and paged in on first touch like calloc. */
+        snprintf(p->shm_name, sizeof p->shm_name, "%s", shm_name);
+        int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0 && ftruncate(fd, (off_t)p->data_bytes) == 0) {
+            void *m = mmap(NULL, p->data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            p->data = m == MAP_FAILED ? NULL : m;
+        }
+        if (fd >= 0)
+            close(fd);
+        if (!p->data && fd >= 0)
+            shm_unlink(shm_name);
+        if (fd < 0)
+            p->shm_name[0] = 0;
+    } else
+        /* calloc: untouched pages cost nothing until a block is first written. */
+        p->data = calloc((size_t)n_blocks * floats_per_block, sizeof(float));
     p->refcount = calloc((size_t)n_blocks, sizeof *p->refcount);
     p->free_list = malloc((size_t)n_blocks * sizeof *p->free_list);
     if (!p->data || !p->refcount || !p->free_list) {
@@ -33,11 +54,27 @@ dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_di
     return p;
 }
 
+dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim)
+{
+    return pool_new(n_blocks, block_size, n_layers, kv_dim, NULL);
+}
+
+dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, int kv_dim,
+                                  const char *shm_name)
+{
+    return pool_new(n_blocks, block_size, n_layers, kv_dim, shm_name);
+}
+
 void dy_kv_pool_free(dy_kv_pool *p)
 {
     if (!p)
         return;
-    free(p->data);
+    if (p->shm_name[0]) {
+        if (p->data)
+            munmap(p->data, p->data_bytes);
+        shm_unlink(p->shm_name);
+    } else
+        free(p->data);
     free(p->refcount);
     free(p->free_list);
     free(p);

@@ -19,10 +19,17 @@ typedef struct {
     int32_t *refcount;
     int32_t *free_list; /* stack of free block ids */
     int n_free;
+    size_t data_bytes;
+    char shm_name[64];  /* non-empty when data lives in a named shared-memory object */
 } dy_kv_pool;
 
 /* NULL if the arguments are out of range or memory is short. */
 dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim);
+/* The same, with the block storage in a POSIX shared-memory object called shm_name (e.g.
+ * "/dyad-kv-123-0"), so that a prefill worker on this host can write blocks straight into it.
+ * The object is unlinked by dy_kv_pool_free. */
+dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, int kv_dim,
+                                  const char *shm_name);
 void dy_kv_pool_free(dy_kv_pool *p);
 
 /* Bytes of one block (all layers, keys and values). */

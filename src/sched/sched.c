@@ -14,7 +14,7 @@ struct dy_sched {
     dy_sched_config cfg;
     dy_kv_cache *kv;
     int bs;
-    seq_list waiting, running;
+    seq_list waiting, running, remote;
     uint64_t next_order;
     uint64_t preemptions;
     dy_plan plan;
@@ -132,7 +132,8 @@ dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prom
 void dy_sched_finish(dy_sched *s, dy_seq *q)
 {
     release_blocks(s, q);
-    list_remove(q->state == DY_SEQ_RUNNING ? &s->running : &s->waiting, q);
+    list_remove(q->state == DY_SEQ_RUNNING ? &s->running
+                : q->state == DY_SEQ_REMOTE ? &s->remote : &s->waiting, q);
     /* A finished sequence may still sit in the current plan; commit must skip it. */
     for (int i = 0; i < s->plan.n_items; i++)
         if (s->plan.items[i].seq == q)
@@ -203,7 +204,8 @@ static void plan_waiting(dy_sched *s, int budget)
 {
     while (s->waiting.head && budget > 0 && s->running.n < s->cfg.max_running) {
         dy_seq *q = s->waiting.head;
-        attach_cached_prefix(s, q);
+        if (q->n_blocks == 0) /* not already holding blocks (a remote prefill's) */
+            attach_cached_prefix(s, q);
         int n = q->n_tokens - q->n_computed;
         if (n > budget)
             n = budget;
@@ -254,6 +256,39 @@ void dy_sched_commit(dy_sched *s, const int32_t *sampled)
     }
 }
 
+/* ---------------------------------------------------------------- remote prefill */
+
+dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                            int max_len, void *user)
+{
+    dy_seq *q = dy_sched_add(s, id, prompt, n_prompt, max_len, user);
+    if (!q)
+        return NULL;
+    attach_cached_prefix(s, q);
+    int remote_len = n_prompt - 1;
+    if (q->n_computed >= remote_len || !ensure_blocks(s, q, remote_len)) {
+        release_blocks(s, q); /* prefill here: plan_waiting looks the prefix up again */
+        return q;
+    }
+    list_remove(&s->waiting, q);
+    q->state = DY_SEQ_REMOTE;
+    list_push_back(&s->remote, q);
+    return q;
+}
+
+void dy_sched_remote_ready(dy_sched *s, dy_seq *q, bool ok)
+{
+    if (q->state != DY_SEQ_REMOTE)
+        return;
+    /* On failure the blocks set aside stay with the sequence until it ends (a prefill worker
+     * that was given up on may still write into them; nobody else will ever read them) and
+     * the prompt after the cached prefix is computed here, into those same blocks. */
+    q->n_computed = ok ? q->n_prompt - 1 : q->n_published * s->bs;
+    list_remove(&s->remote, q);
+    q->state = DY_SEQ_WAITING;
+    list_push_front(&s->waiting, q);
+}
+
 /* ---------------------------------------------------------------- lifetime and load */
 
 dy_sched *dy_sched_new(const dy_sched_config *cfg, dy_kv_cache *kv)
@@ -282,6 +317,8 @@ void dy_sched_free(dy_sched *s)
         dy_sched_finish(s, s->running.head);
     while (s->waiting.head)
         dy_sched_finish(s, s->waiting.head);
+    while (s->remote.head)
+        dy_sched_finish(s, s->remote.head);
     free(s->plan.items);
     free(s);
 }

@@ -18,7 +18,11 @@
 #include <stdint.h>
 #include "kv/kv_cache.h"
 
-typedef enum { DY_SEQ_WAITING, DY_SEQ_RUNNING } dy_seq_state;
+typedef enum {
+    DY_SEQ_WAITING,
+    DY_SEQ_RUNNING,
+    DY_SEQ_REMOTE, /* blocks set aside; its prompt is being computed by a prefill worker */
+} dy_seq_state;
 
 typedef struct dy_seq {
     uint64_t id;
@@ -69,6 +73,20 @@ void dy_sched_free(dy_sched *s); /* frees every sequence still held */
  * or not shorter than max_len. */
 dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
                      void *user);
+/* Disaggregated prefill, on the decode worker. Like dy_sched_add, but the prompt's KV will
+ * arrive from a prefill worker: the cached prefix is looked up and blocks for the rest of
+ * positions [0, n_prompt - 1) are set aside now (the last prompt token is computed here, in a
+ * decode step, and its logits give the first generated token). The sequence is then
+ * DY_SEQ_REMOTE and is not scheduled until dy_sched_remote_ready. If the pool cannot hold the
+ * blocks, or the whole prompt is cached anyway, it is queued for local prefill instead
+ * (state DY_SEQ_WAITING). NULL as dy_sched_add. */
+dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                            int max_len, void *user);
+/* The prompt's KV has been written into its blocks (ok), or the prefill failed (!ok: the rest
+ * of the prompt after the cached prefix is computed here). Either way the sequence joins the
+ * front of the queue. */
+void dy_sched_remote_ready(dy_sched *s, dy_seq *seq, bool ok);
+
 /* Ends a sequence (finished or cancelled): its blocks are released at once (published ones
  * stay cached) and the sequence is freed. */
 void dy_sched_finish(dy_sched *s, dy_seq *seq);

@@ -146,8 +146,9 @@ static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
 {
     dy_worker_info w[64];
     int n = dy_workers_info(h->cfg.workers, w, 64);
+    dy_xfer_totals x = dy_workers_xfer_totals(h->cfg.workers);
     return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                     dy_metrics_render(h->cfg.metrics, w, n));
+                     dy_metrics_render(h->cfg.metrics, w, n, &x));
 }
 
 /* ---------------------------------------------------------------- generation */
@@ -458,6 +459,32 @@ static char *choice_text(const gen *g, int ci, size_t *len)
     return s;
 }
 
+/* The documented `dyad` extension object: where each choice ran and what its KV transfer
+ * cost (docs/api.md). */
+static json_t *choice_dyad(const dy_choice *c, int i)
+{
+    json_t *o = json_pack("{s:i, s:i}", "index", i, "worker", c->worker);
+    if (!o)
+        return NULL;
+    if (c->prefill_worker >= 0) {
+        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
+        json_object_set_new(o, "kv_transfer",
+                            json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes,
+                                      "seconds", c->xfer_seconds, "prefill_seconds",
+                                      c->prefill_seconds));
+    } else
+        json_object_set_new(o, "prefill_worker", json_null());
+    return o;
+}
+
+static json_t *dyad_object(const gen *g)
+{
+    json_t *arr = json_array();
+    for (int i = 0; arr && i < g->job->n_choices; i++)
+        json_array_append_new(arr, choice_dyad(&g->job->choices[i], i));
+    return arr ? json_pack("{s:o}", "choices", arr) : NULL;
+}
+
 static char *whole_response(const gen *g)
 {
     int nc = g->job->n_choices;
@@ -485,7 +512,9 @@ static char *whole_response(const gen *g)
     }
     dy_api_meta m = meta(g);
     dy_api_usage u = usage(g);
-    json = dy_api_response_json(&m, ch, nc, &u, NULL);
+    json_t *dyad = dyad_object(g);
+    json = dy_api_response_json(&m, ch, nc, &u, dyad);
+    json_decref(dyad);
 out:
     for (int i = 0; ch && texts && lps && i < nc; i++) {
         free(texts[i]);
@@ -636,7 +665,14 @@ static bool pend_add(gen *g, char *frame)
 static void chunk(gen *g, const dy_api_choice *ch)
 {
     dy_api_meta m = meta(g);
-    char *json = dy_api_chunk_json(&m, ch, 1, g->req.include_usage);
+    json_t *dyad = NULL;
+    if (ch->finish != DY_FINISH_NONE) { /* a choice's last chunk says where it ran */
+        json_t *one = choice_dyad(&g->job->choices[ch->index], ch->index);
+        dyad = one ? json_pack("{s:[o]}", "choices", one) : NULL;
+    }
+    char *json = dyad ? dy_api_chunk_json_dyad(&m, ch, 1, g->req.include_usage, dyad)
+                      : dy_api_chunk_json(&m, ch, 1, g->req.include_usage);
+    json_decref(dyad);
     pend_add(g, json ? dy_sse_frame(json) : NULL);
     free(json);
 }

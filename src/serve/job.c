@@ -19,7 +19,7 @@ dy_job *dy_job_new(int n_choices)
     j->n_choices = n_choices;
     j->refs = 1;
     for (int i = 0; i < n_choices; i++)
-        j->choices[i].worker = -1;
+        j->choices[i].worker = j->choices[i].prefill_worker = -1;
     return j;
 }
 

@@ -32,6 +32,10 @@ typedef struct {
     uint32_t prompt_tokens, cached_tokens, completion_tokens, queue_us;
     char *tail;        /* text released at the end (or the error message) */
     uint32_t tail_len;
+    /* disaggregated prefill (filled when the prefill worker reports) */
+    int prefill_worker; /* -1: prefilled on its own worker */
+    uint64_t xfer_bytes;
+    double xfer_seconds, prefill_seconds;
 } dy_choice;
 
 typedef struct dy_job {

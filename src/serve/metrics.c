@@ -180,7 +180,26 @@ static double kv_use(const dy_worker_info *w)
     return w->stats.kv_blocks_total ? (double)w->stats.kv_blocks_used / w->stats.kv_blocks_total : 0;
 }
 
-char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n)
+static void xfer_metrics(text *t, const dy_xfer_totals *x)
+{
+    header(t, "dyad_kv_transfers_total", "counter", "Prompts whose KV moved from a prefill worker.");
+    out(t, "dyad_kv_transfers_total %llu\n", (unsigned long long)x->transfers);
+    header(t, "dyad_kv_transfer_failures_total", "counter",
+           "Remote prefills that failed or were abandoned (prefilled locally instead).");
+    out(t, "dyad_kv_transfer_failures_total %llu\n", (unsigned long long)(x->failed + x->timeouts));
+    header(t, "dyad_kv_transfer_timeouts_total", "counter", "Remote prefills past --xfer-timeout.");
+    out(t, "dyad_kv_transfer_timeouts_total %llu\n", (unsigned long long)x->timeouts);
+    header(t, "dyad_kv_transfer_bytes_total", "counter", "KV bytes moved between workers.");
+    out(t, "dyad_kv_transfer_bytes_total %llu\n", (unsigned long long)x->bytes);
+    header(t, "dyad_kv_transfer_seconds_total", "counter",
+           "Time spent moving KV (bytes_total / seconds_total is the transfer rate).");
+    out(t, "dyad_kv_transfer_seconds_total %.9g\n", x->seconds);
+    header(t, "dyad_prefill_total", "counter", "Prompts by where they were prefilled.");
+    out(t, "dyad_prefill_total{where=\"remote\"} %llu\ndyad_prefill_total{where=\"local\"} %llu\n",
+        (unsigned long long)x->remote, (unsigned long long)x->local);
+}
+
+char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_xfer_totals *x)
 {
     text t = {0};
     pthread_mutex_lock(&m->mu);
@@ -215,6 +234,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n)
     worker_each(&t, "dyad_worker_up", "gauge", "1 while the worker process is alive.", w, n, alive);
     worker_each(&t, "dyad_worker_restarts_total", "counter", "Times the worker was restarted.",
                 w, n, restarts);
+    xfer_metrics(&t, x);
     if (t.oom) {
         free(t.buf);
         return NULL;

@@ -23,7 +23,8 @@ void dy_metrics_itl(dy_metrics *m, double seconds);
 void dy_metrics_e2e(dy_metrics *m, double seconds);
 void dy_metrics_queue(dy_metrics *m, double seconds);
 void dy_metrics_request(dy_metrics *m, dy_outcome o);
-/* The whole exposition, with the workers' figures; malloc'd. */
-char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers);
+/* The whole exposition, with the workers' figures and the KV transfer totals; malloc'd. */
+char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers,
+                        const dy_xfer_totals *x);
 
 #endif

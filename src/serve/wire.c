@@ -85,6 +85,10 @@ bool dy_wire_hello(dy_buf *b, const dy_msg_hello *m)
     put_u32(b, m->vocab_size);
     put_u32(b, m->kv_blocks);
     put_u32(b, m->block_size);
+    put_u8(b, m->role);
+    put_u32(b, m->block_bytes);
+    put_bytes(b, m->shm_name, (uint32_t)strnlen(m->shm_name, DY_WIRE_MAX_PEER));
+    put_bytes(b, m->tcp_addr, (uint32_t)strnlen(m->tcp_addr, DY_WIRE_MAX_PEER));
     return end_frame(b, at);
 }
 
@@ -105,6 +109,7 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
     put_u8(b, m->want_logprobs);
     put_u8(b, m->n_logprobs);
     put_u8(b, m->n_stops);
+    put_u8(b, m->remote_prefill);
     for (int i = 0; i < m->n_stops; i++)
         put_bytes(b, m->stops[i], (uint32_t)strnlen(m->stops[i], DY_WIRE_MAX_STOP_LEN));
     put_u32(b, m->n_prompt);
@@ -172,6 +177,60 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
 bool dy_wire_shutdown(dy_buf *b)
 {
     return end_frame(b, begin_frame(b, DY_MSG_SHUTDOWN));
+}
+
+static void put_ids(dy_buf *b, const int32_t *ids, uint32_t n)
+{
+    put_u32(b, n);
+    put(b, ids, sizeof(int32_t) * n);
+}
+
+bool dy_wire_kv_alloc(dy_buf *b, const dy_msg_kv_alloc *m)
+{
+    size_t at = begin_frame(b, DY_MSG_KV_ALLOC);
+    put_u64(b, m->id);
+    put_u8(b, m->local);
+    put_u32(b, m->cached_tokens);
+    put_u32(b, m->first_block);
+    put_ids(b, m->blocks, m->n_blocks);
+    return end_frame(b, at);
+}
+
+bool dy_wire_prefill(dy_buf *b, const dy_msg_prefill *m)
+{
+    size_t at = begin_frame(b, DY_MSG_PREFILL);
+    put_u64(b, m->id);
+    put_u8(b, m->xfer);
+    put_bytes(b, m->peer, (uint32_t)strnlen(m->peer, DY_WIRE_MAX_PEER));
+    put_u32(b, m->first_block);
+    put_ids(b, m->dest, m->n_blocks);
+    put_ids(b, m->prompt, m->n_prompt);
+    return end_frame(b, at);
+}
+
+bool dy_wire_prefill_done(dy_buf *b, const dy_msg_prefill_done *m)
+{
+    if (m->text_len > DY_WIRE_MAX_TEXT)
+        return false;
+    size_t at = begin_frame(b, DY_MSG_PREFILL_DONE);
+    put_u64(b, m->id);
+    put_u8(b, m->ok);
+    put_u64(b, m->bytes);
+    put_f64(b, m->prefill_seconds);
+    put_f64(b, m->transfer_seconds);
+    put_u32(b, m->computed_tokens);
+    put_u32(b, m->cached_tokens);
+    put_bytes(b, m->text, m->text_len);
+    return end_frame(b, at);
+}
+
+bool dy_wire_kv_ready(dy_buf *b, const dy_msg_kv_ready *m)
+{
+    size_t at = begin_frame(b, DY_MSG_KV_READY);
+    put_u64(b, m->id);
+    put_u8(b, m->ok);
+    put_u32(b, m->n_blocks);
+    return end_frame(b, at);
 }
 
 /* ---------------------------------------------------------------- decoding */
@@ -270,7 +329,7 @@ bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32
         snprintf(err, errlen, "wire version %u, this build speaks %u", ver, DY_WIRE_VERSION);
         return false;
     }
-    if (t < DY_MSG_HELLO || t > DY_MSG_SHUTDOWN) {
+    if (t < DY_MSG_HELLO || t > DY_MSG_LAST) {
         snprintf(err, errlen, "unknown message type %u", t);
         return false;
     }
@@ -280,6 +339,39 @@ bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32
     }
     *type = (dy_msg_type)t;
     return true;
+}
+
+/* A length-prefixed name of at most DY_WIRE_MAX_PEER bytes, copied NUL-terminated. */
+static bool get_name(reader *r, char out[DY_WIRE_MAX_PEER + 1])
+{
+    uint32_t len;
+    const char *s = get_bytes(r, &len, DY_WIRE_MAX_PEER);
+    if (!s)
+        return false;
+    if (memchr(s, 0, len))
+        return bad(r, "name with a NUL byte");
+    memcpy(out, s, len);
+    out[len] = 0;
+    return true;
+}
+
+/* A count-prefixed array of int32 ids (at most max), copied into a malloc'd array. */
+static int32_t *get_ids(reader *r, uint32_t *n, uint32_t max)
+{
+    *n = get_u32(r);
+    if (r->bad)
+        return NULL;
+    if (*n > max || *n > (r->n - r->pos) / 4) {
+        bad(r, "%u ids do not fit the payload", *n);
+        return NULL;
+    }
+    int32_t *ids = malloc(4 * (size_t)(*n ? *n : 1));
+    if (!ids) {
+        bad(r, "out of memory");
+        return NULL;
+    }
+    get(r, ids, 4 * (size_t)*n);
+    return ids;
 }
 
 bool dy_wire_decode_hello(const uint8_t *p, size_t n, dy_msg_hello *m, char *err, size_t errlen)
@@ -292,7 +384,11 @@ bool dy_wire_decode_hello(const uint8_t *p, size_t n, dy_msg_hello *m, char *err
     m->vocab_size = get_u32(&r);
     m->kv_blocks = get_u32(&r);
     m->block_size = get_u32(&r);
-    return finish(&r);
+    m->role = get_u8(&r);
+    m->block_bytes = get_u32(&r);
+    if (!r.bad && m->role > DY_ROLE_DECODE)
+        return bad(&r, "unknown worker role %u", m->role);
+    return get_name(&r, m->shm_name) && get_name(&r, m->tcp_addr) && finish(&r);
 }
 
 bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char *err, size_t errlen)
@@ -311,6 +407,7 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
     m->want_logprobs = get_u8(&r);
     m->n_logprobs = get_u8(&r);
     m->n_stops = get_u8(&r);
+    m->remote_prefill = get_u8(&r);
     if (m->n_logprobs > DY_WIRE_MAX_TOP)
         return bad(&r, "%u logprobs exceed %d", m->n_logprobs, DY_WIRE_MAX_TOP);
     if (m->n_stops > DY_WIRE_MAX_STOPS)
@@ -402,5 +499,79 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->step_seconds = get_f64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
+    return finish(&r);
+}
+
+void dy_msg_kv_alloc_free(dy_msg_kv_alloc *m)
+{
+    free(m->blocks);
+    m->blocks = NULL;
+}
+
+void dy_msg_prefill_free(dy_msg_prefill *m)
+{
+    free(m->dest);
+    free(m->prompt);
+    m->dest = m->prompt = NULL;
+}
+
+#define MAX_IDS (DY_WIRE_MAX_PAYLOAD / 4)
+
+bool dy_wire_decode_kv_alloc(const uint8_t *p, size_t n, dy_msg_kv_alloc *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    memset(m, 0, sizeof *m);
+    m->id = get_u64(&r);
+    m->local = get_u8(&r);
+    m->cached_tokens = get_u32(&r);
+    m->first_block = get_u32(&r);
+    m->blocks = get_ids(&r, &m->n_blocks, MAX_IDS);
+    return finish(&r);
+}
+
+bool dy_wire_decode_prefill(const uint8_t *p, size_t n, dy_msg_prefill *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    memset(m, 0, sizeof *m);
+    m->id = get_u64(&r);
+    m->xfer = get_u8(&r);
+    if (!r.bad && m->xfer != DY_XFER_SHM && m->xfer != DY_XFER_TCP)
+        return bad(&r, "unknown transfer kind %u", m->xfer);
+    if (!get_name(&r, m->peer))
+        return false;
+    m->first_block = get_u32(&r);
+    m->dest = get_ids(&r, &m->n_blocks, MAX_IDS);
+    if (!r.bad)
+        m->prompt = get_ids(&r, &m->n_prompt, MAX_IDS);
+    if (!r.bad && m->n_prompt == 0)
+        return bad(&r, "empty prompt");
+    return finish(&r);
+}
+
+bool dy_wire_decode_prefill_done(const uint8_t *p, size_t n, dy_msg_prefill_done *m, char *err,
+                                 size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    memset(m, 0, sizeof *m);
+    m->id = get_u64(&r);
+    m->ok = get_u8(&r);
+    m->bytes = get_u64(&r);
+    m->prefill_seconds = get_f64(&r);
+    m->transfer_seconds = get_f64(&r);
+    m->computed_tokens = get_u32(&r);
+    m->cached_tokens = get_u32(&r);
+    if (!r.bad && !(m->prefill_seconds >= 0 && m->transfer_seconds >= 0 &&
+                    isfinite(m->prefill_seconds) && isfinite(m->transfer_seconds)))
+        return bad(&r, "bad durations");
+    m->text = get_bytes(&r, &m->text_len, DY_WIRE_MAX_TEXT);
+    return finish(&r);
+}
+
+bool dy_wire_decode_kv_ready(const uint8_t *p, size_t n, dy_msg_kv_ready *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    m->id = get_u64(&r);
+    m->ok = get_u8(&r);
+    m->n_blocks = get_u32(&r);
     return finish(&r);
 }

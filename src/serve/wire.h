@@ -27,7 +27,18 @@ typedef enum {
     DY_MSG_DONE = 5,     /* worker → frontend: a sequence ended */
     DY_MSG_STATS = 6,    /* worker → frontend: load and counters */
     DY_MSG_SHUTDOWN = 7, /* frontend → worker: finish what runs, then exit */
+    /* Disaggregated prefill (docs/disaggregation.md): */
+    DY_MSG_KV_ALLOC = 8,     /* decode worker → frontend: the blocks it set aside for a prompt */
+    DY_MSG_PREFILL = 9,      /* frontend → prefill worker: compute a prompt, ship its KV */
+    DY_MSG_PREFILL_DONE = 10,/* prefill worker → frontend: shipped (bytes, time) or failed */
+    DY_MSG_KV_READY = 11,    /* frontend → decode worker: the KV has arrived (or prefill locally) */
+    DY_MSG_LAST = DY_MSG_KV_READY,
 } dy_msg_type;
+
+typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
+typedef enum { DY_XFER_SHM = 1, DY_XFER_TCP = 2 } dy_xfer_kind;
+
+#define DY_WIRE_MAX_PEER 128
 
 typedef enum {
     DY_END_STOP = 1,      /* EOS or a stop string */
@@ -40,7 +51,49 @@ typedef struct {
     uint32_t worker_id, pid;
     uint64_t fingerprint;
     uint32_t ctx_len, vocab_size, kv_blocks, block_size;
+    uint8_t role;                     /* dy_worker_role */
+    uint32_t block_bytes;             /* bytes of one KV block */
+    char shm_name[DY_WIRE_MAX_PEER + 1]; /* decode/agg: its KV pool's shared-memory name, or "" */
+    char tcp_addr[DY_WIRE_MAX_PEER + 1]; /* decode/agg: "host:port" of its KV receiver, or "" */
 } dy_msg_hello;
+
+typedef struct {
+    uint64_t id;
+    uint8_t local;          /* 1: no blocks set aside, the decode worker prefills itself */
+    uint32_t cached_tokens; /* prompt tokens it already holds (prefix cache) */
+    uint32_t first_block;   /* index in the prompt of the first block to receive */
+    uint32_t n_blocks;
+    int32_t *blocks;        /* its block ids, n_blocks; decode: malloc'd (dy_msg_kv_alloc_free) */
+} dy_msg_kv_alloc;
+
+typedef struct {
+    uint64_t id;
+    uint8_t xfer;           /* dy_xfer_kind */
+    char peer[DY_WIRE_MAX_PEER + 1]; /* shm name or "host:port" */
+    uint32_t first_block, n_blocks;
+    int32_t *dest;          /* the decode worker's block ids */
+    uint32_t n_prompt;      /* tokens to compute: positions [0, n_prompt) */
+    int32_t *prompt;
+} dy_msg_prefill;
+
+typedef struct {
+    uint64_t id;
+    uint8_t ok;
+    uint64_t bytes;
+    double prefill_seconds, transfer_seconds;
+    uint32_t computed_tokens, cached_tokens;
+    uint32_t text_len;      /* the error, when not ok */
+    const char *text;
+} dy_msg_prefill_done;
+
+typedef struct {
+    uint64_t id;
+    uint8_t ok;             /* 0: the prefill failed, compute the prompt locally */
+    uint32_t n_blocks;      /* blocks that were sent */
+} dy_msg_kv_ready;
+
+void dy_msg_kv_alloc_free(dy_msg_kv_alloc *m);
+void dy_msg_prefill_free(dy_msg_prefill *m);
 
 typedef struct {
     uint64_t id;
@@ -53,6 +106,7 @@ typedef struct {
     uint8_t n_logprobs;  /* top alternatives per token; 0 = none */
     uint8_t want_logprobs;
     uint8_t n_stops;
+    uint8_t remote_prefill; /* decode worker: set blocks aside and wait for KV_READY */
     char stops[DY_WIRE_MAX_STOPS][DY_WIRE_MAX_STOP_LEN + 1];
     uint32_t n_prompt;
     int32_t *prompt;     /* decode: malloc'd copy, freed by dy_msg_request_free */
@@ -111,6 +165,10 @@ bool dy_wire_token(dy_buf *b, const dy_msg_token *m);
 bool dy_wire_done(dy_buf *b, const dy_msg_done *m);
 bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m);
 bool dy_wire_shutdown(dy_buf *b);
+bool dy_wire_kv_alloc(dy_buf *b, const dy_msg_kv_alloc *m);
+bool dy_wire_prefill(dy_buf *b, const dy_msg_prefill *m);
+bool dy_wire_prefill_done(dy_buf *b, const dy_msg_prefill_done *m);
+bool dy_wire_kv_ready(dy_buf *b, const dy_msg_kv_ready *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -124,5 +182,10 @@ bool dy_wire_decode_cancel(const uint8_t *p, size_t n, dy_msg_cancel *m, char *e
 bool dy_wire_decode_token(const uint8_t *p, size_t n, dy_msg_token *m, char *err, size_t errlen);
 bool dy_wire_decode_done(const uint8_t *p, size_t n, dy_msg_done *m, char *err, size_t errlen);
 bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err, size_t errlen);
+bool dy_wire_decode_kv_alloc(const uint8_t *p, size_t n, dy_msg_kv_alloc *m, char *err, size_t errlen);
+bool dy_wire_decode_prefill(const uint8_t *p, size_t n, dy_msg_prefill *m, char *err, size_t errlen);
+bool dy_wire_decode_prefill_done(const uint8_t *p, size_t n, dy_msg_prefill_done *m, char *err,
+                                 size_t errlen);
+bool dy_wire_decode_kv_ready(const uint8_t *p, size_t n, dy_msg_kv_ready *m, char *err, size_t errlen);
 
 #endif

@@ -1,13 +1,7 @@
 /* worker.c — the worker process's step loop (see worker.h). Everything that is policy
  * (which sequences run, when to preempt) is the scheduler's; this file does the I/O around
  * it: frames in, engine step, sampling, detokenization, stop strings, frames out. */
-#include "serve/worker.h"
-#include "engine/forward.h"
-#include "engine/model.h"
-#include "engine/sampler.h"
-#include "engine/stop.h"
-#include "sched/sched.h"
-#include "serve/wire_io.h"
+#include "serve/worker_impl.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -18,57 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define STATS_EVERY_S 0.1
-
-/* One sequence's generation state. */
-typedef struct wreq {
-    uint64_t id;
-    dy_sampling sampling;
-    dy_rng rng;
-    uint32_t max_tokens, generated;
-    bool ignore_eos;
-    uint8_t want_logprobs, n_logprobs;
-    dy_stop stop;
-    char hold[8]; /* an incomplete UTF-8 character waiting for its next bytes */
-    int n_hold;
-    dy_seq *seq;
-    double arrived, scheduled; /* monotonic seconds; scheduled is 0 until the first step */
-    struct wreq *next;
-} wreq;
-
-/* What sampling produced for one plan item, sent after the commit. */
-typedef struct {
-    wreq *req;
-    int32_t token;
-    float logprob;
-    int n_top;
-    int32_t top_ids[DY_WIRE_MAX_TOP];
-    float top_lps[DY_WIRE_MAX_TOP];
-} sample_out;
-
-typedef struct {
-    dy_worker_config cfg;
-    dy_model *model;
-    dy_kv_pool *pool;
-    dy_kv_cache *kv;
-    dy_sched *sched;
-    dy_engine *engine;
-    dy_sampler *sampler;
-    float *logits;
-    dy_span *spans;
-    int32_t *sampled;
-    sample_out *outs;
-    int32_t *eog_ids;
-    int n_eog;
-    dy_conn conn;
-    dy_buf tx;
-    wreq *reqs;
-    bool draining, broken;
-    uint64_t prompt_tokens, generated_tokens, steps;
-    double step_seconds, last_stats;
-} worker;
-
-static double now_s(void)
+double dy_worker_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -86,13 +30,13 @@ static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const cha
         d.prompt_tokens = (uint32_t)r->seq->n_prompt;
         d.cached_tokens = (uint32_t)r->seq->n_cached;
         d.completion_tokens = r->generated;
-        double q = r->scheduled > 0 ? r->scheduled - r->arrived : now_s() - r->arrived;
+        double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_worker_now() - r->arrived;
         d.queue_us = (uint32_t)(q * 1e6);
     }
     dy_wire_done(&w->tx, &d);
 }
 
-static void send_error(worker *w, uint64_t id, const char *msg)
+void dy_worker_send_error(worker *w, uint64_t id, const char *msg)
 {
     send_done(w, id, DY_END_ERROR, NULL, msg, strlen(msg));
 }
@@ -128,7 +72,7 @@ static void release_text(wreq *r, const char *text, size_t len, char *out, size_
 
 /* ---------------------------------------------------------------- requests */
 
-static wreq **find_req(worker *w, uint64_t id)
+wreq **dy_worker_find_req(worker *w, uint64_t id)
 {
     for (wreq **p = &w->reqs; *p; p = &(*p)->next)
         if ((*p)->id == id)
@@ -136,21 +80,24 @@ static wreq **find_req(worker *w, uint64_t id)
     return NULL;
 }
 
-static void drop_req(worker *w, wreq *r)
+void dy_worker_drop_req(worker *w, wreq *r)
 {
-    wreq **p = find_req(w, r->id);
+    wreq **p = dy_worker_find_req(w, r->id);
     if (p)
         *p = r->next;
     if (r->seq)
         dy_sched_finish(w->sched, r->seq);
+    if (w->rx)
+        dy_xfer_rx_forget(w->rx, r->id);
+    if (r->awaiting_kv)
+        w->n_awaiting--;
     dy_stop_free(&r->stop);
+    free(r->dest);
     free(r);
 }
 
 static const char *check_request(const worker *w, const dy_msg_request *m, dy_sampling *s)
 {
-    static const char *const msgs[] = {"temperature", "top_k", "top_p", "min_p"};
-    (void)msgs;
     *s = (dy_sampling){m->temperature, m->top_k, m->top_p, m->min_p, m->seed};
     if (dy_sampling_check(s))
         return "invalid sampling parameters";
@@ -161,18 +108,18 @@ static const char *check_request(const worker *w, const dy_msg_request *m, dy_sa
             return "prompt token id outside the vocabulary";
     if ((int64_t)m->n_prompt >= w->model->hp.ctx_len)
         return "prompt does not fit the context length";
-    if (find_req((worker *)w, m->id))
+    if (dy_worker_find_req((worker *)w, m->id))
         return "duplicate request id";
     return NULL;
 }
 
-static void on_request(worker *w, const dy_msg_request *m)
+wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
 {
     dy_sampling s;
     const char *bad = w->draining ? "worker is shutting down" : check_request(w, m, &s);
     if (bad) {
-        send_error(w, m->id, bad);
-        return;
+        dy_worker_send_error(w, m->id, bad);
+        return NULL;
     }
     wreq *r = calloc(1, sizeof *r);
     const char *stops[DY_WIRE_MAX_STOPS];
@@ -180,39 +127,57 @@ static void on_request(worker *w, const dy_msg_request *m)
         stops[i] = m->stops[i];
     if (!r || !dy_stop_init(&r->stop, stops, m->n_stops)) {
         free(r);
-        send_error(w, m->id, "out of memory");
-        return;
+        dy_worker_send_error(w, m->id, "out of memory");
+        return NULL;
     }
     r->id = m->id;
-    r->arrived = now_s();
+    r->arrived = dy_worker_now();
     r->sampling = s;
     dy_rng_seed(&r->rng, m->seed, m->stream);
     r->max_tokens = m->max_tokens;
     r->ignore_eos = m->ignore_eos;
     r->want_logprobs = m->want_logprobs;
     r->n_logprobs = m->n_logprobs;
+    return r;
+}
+
+static void on_request(worker *w, const dy_msg_request *m)
+{
+    if (w->cfg.role == DY_ROLE_PREFILL) {
+        dy_worker_send_error(w, m->id, "this is a prefill worker");
+        return;
+    }
+    wreq *r = dy_worker_new_req(w, m);
+    if (!r)
+        return;
     int64_t max_len = (int64_t)m->n_prompt + m->max_tokens;
     if (max_len > w->model->hp.ctx_len)
         max_len = w->model->hp.ctx_len;
-    r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
-    if (!r->seq) {
-        dy_stop_free(&r->stop);
-        free(r);
-        send_error(w, m->id, "prompt does not fit this worker's KV cache");
-        return;
-    }
     r->next = w->reqs;
     w->reqs = r;
+    if (m->remote_prefill && w->cfg.role == DY_ROLE_DECODE) {
+        dy_disagg_on_remote_request(w, r, m);
+        return;
+    }
+    r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
+    if (!r->seq) {
+        dy_worker_send_error(w, m->id, "prompt does not fit this worker's KV cache");
+        dy_worker_drop_req(w, r);
+    }
 }
 
 static void on_cancel(worker *w, uint64_t id)
 {
-    wreq **p = find_req(w, id);
+    wreq **p = dy_worker_find_req(w, id);
     if (!p)
         return; /* already finished: the DONE crossed the CANCEL */
     wreq *r = *p;
-    send_done(w, id, DY_END_CANCELLED, r, "", 0);
-    drop_req(w, r);
+    if (r->prefill_only) {
+        dy_msg_prefill_done d = {.id = id, .ok = 0, .text = "cancelled", .text_len = 9};
+        dy_wire_prefill_done(&w->tx, &d);
+    } else
+        send_done(w, id, DY_END_CANCELLED, r, "", 0);
+    dy_worker_drop_req(w, r);
 }
 
 /* Reads and handles every frame that has arrived. false when the frontend is gone. */
@@ -240,6 +205,17 @@ static bool read_frames(worker *w)
                 on_cancel(w, m.id);
         } else if (t == DY_MSG_SHUTDOWN) {
             w->draining = true;
+        } else if (t == DY_MSG_PREFILL) {
+            dy_msg_prefill m;
+            if (dy_wire_decode_prefill(p, len, &m, err, sizeof err))
+                dy_disagg_on_prefill(w, &m);
+            else
+                fprintf(stderr, "dyad worker %d: bad prefill frame: %s\n", w->cfg.worker_id, err);
+            dy_msg_prefill_free(&m);
+        } else if (t == DY_MSG_KV_READY) {
+            dy_msg_kv_ready m;
+            if (dy_wire_decode_kv_ready(p, len, &m, err, sizeof err))
+                dy_disagg_on_kv_ready(w, &m);
         }
     }
     if (k < 0) {
@@ -304,15 +280,19 @@ static void deliver(worker *w, const sample_out *o)
     memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
     memcpy(text + r->n_hold, rest, rest_len);
     send_done(w, r->id, fin, r, text, (size_t)r->n_hold + rest_len);
-    drop_req(w, r);
+    dy_worker_drop_req(w, r);
 }
 
 static void fail_plan(worker *w, const dy_plan *p, const char *msg)
 {
     for (int i = 0; i < p->n_items; i++) {
         wreq *r = p->items[i].seq->user;
-        send_error(w, r->id, msg);
-        drop_req(w, r);
+        if (r->prefill_only) {
+            dy_msg_prefill_done d = {.id = r->id, .ok = 0, .text = msg, .text_len = (uint32_t)strlen(msg)};
+            dy_wire_prefill_done(&w->tx, &d);
+        } else
+            dy_worker_send_error(w, r->id, msg);
+        dy_worker_drop_req(w, r);
     }
 }
 
@@ -331,7 +311,7 @@ static void step(worker *w)
             w->prompt_tokens += (uint64_t)it->n;
     }
     char err[256];
-    double t0 = now_s();
+    double t0 = dy_worker_now();
     for (int i = 0; i < p->n_items; i++) {
         wreq *r = p->items[i].seq->user;
         if (r->scheduled == 0)
@@ -342,19 +322,28 @@ static void step(worker *w)
         fail_plan(w, p, "the engine step failed");
         return;
     }
-    w->step_seconds += now_s() - t0;
+    w->step_seconds += dy_worker_now() - t0;
     w->steps++;
     const int V = w->model->hp.vocab_size;
     for (int i = 0, k = 0; i < p->n_items; i++)
         if (p->items[i].logits) {
-            sample_item(w, p->items[i].seq->user, w->logits + (size_t)k * V, &w->outs[k]);
+            wreq *r = p->items[i].seq->user;
+            if (r->prefill_only) /* its prompt is done: nothing to sample, KV to ship */
+                w->outs[k] = (sample_out){.req = r};
+            else
+                sample_item(w, r, w->logits + (size_t)k * V, &w->outs[k]);
             w->sampled[k] = w->outs[k].token;
             k++;
         }
     dy_sched_commit(w->sched, w->sampled);
-    w->generated_tokens += (uint64_t)n_logits;
-    for (int k = 0; k < n_logits; k++)
-        deliver(w, &w->outs[k]);
+    for (int k = 0; k < n_logits; k++) {
+        if (w->outs[k].req->prefill_only) {
+            dy_disagg_ship(w, w->outs[k].req);
+        } else {
+            w->generated_tokens++;
+            deliver(w, &w->outs[k]);
+        }
+    }
 }
 
 static void send_stats(worker *w)
@@ -403,7 +392,24 @@ static int setup(worker *w, char *err, size_t errlen)
                  c->kv_mem_mib, block_bytes);
         return -1;
     }
-    w->pool = dy_kv_pool_new(blocks, c->block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim);
+    const int kvd = hp->n_kv_heads * hp->head_dim;
+    if (c->role == DY_ROLE_DECODE) {
+        /* Prefill workers on this host write finished blocks straight into this pool. */
+        char name[64];
+        snprintf(name, sizeof name, "/dyad-kv-%d-%d", (int)getpid(), c->worker_id);
+        w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
+    } else
+        w->pool = dy_kv_pool_new(blocks, c->block_size, hp->n_layers, kvd);
+    if (w->pool && c->kv_listen) {
+        char host[DY_WIRE_MAX_PEER + 1];
+        snprintf(host, sizeof host, "%s", c->kv_listen);
+        char *colon = strrchr(host, ':');
+        int port = colon ? atoi(colon + 1) : 0;
+        if (colon)
+            *colon = 0;
+        if (!(w->rx = dy_xfer_rx_start(w->pool, host, port, err, errlen)))
+            return -1;
+    }
     w->kv = w->pool ? dy_kv_cache_new(w->pool, w->model->fingerprint) : NULL;
     dy_sched_config sc = {c->max_batch_tokens, c->max_running};
     w->sched = w->kv ? dy_sched_new(&sc, w->kv) : NULL;
@@ -428,7 +434,9 @@ static int setup(worker *w, char *err, size_t errlen)
 static void teardown(worker *w)
 {
     while (w->reqs)
-        drop_req(w, w->reqs);
+        dy_worker_drop_req(w, w->reqs);
+    dy_disagg_free(w);
+    dy_xfer_rx_stop(w->rx);
     dy_engine_free(w->engine);
     dy_sched_free(w->sched);
     dy_kv_cache_free(w->kv);
@@ -457,18 +465,23 @@ int dy_worker_run(const dy_worker_config *cfg)
     fcntl(cfg->fd, F_SETFL, fcntl(cfg->fd, F_GETFL) | O_NONBLOCK);
     dy_msg_hello hello = {(uint32_t)cfg->worker_id, (uint32_t)getpid(), w.model->fingerprint,
                           (uint32_t)w.model->hp.ctx_len, (uint32_t)w.model->hp.vocab_size,
-                          (uint32_t)w.pool->n_blocks, (uint32_t)cfg->block_size};
+                          (uint32_t)w.pool->n_blocks, (uint32_t)cfg->block_size,
+                          (uint8_t)cfg->role, (uint32_t)dy_kv_block_bytes(w.pool), "", ""};
+    snprintf(hello.shm_name, sizeof hello.shm_name, "%s", w.pool->shm_name);
+    if (w.rx)
+        snprintf(hello.tcp_addr, sizeof hello.tcp_addr, "%s", dy_xfer_rx_addr(w.rx));
     dy_wire_hello(&w.tx, &hello);
     bool alive = flush(&w);
     while (alive) {
+        dy_disagg_poll(&w);
         bool busy = dy_sched_n_running(w.sched) + dy_sched_n_waiting(w.sched) > 0;
         struct pollfd pf = {cfg->fd, POLLIN, 0};
-        int ready = poll(&pf, 1, busy ? 0 : 100);
+        int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting ? 1 : 100);
         if (ready > 0 && !read_frames(&w))
             break;
         if (busy)
             step(&w);
-        double t = now_s();
+        double t = dy_worker_now();
         if (t - w.last_stats >= STATS_EVERY_S) {
             send_stats(&w);
             w.last_stats = t;

@@ -17,6 +17,8 @@ typedef struct {
     int block_size;
     int max_batch_tokens;
     int max_running;
+    int role;              /* dy_worker_role (serve/wire.h) */
+    const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
 } dy_worker_config;
 
 /* Runs until the frontend closes the socket or asks to shut down. Returns the process exit

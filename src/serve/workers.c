@@ -1,5 +1,10 @@
 /* workers.c — see workers.h. One mutex (`mu`) guards the slots, their in-flight tables and
- * the live flags; a job's own mutex is always taken after it, never before. */
+ * the live flags; a job's own mutex is always taken after it, never before.
+ *
+ * Disaggregated prefill is orchestrated here (docs/disaggregation.md): a sequence routed to
+ * a prefill worker goes to its decode worker as REQUEST(remote_prefill); the decode worker
+ * answers KV_ALLOC with the blocks it set aside; the prefill worker gets PREFILL with those
+ * destinations; its PREFILL_DONE becomes KV_READY for the decode worker. */
 #include "serve/workers.h"
 #include "serve/wire_io.h"
 
@@ -10,15 +15,28 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+typedef enum { FL_GEN, FL_PREFILL } flight_kind;
+
+/* A sequence on a worker: a generating one (FL_GEN), or a prompt a prefill worker computes
+ * for a decode worker (FL_PREFILL). */
 typedef struct {
     uint64_t id;
     dy_job *job;
     int choice;
+    flight_kind kind;
+    int prefill_slot;      /* FL_GEN routed for remote prefill: the planned prefill worker */
+    int decode_slot;       /* FL_PREFILL: where the KV goes, and its sequence id there */
+    uint64_t decode_id;
+    int64_t tokens;        /* FL_PREFILL: prompt tokens to compute (load accounting) */
+    uint32_t n_blocks;
+    double t_sent;
+    bool cancel_decode;    /* FL_PREFILL: the client left; cancel at the decode worker after */
 } flight;
 
 typedef struct {
@@ -32,6 +50,8 @@ typedef struct {
     flight *fl;
     int n_fl, cap_fl;
     uint64_t restarts;
+    int role;                 /* dy_worker_role */
+    int64_t prefill_out;      /* prompt tokens of PREFILLs sent and not done */
     dy_msg_hello hello;
     dy_msg_stats stats, base; /* base: counters of earlier incarnations */
 } slot;
@@ -44,6 +64,9 @@ struct dy_workers {
     uint64_t next_id;
     unsigned rr;
     bool stopping;
+    dy_xfer_totals xfer;
+    pthread_t janitor;
+    bool janitor_started;
 };
 
 static double now_s(void)
@@ -51,6 +74,11 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void w_count_local(dy_workers *w)
+{
+    w->xfer.local++;
 }
 
 /* ---------------------------------------------------------------- processes */
@@ -72,8 +100,18 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
     snprintf(bs, sizeof bs, "%d", c->block_size);
     snprintf(mbt, sizeof mbt, "%d", c->max_batch_tokens);
     snprintf(mr, sizeof mr, "%d", c->max_running);
-    char *argv[32];
+    char *argv[64];
     int a = 0;
+    /* An optional launcher in front, e.g. "ip netns exec hostA" (its words split on spaces). */
+    char launcher[256] = "";
+    const char *l = s->role == DY_ROLE_PREFILL ? c->prefill_launcher
+                    : s->role == DY_ROLE_DECODE ? c->decode_launcher : NULL;
+    if (l)
+        snprintf(launcher, sizeof launcher, "%s", l);
+    for (char *save = NULL, *tok = strtok_r(launcher, " ", &save); tok && a < 16;
+         tok = strtok_r(NULL, " ", &save))
+        argv[a++] = tok;
+    const char *prog = a ? argv[0] : c->exe;
     argv[a++] = (char *)c->exe;
     argv[a++] = "worker";
     argv[a++] = "--fd"; argv[a++] = fd;
@@ -92,6 +130,14 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
     argv[a++] = "--block-size"; argv[a++] = bs;
     argv[a++] = "--max-batch-tokens"; argv[a++] = mbt;
     argv[a++] = "--max-running"; argv[a++] = mr;
+    static const char *const roles[] = {"agg", "prefill", "decode"};
+    argv[a++] = "--role"; argv[a++] = (char *)roles[s->role];
+    char listen[DY_WIRE_MAX_PEER + 8];
+    if (s->role == DY_ROLE_DECODE && c->xfer == DY_XFER_TCP) {
+        snprintf(listen, sizeof listen, "%s:0", c->kv_host ? c->kv_host : "127.0.0.1");
+        argv[a++] = "--kv-listen";
+        argv[a++] = listen;
+    }
     argv[a] = NULL;
     pid_t pid = fork();
     if (pid < 0) {
@@ -104,7 +150,7 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
         /* Only async-signal-safe calls between fork and exec. */
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         fcntl(sv[1], F_SETFD, 0);
-        execv(c->exe, argv);
+        execvp(prog, argv);
         _exit(127);
     }
     close(sv[1]);
@@ -117,7 +163,7 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- flights */
 
-static void add_flight(slot *s, uint64_t id, dy_job *job, int choice)
+static flight *add_flight(slot *s, uint64_t id, dy_job *job, int choice)
 {
     if (s->n_fl == s->cap_fl) {
         int cap = s->cap_fl ? s->cap_fl * 2 : 64;
@@ -127,7 +173,9 @@ static void add_flight(slot *s, uint64_t id, dy_job *job, int choice)
         s->fl = f;
         s->cap_fl = cap;
     }
-    s->fl[s->n_fl++] = (flight){id, job, choice};
+    s->fl[s->n_fl] = (flight){.id = id, .job = job, .choice = choice, .kind = FL_GEN,
+                              .prefill_slot = -1, .decode_slot = -1};
+    return &s->fl[s->n_fl++];
 }
 
 static flight *find_flight(slot *s, uint64_t id)
@@ -149,40 +197,56 @@ static int waiting_sequences(const dy_workers *w)
     for (int i = 0; i < w->cfg.n_workers; i++)
         for (int k = 0; k < w->slots[i].n_fl; k++) {
             const flight *f = &w->slots[i].fl[k];
-            n += !f->job->choices[f->choice].started;
+            n += f->kind == FL_GEN && !f->job->choices[f->choice].started;
         }
     return n;
 }
 
-/* The live worker with the fewest sequences in flight (ties in turn). */
-static slot *pick(dy_workers *w)
+/* Routes a sequence with `tokens` prompt tokens: the generating worker, and the prefill
+ * worker or -1 (local prefill; always when remote is false). Call with mu held. */
+static slot *route(dy_workers *w, int64_t tokens, bool remote, int *prefill)
 {
-    slot *best = NULL;
-    int n = w->cfg.n_workers;
-    for (int k = 0; k < n; k++) {
-        slot *s = &w->slots[(w->rr + (unsigned)k) % (unsigned)n];
-        if (s->alive && (!best || s->n_fl < best->n_fl))
-            best = s;
+    dy_route_worker rw[64];
+    int n = w->cfg.n_workers < 64 ? w->cfg.n_workers : 64;
+    for (int i = 0; i < n; i++) {
+        const slot *s = &w->slots[i];
+        int gen = 0;
+        for (int k = 0; k < s->n_fl; k++)
+            gen += s->fl[k].kind == FL_GEN;
+        rw[i] = (dy_route_worker){(dy_route_pool)s->role, s->alive, gen,
+                                  (int64_t)s->stats.queued_prefill_tokens + s->prefill_out};
     }
-    w->rr++;
-    return best;
+    dy_route_decision d = dy_route_pick(&w->cfg.route, rw, n, remote ? tokens : 0, w->rr++);
+    *prefill = d.prefill;
+    return d.decode >= 0 ? &w->slots[d.decode] : NULL;
 }
 
-/* Sends one choice to slot s. Call with mu held. */
-static bool send_choice(slot *s, dy_job *job, int ci, uint64_t id)
+static bool send_frame(slot *s, const dy_buf *b)
+{
+    if (b->oom || s->fd < 0)
+        return false;
+    pthread_mutex_lock(&s->wmu);
+    bool ok = dy_write_all(s->fd, b->data, b->len);
+    pthread_mutex_unlock(&s->wmu);
+    return ok;
+}
+
+/* Sends one choice to slot s, to be prefilled by slot `prefill` (or locally if -1). Call
+ * with mu held. */
+static bool send_choice(slot *s, dy_job *job, int ci, uint64_t id, int prefill)
 {
     dy_choice *c = &job->choices[ci];
     c->seq_id = id;
     c->req.id = id;
+    c->req.remote_prefill = prefill >= 0;
     c->worker = s->index;
     dy_buf b = {0};
-    bool ok = dy_wire_request(&b, &c->req);
-    pthread_mutex_lock(&s->wmu);
-    ok = ok && dy_write_all(s->fd, b.data, b.len);
-    pthread_mutex_unlock(&s->wmu);
+    bool ok = dy_wire_request(&b, &c->req) && send_frame(s, &b);
     dy_buf_free(&b);
     if (ok)
-        add_flight(s, id, job, ci);
+        add_flight(s, id, job, ci)->prefill_slot = prefill;
+    if (ok && prefill < 0)
+        w_count_local(s->pool);
     return ok;
 }
 
@@ -219,6 +283,147 @@ static void on_done(dy_workers *w, slot *s, const dy_msg_done *d)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* ---------------------------------------------------------------- disaggregated prefill */
+
+static void send_kv_ready(slot *d, uint64_t id, bool ok, uint32_t n_blocks)
+{
+    dy_buf b = {0};
+    dy_msg_kv_ready m = {id, ok, n_blocks};
+    if (dy_wire_kv_ready(&b, &m))
+        send_frame(d, &b);
+    dy_buf_free(&b);
+}
+
+static void send_cancel(slot *s, uint64_t id)
+{
+    dy_buf b = {0};
+    dy_msg_cancel m = {id};
+    if (dy_wire_cancel(&b, &m))
+        send_frame(s, &b);
+    dy_buf_free(&b);
+}
+
+/* The decode worker s set blocks aside: hand the prompt to a prefill worker. */
+static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
+{
+    pthread_mutex_lock(&w->mu);
+    flight *f = find_flight(s, m->id);
+    if (!f || f->kind != FL_GEN) {
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    if (m->local) {
+        w->xfer.local++;
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    dy_choice *c = &f->job->choices[f->choice];
+    int pi = f->prefill_slot;
+    if (pi < 0 || !w->slots[pi].alive)
+        route(w, (int64_t)c->req.n_prompt, true, &pi);
+    const char *peer = w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
+    dy_buf b = {0};
+    /* The prefill runs under the decode sequence's id: its TCP frames name that sequence. */
+    dy_msg_prefill pm = {.id = m->id, .xfer = (uint8_t)w->cfg.xfer,
+                         .first_block = m->first_block, .n_blocks = m->n_blocks,
+                         .dest = m->blocks, .n_prompt = c->req.n_prompt - 1, .prompt = c->req.prompt};
+    snprintf(pm.peer, sizeof pm.peer, "%s", peer);
+    slot *p = pi >= 0 ? &w->slots[pi] : NULL;
+    if (!p || !peer[0] || !dy_wire_prefill(&b, &pm) || !send_frame(p, &b)) {
+        w->xfer.local++;
+        send_kv_ready(s, m->id, false, 0); /* no prefill worker: compute it on the decode worker */
+    } else {
+        flight *pf = add_flight(p, pm.id, f->job, f->choice);
+        pf->kind = FL_PREFILL;
+        pf->decode_slot = s->index;
+        pf->decode_id = m->id;
+        pf->tokens = (int64_t)pm.n_prompt - m->cached_tokens;
+        pf->n_blocks = m->n_blocks;
+        pf->t_sent = now_s();
+        p->prefill_out += pf->tokens;
+        w->xfer.remote++;
+        pthread_mutex_lock(&f->job->mu);
+        f->job->refs++; /* the prefill flight holds the job too */
+        pthread_mutex_unlock(&f->job->mu);
+    }
+    dy_buf_free(&b);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Ends a prefill flight: tell its decode worker to go on (ok: the KV is there; else compute
+ * locally), or cancel it there when its client has left. Call with mu held. */
+static void end_prefill(dy_workers *w, slot *p, flight *f, bool ok)
+{
+    slot *d = &w->slots[f->decode_slot];
+    p->prefill_out -= f->tokens;
+    if (d->alive && find_flight(d, f->decode_id)) {
+        if (f->cancel_decode)
+            send_cancel(d, f->decode_id);
+        else
+            send_kv_ready(d, f->decode_id, ok, ok && w->cfg.xfer == DY_XFER_TCP ? f->n_blocks : 0);
+    }
+    dy_job *j = f->job;
+    remove_flight(p, f);
+    dy_job_unref(j);
+}
+
+static void on_prefill_done(dy_workers *w, slot *p, const dy_msg_prefill_done *m)
+{
+    pthread_mutex_lock(&w->mu);
+    flight *f = find_flight(p, m->id);
+    if (f && f->kind == FL_PREFILL) {
+        if (m->ok) {
+            w->xfer.transfers++;
+            w->xfer.bytes += m->bytes;
+            w->xfer.seconds += m->transfer_seconds;
+            dy_job *j = f->job;
+            pthread_mutex_lock(&j->mu);
+            dy_choice *c = &j->choices[f->choice];
+            c->prefill_worker = p->index;
+            c->xfer_bytes = m->bytes;
+            c->xfer_seconds = m->transfer_seconds;
+            c->prefill_seconds = m->prefill_seconds;
+            pthread_mutex_unlock(&j->mu);
+        } else if (!f->cancel_decode) {
+            w->xfer.failed++;
+            fprintf(stderr, "dyad serve: prefill on worker %d failed (%.*s); prefilling locally\n",
+                    p->index, (int)m->text_len, m->text);
+        }
+        end_prefill(w, p, f, m->ok);
+        pthread_cond_broadcast(&w->changed);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Prefills past the timeout: the prefill worker is stuck, so it is killed; its death (seen by
+ * its reader) sends each decode worker KV_READY(!ok) once the process is gone, so no late
+ * write can land in blocks that were given up. */
+static void *janitor_main(void *arg)
+{
+    dy_workers *w = arg;
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&w->mu);
+        bool stop = w->stopping;
+        double now = now_s();
+        for (int i = 0; !stop && i < w->cfg.n_workers; i++) {
+            slot *p = &w->slots[i];
+            for (int k = 0; p->alive && k < p->n_fl; k++)
+                if (p->fl[k].kind == FL_PREFILL && now - p->fl[k].t_sent > w->cfg.xfer_timeout_s) {
+                    fprintf(stderr, "dyad serve: prefill worker %d stalled for %.1f s; restarting "
+                            "it and prefilling locally\n", i, now - p->fl[k].t_sent);
+                    w->xfer.timeouts++;
+                    kill(p->pid, SIGKILL);
+                    break;
+                }
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (stop)
+            return NULL;
+    }
+}
+
 static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, uint32_t len)
 {
     char err[256];
@@ -237,6 +442,15 @@ static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, ui
             s->stats = m;
             pthread_mutex_unlock(&w->mu);
         }
+    } else if (t == DY_MSG_KV_ALLOC) {
+        dy_msg_kv_alloc m;
+        if (dy_wire_decode_kv_alloc(p, len, &m, err, sizeof err))
+            on_kv_alloc(w, s, &m);
+        dy_msg_kv_alloc_free(&m);
+    } else if (t == DY_MSG_PREFILL_DONE) {
+        dy_msg_prefill_done m;
+        if (dy_wire_decode_prefill_done(p, len, &m, err, sizeof err))
+            on_prefill_done(w, s, &m);
     } else if (t == DY_MSG_HELLO) {
         dy_msg_hello m;
         if (dy_wire_decode_hello(p, len, &m, err, sizeof err)) {
@@ -265,18 +479,41 @@ static void on_death(dy_workers *w, slot *s)
     s->base.steps += s->stats.steps;
     s->base.step_seconds += s->stats.step_seconds;
     memset(&s->stats, 0, sizeof s->stats);
+    if (s->hello.shm_name[0])
+        shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
+    /* Prefills feeding this worker: stop them (they would write into a dead pool). */
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        for (int k = w->slots[i].n_fl - 1; k >= 0; k--) {
+            flight *f = &w->slots[i].fl[k];
+            if (f->kind == FL_PREFILL && f->decode_slot == s->index) {
+                send_cancel(&w->slots[i], f->id);
+                f->cancel_decode = true; /* nothing to tell the dead worker */
+                end_prefill(w, &w->slots[i], f, false);
+            }
+        }
     flight *fl = s->fl;
     int n = s->n_fl;
     s->fl = NULL;
     s->n_fl = s->cap_fl = 0;
+    s->prefill_out = 0;
     for (int i = 0; i < n; i++) {
         dy_job *j = fl[i].job;
+        if (fl[i].kind == FL_PREFILL) {
+            /* This prefill worker died: its decode worker computes the prompt itself. */
+            w->xfer.failed++;
+            slot *d = &w->slots[fl[i].decode_slot];
+            if (d->alive && find_flight(d, fl[i].decode_id))
+                send_kv_ready(d, fl[i].decode_id, false, 0);
+            dy_job_unref(j);
+            continue;
+        }
         dy_choice *c = &j->choices[fl[i].choice];
-        slot *other = w->stopping ? NULL : pick(w);
+        int unused;
+        slot *other = w->stopping ? NULL : route(w, 0, false, &unused);
         pthread_mutex_lock(&j->mu);
         bool rerun = !c->started && !c->done && other;
         pthread_mutex_unlock(&j->mu);
-        if (rerun && send_choice(other, j, fl[i].choice, w->next_id++))
+        if (rerun && send_choice(other, j, fl[i].choice, w->next_id++, -1))
             continue; /* the job reference moves with it */
         pthread_mutex_lock(&j->mu);
         dy_choice_fail(c, "the worker running this request died");
@@ -390,27 +627,32 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
         s->pool = w;
         s->index = i;
         s->fd = -1;
+        s->role = i < cfg->n_prefill ? DY_ROLE_PREFILL : cfg->n_prefill > 0 ? DY_ROLE_DECODE : DY_ROLE_AGG;
         pthread_mutex_init(&s->wmu, NULL);
         if (spawn(w, s, err, errlen) != 0 || pthread_create(&s->reader, NULL, reader_main, s) != 0)
             break;
         started++;
     }
-    if (started < cfg->n_workers || !wait_for_hellos(w, err, errlen)) {
-        if (started < cfg->n_workers && !err[0])
-            snprintf(err, errlen, "could not start worker %d", started);
-        w->cfg.n_workers = started;
-        dy_workers_stop(w, 0);
-        dy_workers_free(w);
-        return NULL;
+    if (started == cfg->n_workers && wait_for_hellos(w, err, errlen) &&
+        pthread_create(&w->janitor, NULL, janitor_main, w) == 0) {
+        w->janitor_started = true;
+        return w;
     }
-    return w;
+    if (started < cfg->n_workers && !err[0])
+        snprintf(err, errlen, "could not start worker %d", started);
+    w->cfg.n_workers = started;
+    dy_workers_stop(w, 0);
+    dy_workers_free(w);
+    return NULL;
 }
 
 int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen)
 {
     pthread_mutex_lock(&w->mu);
     int rc = 0;
-    slot *s = w->stopping ? NULL : pick(w);
+    int prefill = -1;
+    int64_t tokens = job->n_choices ? (int64_t)job->choices[0].req.n_prompt - 1 : 0;
+    slot *s = w->stopping ? NULL : route(w, tokens, true, &prefill);
     if (!s) {
         snprintf(err, errlen, w->stopping ? "the server is shutting down" : "no worker is available");
         rc = -2;
@@ -422,7 +664,7 @@ int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen)
         pthread_mutex_lock(&job->mu);
         job->refs++;
         pthread_mutex_unlock(&job->mu);
-        if (!send_choice(s, job, i, w->next_id++)) {
+        if (!send_choice(s, job, i, w->next_id++, prefill)) {
             /* The worker's socket broke: the reader will see it die; fail this choice now. */
             pthread_mutex_lock(&job->mu);
             dy_choice_fail(&job->choices[i], "could not reach the worker");
@@ -434,10 +676,33 @@ int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen)
     return rc;
 }
 
+/* The choice's prefill in flight, if any (with its prefill worker). Call with mu held. */
+static flight *prefill_of(dy_workers *w, const dy_choice *c, slot **p)
+{
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        for (int k = 0; k < w->slots[i].n_fl; k++) {
+            flight *f = &w->slots[i].fl[k];
+            if (f->kind == FL_PREFILL && f->decode_slot == c->worker && f->decode_id == c->seq_id) {
+                *p = &w->slots[i];
+                return f;
+            }
+        }
+    return NULL;
+}
+
 void dy_workers_cancel(dy_workers *w, dy_job *job)
 {
     pthread_mutex_lock(&w->mu);
     for (int i = 0; i < job->n_choices; i++) {
+        slot *ps;
+        flight *pf = prefill_of(w, &job->choices[i], &ps);
+        if (pf) {
+            /* The prefill worker may be writing into blocks of this sequence: cancel there
+             * first; its answer cancels the sequence on the decode worker. */
+            pf->cancel_decode = true;
+            send_cancel(ps, pf->id);
+            continue;
+        }
         dy_choice *c = &job->choices[i];
         pthread_mutex_lock(&job->mu);
         bool live = !c->done && c->worker >= 0;
@@ -445,14 +710,7 @@ void dy_workers_cancel(dy_workers *w, dy_job *job)
         slot *s = live ? &w->slots[c->worker] : NULL;
         if (!s || !s->alive || !find_flight(s, c->seq_id))
             continue;
-        dy_buf b = {0};
-        dy_msg_cancel m = {c->seq_id};
-        if (dy_wire_cancel(&b, &m)) {
-            pthread_mutex_lock(&s->wmu);
-            dy_write_all(s->fd, b.data, b.len);
-            pthread_mutex_unlock(&s->wmu);
-        }
-        dy_buf_free(&b);
+        send_cancel(s, c->seq_id);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -495,6 +753,9 @@ void dy_workers_stop(dy_workers *w, double timeout_s)
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < w->cfg.n_workers; i++)
         pthread_join(w->slots[i].reader, NULL);
+    if (w->janitor_started)
+        pthread_join(w->janitor, NULL);
+    w->janitor_started = false;
 }
 
 void dy_workers_free(dy_workers *w)
@@ -533,10 +794,18 @@ int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap)
         st.preemptions += s->base.preemptions;
         st.steps += s->base.steps;
         st.step_seconds += s->base.step_seconds;
-        out[i] = (dy_worker_info){s->alive, s->pid, s->restarts, s->n_fl, st, s->hello};
+        out[i] = (dy_worker_info){s->alive, s->role, s->pid, s->restarts, s->n_fl, st, s->hello};
     }
     pthread_mutex_unlock(&w->mu);
     return n;
+}
+
+dy_xfer_totals dy_workers_xfer_totals(dy_workers *w)
+{
+    pthread_mutex_lock(&w->mu);
+    dy_xfer_totals t = w->xfer;
+    pthread_mutex_unlock(&w->mu);
+    return t;
 }
 
 dy_msg_hello dy_workers_hello(dy_workers *w)

@@ -8,6 +8,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "route/route.h"
 #include "serve/job.h"
 
 typedef struct {
@@ -19,12 +20,30 @@ typedef struct {
     int max_batch_tokens, max_running;
     int max_queue;          /* sequences waiting for their first token, over all workers */
     double startup_timeout_s;
+    /* Disaggregation: the first n_prefill workers prefill, the others decode; with
+     * n_prefill == 0 every worker is aggregated. */
+    int n_prefill;
+    dy_xfer_kind xfer;      /* how KV moves: shared memory (default) or TCP */
+    const char *kv_host;    /* TCP: the address decode workers' receivers listen on */
+    double xfer_timeout_s;  /* a prefill not done by then falls back to local prefill */
+    /* Commands put in front of `dyad worker ...` per role (split on spaces), e.g.
+     * "ip netns exec hostA" to run workers on other (network-namespace) hosts; NULL: none. */
+    const char *prefill_launcher, *decode_launcher;
+    dy_route_config route;
 } dy_workers_config;
+
+/* KV transfer totals (for metrics and reports). */
+typedef struct {
+    uint64_t transfers, failed, timeouts, bytes;
+    double seconds;             /* time spent copying or sending blocks */
+    uint64_t remote, local;     /* prompts prefilled on a prefill worker / on their decode worker */
+} dy_xfer_totals;
 
 typedef struct dy_workers dy_workers;
 
 typedef struct {
     int alive;
+    int role;                   /* dy_worker_role */
     pid_t pid;
     uint64_t restarts;
     int in_flight;              /* sequences assigned to it now */
@@ -49,6 +68,7 @@ void dy_workers_free(dy_workers *w);
 void dy_workers_kill(dy_workers *w, int i);
 /* A snapshot of up to cap workers; returns how many. */
 int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap);
+dy_xfer_totals dy_workers_xfer_totals(dy_workers *w);
 /* What the model's workers reported in HELLO (context length, vocabulary), from any worker. */
 dy_msg_hello dy_workers_hello(dy_workers *w);
 

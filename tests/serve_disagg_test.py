@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""serve_disagg_test.py DYAD SOURCE_DIR — disaggregated serving over real HTTP.
+
+Same answers as aggregated serving (greedy and sampled, shared memory and TCP), short prompts
+kept local, transfer bytes and time reported, and the faults: a prefill worker killed while
+prefilling (no token lost or duplicated), a decode worker killed (clear error, replaced), a
+stalled prefill worker (falls back to local prefill after --xfer-timeout). Standard library
+only; prints 'N passed, N failed'."""
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dyad_http import MODEL, Server  # noqa: E402
+
+DYAD, SRC = sys.argv[1], sys.argv[2]
+LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
+SHORT = "Once upon a time"
+
+
+def ask(s, prompt=LONG, **kw):
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": 40, "temperature": 0, **kw}
+    st, r, _ = s.request("POST", "/v1/completions", body)
+    assert st == 200, (st, r)
+    return r
+
+
+def health(s):
+    return s.request("GET", "/health")[1]
+
+
+def test_same_answers_and_transfer(agg, dis, tcp):
+    for kw in ({}, {"temperature": 0.9, "seed": 5}, {"temperature": 1.2, "top_k": 20, "seed": 9, "n": 2}):
+        want = [c["text"] for c in ask(agg, **kw)["choices"]]
+        for s in (dis, tcp):
+            r = ask(s, **kw)
+            assert [c["text"] for c in r["choices"]] == want, (kw, r["choices"], want)
+            for c in r["dyad"]["choices"]:
+                assert c["prefill_worker"] == 0, r["dyad"]
+                assert c["kv_transfer"]["bytes"] > 0 and c["kv_transfer"]["seconds"] >= 0
+    for s in (dis, tcp):
+        m = s.metrics()
+        assert m["dyad_kv_transfers_total"] >= 4 and m["dyad_kv_transfer_bytes_total"] > 0
+        assert m['dyad_prefill_total{where="remote"}'] >= 4
+
+
+def test_streaming_same_answers(agg, dis, tcp):
+    body = {"model": MODEL, "prompt": LONG, "max_tokens": 30, "temperature": 0, "stream": True}
+    want = "".join(e["choices"][0]["text"] for e in agg.stream("/v1/completions", body)[:-1])
+    ev = dis.stream("/v1/completions", body)
+    assert "".join(e["choices"][0]["text"] for e in ev[:-1]) == want
+    assert ev[-2]["dyad"]["choices"][0]["prefill_worker"] == 0
+
+
+def test_short_prompt_stays_local(agg, dis, tcp):
+    before = dis.metrics()['dyad_prefill_total{where="local"}']
+    r = ask(dis, prompt=SHORT)
+    assert r["dyad"]["choices"][0]["prefill_worker"] is None
+    assert r["choices"][0]["text"] == ask(agg, prompt=SHORT)["choices"][0]["text"]
+    assert dis.metrics()['dyad_prefill_total{where="local"}'] == before + 1
+
+
+def test_prefill_worker_dies_mid_request(agg, dis, tcp):
+    want = ask(agg, max_tokens=60)["choices"][0]["text"]
+    pid = health(dis)["workers"][0]["pid"]
+    results, errors = [], []
+
+    def one(i):
+        try:
+            results.append(ask(dis, prompt=LONG + " " * i, max_tokens=60))
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(0,)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(results) == 6
+    for r in results:  # every token exactly once, the same text as aggregated serving
+        assert r["choices"][0]["text"] == want, r["choices"][0]["text"]
+        assert r["usage"]["completion_tokens"] == 60
+    assert dis.wait_for(lambda: health(dis)["workers"][0]["pid"] != pid and health(dis)["workers"][0]["up"])
+
+
+def test_decode_worker_dies(agg, dis, tcp):
+    """A decode worker killed mid-stream: the stream ends with an error event (tokens already
+    sent stay sent; nothing is rerun), and the worker is replaced."""
+    pid = health(dis)["workers"][1]["pid"]
+    c = dis.conn()
+    c.request("POST", "/v1/completions", body=json.dumps(
+        {"model": MODEL, "prompt": LONG, "max_tokens": 300, "ignore_eos": True, "stream": True}),
+        headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    first = r.read1(4096).decode()
+    assert first.startswith("data: {")
+    os.kill(pid, signal.SIGKILL)
+    rest = r.read().decode()
+    c.close()
+    events = [f[len("data: "):] for f in (first + rest).split("\n\n") if f.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    err = json.loads(events[-2])
+    assert "error" in err and "died" in err["error"]["message"], events[-3:]
+    assert dis.wait_for(lambda: health(dis)["workers"][1]["pid"] != pid and health(dis)["workers"][1]["up"])
+    assert ask(dis)["choices"][0]["text"] == ask(agg)["choices"][0]["text"]
+
+
+def test_stalled_prefill_falls_back():
+    s = Server(DYAD, "--xfer-timeout", "1")
+    agg = Server(DYAD, "--workers", "1")
+    try:
+        ask(s)  # warm up
+        pid = health(s)["workers"][0]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        r = ask(s, prompt=LONG + " again")
+        assert time.time() - t0 < 20
+        assert r["dyad"]["choices"][0]["prefill_worker"] is None
+        assert r["choices"][0]["text"] == ask(agg, prompt=LONG + " again")["choices"][0]["text"]
+        m = s.metrics()
+        assert m["dyad_kv_transfer_timeouts_total"] >= 1
+        assert s.wait_for(lambda: health(s)["workers"][0]["pid"] != pid)
+        assert ask(s)["dyad"]["choices"][0]["prefill_worker"] == 0  # the new one serves
+    finally:
+        s.stop()
+        agg.stop()
+
+
+def main():
+    agg = Server(DYAD, "--workers", "1")
+    dis = Server(DYAD)  # the default: 1 prefill + 1 decode, conditional disaggregation
+    tcp = Server(DYAD, "--kv-transfer", "tcp")
+    passed = failed = 0
+    tests = [t for name, t in sorted(globals().items()) if name.startswith("test_")]
+    try:
+        for t in tests:
+            try:
+                if t.__code__.co_argcount == 3:
+                    t(agg, dis, tcp)
+                else:
+                    t()
+                passed += 1
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print("FAIL:", t.__name__)
+                traceback.print_exc()
+    finally:
+        for s in (agg, dis, tcp):
+            if s.stop() != 0:
+                failed += 1
+                print("FAIL: server exit status")
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+main()
