@@ -182,6 +182,47 @@ static void test_limits_and_starvation(void **st)
     free_rig(&r);
 }
 
+/* Remote prefill on a decode worker: blocks set aside after the cached prefix; KV_READY
+ * leaves one position (the last prompt token) to compute here; a failed prefill computes
+ * the rest locally into the same blocks; no room means local prefill. */
+static void test_remote_prefill(void **st)
+{
+    (void)st;
+    rig r = make_rig(16, 64, 8);
+    int32_t t[18];
+    prompt(t, 18, 5);
+    dy_seq *q = dy_sched_add_remote(r.s, 1, t, 18, 64, NULL);
+    assert_int_equal(q->state, DY_SEQ_REMOTE);
+    assert_int_equal(q->n_blocks, 5);             /* positions 0..16 */
+    assert_int_equal(dy_sched_n_waiting(r.s), 0);
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_items, 0);               /* not schedulable before its KV */
+    dy_sched_remote_ready(r.s, q, true);
+    p = step(&r);
+    assert_int_equal(p->n_items, 1);
+    assert_int_equal(p->items[0].start, 17);
+    assert_int_equal(p->items[0].n, 1);
+    assert_true(p->items[0].logits);
+    dy_sched_finish(r.s, q);
+
+    /* The first 16 tokens are now cached: a failed remote prefill redoes only the rest. */
+    dy_seq *q2 = dy_sched_add_remote(r.s, 2, t, 18, 64, NULL);
+    assert_int_equal(q2->n_cached, 16);
+    assert_int_equal(q2->state, DY_SEQ_REMOTE);
+    dy_sched_remote_ready(r.s, q2, false);
+    p = step(&r);
+    assert_int_equal(p->items[0].start, 16);
+    assert_int_equal(p->items[0].n, 2);
+    dy_sched_finish(r.s, q2);
+
+    /* Nothing to receive (all but the last token cached) → local. */
+    dy_seq *q3 = dy_sched_add_remote(r.s, 3, t, 17, 64, NULL);
+    assert_int_equal(q3->state, DY_SEQ_WAITING);
+    dy_sched_finish(r.s, q3);
+    assert_int_equal(dy_kv_cache_available(r.kv), 16);
+    free_rig(&r);
+}
+
 /* ---------------------------------------------------------------- on the real engine */
 
 #define N_REQ 6
@@ -288,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_prefix_cache_hit),
         cmocka_unit_test(test_preempts_youngest_and_recovers),
         cmocka_unit_test(test_limits_and_starvation),
+        cmocka_unit_test(test_remote_prefill),
         cmocka_unit_test(test_engine_batched_equals_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
