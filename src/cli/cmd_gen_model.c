@@ -29,7 +29,9 @@ static const char usage[] =
     "  --seed S        weights are a function of the seed (default 1)\n"
     "  --vocab FILE    GGUF whose tokenizer.* metadata is copied (default: Llama 2's 32000-token\n"
     "                  vocab, tests/data/vocab/ggml-vocab-llama-spm.gguf in the source tree)\n"
-    "  --threads N     threads for generating and quantizing (default: all cores)\n";
+    "  --threads N     threads for generating and quantizing (default: all cores)\n"
+    "  --ctx N         context length to record instead of the shape's (e.g. 4096 for long-prompt\n"
+    "                  benchmarks; RoPE extends, the weights are random anyway)\n";
 
 #define DEFAULT_VOCAB DYAD_SOURCE_DIR "/tests/data/vocab/ggml-vocab-llama-spm.gguf"
 #define WEIGHT_STD 0.02f
@@ -53,6 +55,7 @@ typedef struct {
     dy_type type;
     uint64_t seed;
     int threads;
+    int ctx;  /* 0: the shape's */
 } gen_opts;
 
 /* ---------------------------------------------------------------- random weights */
@@ -200,6 +203,8 @@ static int generate(const gen_opts *o)
         for (int i = 0; i < o->shape->dim; i++)
             ones[i] = 1.0f;
         dy_hparams hp = shape_hparams(o->shape, (int)toks->v.arr.n);
+        if (o->ctx)
+            hp.ctx_len = o->ctx;
         set_metadata(w, o, &hp, vocab);
         add_tensors(w, &hp, o->type, ones);
         ok = gguf_writer_begin(w, o->out, err, sizeof err) &&
@@ -250,6 +255,8 @@ static bool parse_one(int argc, char **argv, int *i, gen_opts *o, bool *bad)
         return (o->vocab = val), true;
     if (arg_take("gen-model", argc, argv, i, "--threads", &val, bad))
         return arg_int("gen-model", "--threads", val, 1, 1024, &o->threads) || !(*bad = true);
+    if (arg_take("gen-model", argc, argv, i, "--ctx", &val, bad))
+        return arg_int("gen-model", "--ctx", val, 16, 1 << 20, &o->ctx) || !(*bad = true);
     if (!*bad)
         fprintf(stderr, "dyad gen-model: unknown argument '%s'\n", argv[*i]);
     *bad = true;

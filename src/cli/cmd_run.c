@@ -8,6 +8,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ static const char run_usage[] =
     "  --threads N         engine threads (default 2)\n"
     "  --chunk N           prefill chunk size in tokens (default 512)\n"
     "  --no-echo           do not print the prompt\n"
+    "  --ignore-eos        keep generating past end-of-generation tokens (benchmarks)\n"
     "Generation ends at --max-tokens, the end of the model's context, an end-of-generation\n"
     "token (EOS, or BOS, which llama2.c models emit to start a new text) or a stop string.\n"
     "stdout gets the text; stderr gets prompt tokens, prefill ms, decode ms/token, tokens/s.\n";
@@ -36,7 +38,7 @@ static const char run_usage[] =
 typedef struct {
     const char *model, *tokenizer, *prompt;
     int max_tokens, threads, chunk;
-    bool echo;
+    bool echo, ignore_eos;
     dy_sampling sampling;
     const char *stops[DY_MAX_STOPS];
     int n_stops;
@@ -80,6 +82,8 @@ static int parse(int argc, char **argv, run_opts *o)
                 o->stops[o->n_stops++] = v;
         } else if (!strcmp(argv[i], "--no-echo"))
             o->echo = false;
+        else if (!strcmp(argv[i], "--ignore-eos"))
+            o->ignore_eos = true;
         else if (!bad) {
             fprintf(stderr, "dyad run: unknown option '%s' (see dyad run --help)\n", argv[i]);
             bad = true;
@@ -200,9 +204,13 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     int generated = 0, pos = n_prompt;
     int32_t prev = s->prompt[n_prompt - 1];
     while (generated < o->max_tokens) {
+        if (o->ignore_eos) /* the server's ignore_eos too: such tokens are never drawn */
+            for (int v = 0; v < s->model->hp.vocab_size; v++)
+                if (ends_generation(s->model->tok, v))
+                    s->logits[v] = -INFINITY;
         int32_t next = dy_sample(s->sampler, &o->sampling, &rng, s->logits);
         generated++;
-        if (ends_generation(s->model->tok, next))
+        if (!o->ignore_eos && ends_generation(s->model->tok, next))
             break;
         emit_token(s, prev, next);
         if (s->stop.stopped || generated == o->max_tokens || pos == ctx)
