@@ -5,6 +5,7 @@ import json
 import re
 import signal
 import subprocess
+import tempfile
 import time
 
 MODEL = "stories260K"
@@ -12,12 +13,20 @@ MODEL = "stories260K"
 
 class Server:
     def __init__(self, dyad, *args):
-        self.proc = subprocess.Popen(
-            [dyad, "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://([\d.]+):(\d+)", line)
+        # stderr (the server's and its workers') goes to a file that stop() checks for
+        # sanitizer reports, so the sanitizer build fails on them.
+        self.log = tempfile.NamedTemporaryFile("w+", prefix="dyad-serve-", suffix=".log")
+        self.proc = subprocess.Popen([dyad, "serve", "--port", "0", *args], stderr=self.log)
+        m = None
+        for _ in range(600):
+            self.log.seek(0)
+            m = re.search(r"http://([\d.]+):(\d+)", self.log.read())
+            if m or self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
         if not m:
-            raise RuntimeError("server did not start: " + line + self.proc.stderr.read())
+            self.log.seek(0)
+            raise RuntimeError("server did not start: " + self.log.read())
         self.host, self.port = m.group(1), int(m.group(2))
 
     def conn(self, timeout=60):
@@ -79,6 +88,7 @@ class Server:
         return False
 
     def stop(self):
+        """Stops the server; returns its exit status, or 99 if a sanitizer reported."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -86,4 +96,9 @@ class Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 raise AssertionError("server did not stop on SIGTERM")
+        self.log.seek(0)
+        text = self.log.read()
+        if re.search(r"ERROR: (Address|Leak)Sanitizer|runtime error:", text):
+            print(text[:5000])
+            return 99
         return self.proc.returncode
