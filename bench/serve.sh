@@ -21,29 +21,33 @@ for _ in $(seq 300); do grep -q "http://" "$log" && break; sleep 0.1; done
 url=http://$(sed -n 's/.*http:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -1)
 echo "# $(head -1 "$log")"
 echo "# $(date -u +%FT%TZ), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-b() { "$dyad" bench --url "$url" --seed 1 "$@"; }
+# Each run draws its own prompts (--seed), so no run is helped by an earlier one's cache.
+b() { "$dyad" bench --url "$url" "$@"; }
 
 echo; echo "== 1. concurrency 1: server vs dyad run (ISL 128, OSL 128), alternating A B A B"
 prompt=$(python3 -c 'print(" ".join(["hello"] * 127))')
 for rep in 1 2; do
   "$dyad" run --model "$model" --prompt "$prompt" --max-tokens 128 --ignore-eos --temperature 0 \
     --no-echo 2>&1 >/dev/null | sed "s/^/run $rep: /"
-  b --concurrency 1 --requests 4 --warmup 1 --isl 128 --osl 128 --json |
-    python3 -c 'import json,sys
-for l in sys.stdin:
-    r=json.loads(l); e=r["e2e_ms"]; print(f"server '"$rep"': e2e mean {e[\"mean\"]:.1f} ms, p50 {e[\"p50\"]:.1f}; ttft mean {r[\"ttft_ms\"][\"mean\"]:.1f} ms; tpot mean {r[\"tpot_ms\"][\"mean\"]:.3f} ms")'
+  b --concurrency 1 --requests 4 --warmup 1 --isl 128 --osl 128 --json --seed "1$rep" | python3 -c '
+import json, sys
+for line in sys.stdin:
+    r = json.loads(line)
+    e, t, p = r["e2e_ms"], r["ttft_ms"], r["tpot_ms"]
+    print("server %s: e2e mean %.1f ms, p50 %.1f; ttft mean %.1f ms; tpot mean %.3f ms"
+          % (sys.argv[1], e["mean"], e["p50"], t["mean"], p["mean"]))' "$rep"
 done
 
 echo; echo "== 2. batched decode reaches the clients: concurrency 1 vs 16 (ISL 128, OSL 128)"
-b --concurrency 1 --requests 4 --warmup 1 --isl 128 --osl 128
-b --concurrency 16 --requests 32 --warmup 16 --isl 128 --osl 128
+b --concurrency 1 --requests 4 --warmup 1 --isl 128 --osl 128 --seed 21
+b --concurrency 16 --requests 32 --warmup 16 --isl 128 --osl 128 --seed 22
 
 echo; echo "== 3. shared prefix: 4 groups x 384 shared tokens in 512-token prompts vs none (OSL 16)"
-b --concurrency 1 --requests 16 --isl 512 --osl 16
-b --concurrency 1 --requests 16 --isl 512 --osl 16 --prefix-groups 4 --prefix-len 384 --seed 2
+b --concurrency 1 --requests 16 --isl 512 --osl 16 --seed 31
+b --concurrency 1 --requests 16 --isl 512 --osl 16 --prefix-groups 4 --prefix-len 384 --seed 32
 
 echo; echo "== 4. Pareto sweep, ShareGPT lengths capped at ISL 1024 / OSL 256"
 b --lengths-csv "${SHAREGPT:-../shared/traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv}" \
-  --max-isl 1024 --max-osl 256 --sweep concurrency=1,2,4,8,16,32 --requests 24 \
+  --max-isl 1024 --max-osl 256 --sweep concurrency=1,2,4,8,16,32 --requests 24 --seed 41 \
   --csv "$out/serve_pareto_sharegpt.csv" --plot "$out/serve_pareto_sharegpt.svg"
 curl -s "$url/metrics" | grep -E '^dyad_(prefix_cache|preemptions|prompt_tokens|generation_tokens)' || true
