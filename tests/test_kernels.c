@@ -1,6 +1,7 @@
 /* test_kernels.c — the matmul: for every weight type and both SIMD levels (AVX2 skipped when the
  * CPU lacks it), random quantised weights against random activations at awkward sizes, checked
- * against an f64 product of the dequantised operands; scalar and AVX2 give identical bits;
+ * against an f64 product of the dequantised operands; scalar and AVX2 (with and without its
+ * AVX-512 VNNI kernels) give identical bits;
  * activation conversion is identical at both levels; partial row ranges touch only their rows. */
 #include "engine/kernels.h"
 #include "testutil.h"
@@ -199,12 +200,19 @@ static void test_matmul_scalar(void **state)
     test_matmul_all_types(DY_SIMD_SCALAR);
 }
 
+/* The AVX2 level with and without its AVX-512 VNNI kernels (where the CPU has them). */
 static void test_matmul_avx2(void **state)
 {
     (void)state;
     if (!have_avx2())
         skip();
+    const bool vnni = dy_simd_vnni(-1);
     test_matmul_all_types(DY_SIMD_AVX2);
+    if (vnni) {
+        dy_simd_vnni(0);
+        test_matmul_all_types(DY_SIMD_AVX2);
+        dy_simd_vnni(1);
+    }
 }
 
 /* Activation conversion: identical bytes at both levels, by row subranges as well. */
@@ -252,16 +260,13 @@ static void test_act_convert_agrees(void **state)
  * same order), for every type, with few activation rows (AVX2 "direct" path) and many
  * ("shared" path). Real forward passes depend on this: activations are re-quantised between
  * layers, so last-bit differences would otherwise grow into visible logit differences. */
-static void test_scalar_avx2_identical(void **state)
+static void check_scalar_avx2_identical(int64_t rows)
 {
-    (void)state;
-    if (!have_avx2())
-        skip();
-    static const int Bs[] = {1, 2, 3, 19};
+    static const int Bs[] = {1, 2, 3, 4, 5, 19, 70};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         rng_state = 99 + t;
         weights w;
-        make_weights(&w, weight_types[t], 21, 2 * test_cols(weight_types[t]));
+        make_weights(&w, weight_types[t], rows, 2 * test_cols(weight_types[t]));
         const int64_t cols = w.cols;
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
             const int B = Bs[bi];
@@ -285,6 +290,22 @@ static void test_scalar_avx2_identical(void **state)
         }
         free_weights(&w);
     }
+}
+
+/* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile.
+ * Both with and without the VNNI kernels where the CPU has them. */
+static void test_scalar_avx2_identical(void **state)
+{
+    (void)state;
+    if (!have_avx2())
+        skip();
+    const bool vnni = dy_simd_vnni(-1);
+    for (int pass = 0; pass < (vnni ? 2 : 1); pass++) {
+        dy_simd_vnni(pass == 0 ? vnni : 0);
+        check_scalar_avx2_identical(21);
+        check_scalar_avx2_identical(150);
+    }
+    dy_simd_vnni(vnni);
 }
 
 static void test_act_type_and_bytes(void **state)

@@ -1,56 +1,103 @@
-/* attention.c — see attention.h. Scores are computed key by key (dot products over the
- * head dimension), softmaxed, and the values summed with those weights. */
+/* attention.c — see attention.h. Flash-attention style: the work is cut into units of (a run
+ * of consecutive tokens of one sequence, a group of query heads sharing one KV head); a unit
+ * walks its sequence's keys and values a chunk at a time (a chunk lies within one KV block)
+ * and folds each chunk into every one of its queries with an online softmax (vec.h). So each
+ * key and value row is read from memory once per unit and used for up to UNIT_QUERIES queries
+ * from L1, and no scratch grows with the context. */
 #include "engine/attention.h"
 #include "engine/vec.h"
 
 #include <math.h>
 #include <string.h>
 
+/* Queries per unit at most: tokens × heads. 16 queries of head_dim 128 keep their outputs,
+ * and a 16-position chunk of keys and values, within L1. */
+#define UNIT_QUERIES 16
+
 size_t dy_attention_scratch_floats(int max_len, int head_dim)
 {
+    (void)max_len;
     (void)head_dim;
-    return (size_t)max_len;
+    return UNIT_QUERIES; /* the per-thread scratch is unused: state lives on the stack */
 }
 
-static void softmax(float *x, int n)
+/* Does token t continue the run that token t-1 is in (same sequence, next position)? */
+static int continues(const dy_attn *a, int t)
 {
-    float max = x[0];
-    for (int i = 1; i < n; i++)
-        if (x[i] > max)
-            max = x[i];
-    float sum = 0.0f;
-    for (int i = 0; i < n; i++) {
-        x[i] = expf(x[i] - max);
-        sum += x[i];
-    }
-    for (int i = 0; i < n; i++)
-        x[i] /= sum;
+    return t > 0 && a->slots[t].blocks == a->slots[t - 1].blocks &&
+           a->slots[t].pos == a->slots[t - 1].pos + 1;
 }
 
-/* One (token, head) pair. */
-static void attend_one(const dy_attn *a, int t, int h, float *scores)
+/* Tokens [t0, t0+nt) (one sequence, consecutive positions) × heads [h0, h0+nh) (one KV
+ * head). */
+static void attend_unit(const dy_attn *a, int t0, int nt, int h0, int nh)
 {
     const int hd = a->head_dim, kvd = a->n_kv_heads * hd, bs = a->kv->block_size;
-    const int kvh = h / (a->n_heads / a->n_kv_heads);
-    const float *q = a->q + (size_t)t * a->n_heads * hd + (size_t)h * hd;
-    const dy_tok_slot *s = &a->slots[t];
+    const int kvh = h0 / (a->n_heads / a->n_kv_heads);
+    const size_t qstride = (size_t)a->n_heads * hd;
     const float scale = 1.0f / sqrtf((float)hd);
-    for (int p = 0; p <= s->pos; p++) {
-        const float *k = dy_kv_keys(a->kv, s->blocks[p / bs], a->layer) + (size_t)(p % bs) * kvd;
-        scores[p] = dy_vec_dot(a->simd, q, k + (size_t)kvh * hd, hd) * scale;
+    const int32_t *blocks = a->slots[t0].blocks;
+    const int pos0 = a->slots[t0].pos, last = pos0 + nt - 1;
+    dy_attn_query qs[UNIT_QUERIES];
+    for (int t = 0; t < nt; t++)
+        for (int h = 0; h < nh; h++) {
+            dy_attn_query *q = &qs[t * nh + h];
+            const size_t off = (size_t)(t0 + t) * qstride + (size_t)(h0 + h) * hd;
+            q->q = a->q + off;
+            q->o = a->out + off;
+            q->m = -INFINITY;
+            q->l = 0.0f;
+            memset(q->o, 0, sizeof(float) * (size_t)hd);
+        }
+    const int nq = nt * nh;
+    for (int p = 0; p <= last;) {
+        const int in_block = p % bs;
+        int n = bs - in_block;
+        if (n > DY_ATTN_CHUNK)
+            n = DY_ATTN_CHUNK;
+        if (n > last + 1 - p)
+            n = last + 1 - p;
+        const int32_t b = blocks[p / bs];
+        const size_t off = (size_t)in_block * kvd + (size_t)kvh * hd;
+        for (int t = 0; t < nt; t++) {
+            int vis = pos0 + t + 1 - p; /* keys p … pos are visible to the token at pos */
+            vis = vis < 0 ? 0 : vis > n ? n : vis;
+            for (int h = 0; h < nh; h++)
+                qs[t * nh + h].nvalid = vis;
+        }
+        dy_attn_chunk(a->simd, qs, nq, dy_kv_keys(a->kv, b, a->layer) + off,
+                      dy_kv_values(a->kv, b, a->layer) + off, (size_t)kvd, n, hd, scale);
+        p += n;
     }
-    softmax(scores, s->pos + 1);
-    float *out = a->out + (size_t)t * a->n_heads * hd + (size_t)h * hd;
-    memset(out, 0, sizeof(float) * (size_t)hd);
-    for (int p = 0; p <= s->pos; p++) {
-        const float *v = dy_kv_values(a->kv, s->blocks[p / bs], a->layer) + (size_t)(p % bs) * kvd;
-        dy_vec_axpy(a->simd, out, scores[p], v + (size_t)kvh * hd, hd);
+    for (int i = 0; i < nq; i++) {
+        const float inv = 1.0f / qs[i].l;
+        for (int d = 0; d < hd; d++)
+            qs[i].o[d] *= inv;
     }
 }
 
 void dy_attention(const dy_attn *a, int ith, int nth)
 {
-    float *scores = a->scratch + (size_t)ith * a->scratch_floats;
-    for (int i = ith; i < a->T * a->n_heads; i += nth)
-        attend_one(a, i / a->n_heads, i % a->n_heads, scores);
+    const int group = a->n_heads / a->n_kv_heads;
+    const int nh = group < UNIT_QUERIES ? group : UNIT_QUERIES;
+    const int run_max = UNIT_QUERIES / nh;
+    /* Units are numbered KV head by KV head (a thread's units of one head then share keys in
+     * L2) and dealt out in a snake order (0 1 … n-1 n-1 … 1 0 0 1 …): a prompt's runs cost more
+     * the later they come, and plain round-robin would give the last thread the dearest run of
+     * every round. */
+    int u = 0;
+    for (int kvh = 0; kvh < a->n_kv_heads; kvh++) {
+        const int hend = (kvh + 1) * group;
+        for (int h0 = kvh * group; h0 < hend; h0 += nh)
+            for (int t0 = 0; t0 < a->T;) {
+                int nt = 1;
+                while (nt < run_max && t0 + nt < a->T && continues(a, t0 + nt))
+                    nt++;
+                const int round = u / nth, slot = u % nth;
+                u++;
+                if ((round % 2 == 0 ? slot : nth - 1 - slot) == ith)
+                    attend_unit(a, t0, nt, h0, h0 + nh <= hend ? nh : hend - h0);
+                t0 += nt;
+            }
+    }
 }

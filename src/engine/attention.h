@@ -23,14 +23,16 @@ typedef struct {
     const dy_tok_slot *slots;   /* T entries */
     const float *q;             /* [T][n_heads × head_dim], RoPE applied */
     float *out;                 /* [T][n_heads × head_dim] */
-    float *scratch;             /* per thread: dy_attention_scratch_floats() floats each */
+    float *scratch;             /* per thread: dy_attention_scratch_floats() floats each (unused) */
     size_t scratch_floats;
     dy_simd simd;
 } dy_attn;
 
 /* Scratch floats one thread needs for sequences of up to max_len positions. */
 size_t dy_attention_scratch_floats(int max_len, int head_dim);
-/* Thread ith of nth computes its share of the step's (token, head) pairs. */
+/* Thread ith of nth computes its share of the step's (token, head) pairs. Results agree with
+ * a softmax over exact scores to float rounding (the order of the sums differs with the
+ * kernel level and with how the step's tokens are grouped). */
 void dy_attention(const dy_attn *a, int ith, int nth);
 
 #endif

@@ -49,6 +49,11 @@ const char *dy_simd_name(dy_simd s)
     return s == DY_SIMD_AVX2 ? "avx2" : "scalar";
 }
 
+bool dy_simd_vnni(int on)
+{
+    return dy_avx2_vnni(on);
+}
+
 dy_type dy_act_type(dy_type t)
 {
     switch (t) {
@@ -317,10 +322,16 @@ static void scalar_kq(const dy_mat *W, const void *act, int B, float *Y, int64_t
 void dy_matmul_rows(dy_simd simd, const dy_mat *W, const void *act, int B, float *Y,
                     int64_t ldy, int64_t r0, int64_t r1)
 {
+    dy_matmul_rows_pf(simd, W, act, B, Y, ldy, r0, r1, r1);
+}
+
+void dy_matmul_rows_pf(dy_simd simd, const dy_mat *W, const void *act, int B, float *Y,
+                       int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end)
+{
     if (B <= 0 || r1 <= r0)
         return;
     if (simd == DY_SIMD_AVX2) {
-        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1);
+        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end > W->rows ? W->rows : pf_end);
         return;
     }
     switch (dy_act_type(W->type)) {

@@ -16,6 +16,11 @@ typedef enum { DY_SIMD_SCALAR = 0, DY_SIMD_AVX2 = 1 } dy_simd;
  * variable DYAD_SIMD=scalar asks for the portable code. */
 dy_simd dy_simd_detect(void);
 const char *dy_simd_name(dy_simd s);
+/* At the AVX2 level, whether the integer kernels also use AVX-512 VNNI on 256-bit
+ * registers where the CPU has it (the default; DYAD_SIMD=avx2 turns it off). Results are the
+ * same bits either way. on = 1 or 0 sets it (1 only where the CPU has it), -1 only asks;
+ * returns the setting before. For tests and measurements. */
+bool dy_simd_vnni(int on);
 
 /* A weight matrix: rows × cols, row-major, each row `row_bytes` bytes of type `type`;
  * cols is the input dimension. The data is usually memory-mapped from the model file. */
@@ -37,5 +42,10 @@ void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_
  * dy_act_convert over all B rows. Threads call this on disjoint row ranges. */
 void dy_matmul_rows(dy_simd simd, const dy_mat *W, const void *act, int B, float *Y,
                     int64_t ldy, int64_t r0, int64_t r1);
+/* The same; rows [r1, pf_end) are the ones this thread will likely compute next, so the
+ * kernels may prefetch them while computing the last rows of the range (memory-bound decode
+ * otherwise stalls at the start of every range). pf_end ≤ W->rows. */
+void dy_matmul_rows_pf(dy_simd simd, const dy_mat *W, const void *act, int B, float *Y,
+                       int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end);
 
 #endif

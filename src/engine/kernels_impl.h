@@ -92,6 +92,9 @@ void dy_kq_unpack(dy_type t, const void *block, dy_kq_unpacked *u);
 void dy_avx2_act_q8_0(const float *x, void *dst, int64_t n);
 void dy_avx2_act_q8_k(const float *x, void *dst, int64_t n);
 void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy,
-                    int64_t r0, int64_t r1);
+                    int64_t r0, int64_t r1, int64_t pf_end);
+/* Whether the AVX2 kernels also use AVX-512 VNNI (256-bit) where the CPU has it: on = 1 or 0
+ * sets it (1 only takes effect on such a CPU), -1 only asks; returns the setting before. */
+bool dy_avx2_vnni(int on);
 
 #endif

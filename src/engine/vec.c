@@ -1,30 +1,129 @@
-/* vec.c — see vec.h. The scalar dot keeps four partial sums, the same association the
- * compiler may not introduce on its own. */
+/* vec.c — see vec.h. The portable code performs vec_avx2.c's float operations in the same
+ * order (an exact fma where that uses an fma, the same 8-lane splits and reduction trees, the
+ * same exp polynomial), so both kernel levels give the same bits: activations are re-quantised
+ * after attention, where a last-bit difference could flip a rounding and grow through the
+ * layers (kernels.c explains the same choice for the matrix products). */
 #include "engine/vec.h"
 
-float dy_vec_dot(dy_simd simd, const float *a, const float *b, int n)
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* fmaf, correctly rounded (kernels.c has the reasoning): exact product in double, TwoSum error
+ * of the double sum, round-to-odd, then one rounding to float. */
+#ifdef FP_FAST_FMAF
+#define fma_exact fmaf
+#else
+static inline float fma_exact(float a, float b, float c)
 {
-    if (simd == DY_SIMD_AVX2)
-        return dy_vec_dot_avx2(a, b, n);
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
+    const double p = (double)a * b, t = p + c;
+    const double bv = t - p, e = (p - (t - bv)) + (c - bv);
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    if (e != 0 && !(u & 1)) {
+        u += (e > 0) == (t > 0) ? 1 : (uint64_t)-1;
+        double odd;
+        memcpy(&odd, &u, sizeof odd);
+        return (float)odd;
     }
-    for (; i < n; i++)
-        s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
+    return (float)t;
+}
+#endif
+
+/* q · key: lane l sums the dimensions ≡ l (mod 8) below hd8 by fma, the lanes are added
+ * ((0+1)+(2+3))+((4+5)+(6+7)), then the dimensions past hd8 (summed from 0 by fma). */
+static float score_dot(const float *q, const float *k, int hd, int hd8)
+{
+    float l[8] = {0};
+    for (int d = 0; d < hd8; d += 8)
+        for (int i = 0; i < 8; i++)
+            l[i] = fma_exact(q[d + i], k[d + i], l[i]);
+    float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+    if (hd8 < hd) {
+        float t = 0;
+        for (int d = hd8; d < hd; d++)
+            t = fma_exact(q[d], k[d], t);
+        s += t;
+    }
+    return s;
 }
 
-void dy_vec_axpy(dy_simd simd, float *y, float a, const float *x, int n)
+/* vec_avx2.c's exp_ps, one lane. */
+static float exp_poly(float x)
+{
+    x = x < -87.3365448f ? -87.3365448f : x;
+    const float fx = rintf(x * 1.44269504088896341f);
+    float r = fma_exact(-fx, 0.693359375f, x);
+    r = fma_exact(-fx, -2.12194440e-4f, r);
+    float y = 1.9875691500e-4f;
+    y = fma_exact(y, r, 1.3981999507e-3f);
+    y = fma_exact(y, r, 8.3334519073e-3f);
+    y = fma_exact(y, r, 4.1665795894e-2f);
+    y = fma_exact(y, r, 1.6666665459e-1f);
+    y = fma_exact(y, r, 5.0000001201e-1f);
+    y = fma_exact(y, r * r, r + 1.0f);
+    const uint32_t bits = (uint32_t)((int32_t)fx + 127) << 23;
+    float p2;
+    memcpy(&p2, &bits, sizeof p2);
+    return y * p2;
+}
+
+void dy_attn_chunk(dy_simd simd, dy_attn_query *qs, int nq, const float *k, const float *v,
+                   size_t stride, int n, int hd, float scale)
 {
     if (simd == DY_SIMD_AVX2) {
-        dy_vec_axpy_avx2(y, a, x, n);
+        dy_attn_chunk_avx2(qs, nq, k, v, stride, n, hd, scale);
         return;
     }
-    for (int i = 0; i < n; i++)
-        y[i] += a * x[i];
+    (void)n;
+    const int hd8 = hd & ~7, hd64 = hd8 & ~63;
+    float s[DY_ATTN_CHUNK];
+    for (int i = 0; i < nq; i++) {
+        dy_attn_query *a = &qs[i];
+        const int nv = a->nvalid;
+        if (nv <= 0)
+            continue;
+        float cm = -INFINITY;
+        for (int j = 0; j < nv; j++) {
+            s[j] = score_dot(a->q, k + (size_t)j * stride, hd, hd8) * scale;
+            cm = s[j] > cm ? s[j] : cm;
+        }
+        if (cm > a->m) {
+            if (a->m != -INFINITY) {
+                const float corr = expf(a->m - cm);
+                a->l *= corr;
+                for (int d = 0; d < hd; d++)
+                    a->o[d] *= corr;
+            }
+            a->m = cm;
+        }
+        /* weights, and their sum as 8 lanes (lane j mod 8) added ((0+4)+(2+6))+((1+5)+(3+7)) */
+        float lane[8] = {0};
+        for (int j = 0; j < nv; j++) {
+            s[j] = exp_poly(s[j] - a->m);
+            lane[j % 8] += s[j];
+        }
+        a->l += ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+        /* values: one fma chain per dimension in the 64-wide blocks; below hd8 past those,
+         * even and odd keys in two chains added at the end; past hd8, one fma chain */
+        for (int d = 0; d < hd; d++) {
+            const float *vd = v + d;
+            float acc = a->o[d];
+            if (d < hd64 || d >= hd8) {
+                for (int j = 0; j < nv; j++)
+                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
+            } else {
+                float odd = 0;
+                int j = 0;
+                for (; j + 2 <= nv; j += 2) {
+                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
+                    odd = fma_exact(s[j + 1], vd[(size_t)(j + 1) * stride], odd);
+                }
+                if (j < nv)
+                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
+                acc += odd;
+            }
+            a->o[d] = acc;
+        }
+    }
 }
