@@ -31,7 +31,7 @@ for name in agg1x2 agg2x1 disagg1+1; do
   for isl in $isls; do for osl in $osls; do for c in $concs; do
     n=$(( c < 4 ? 4 : c ))
     before=$(curl -s "$url/metrics")
-    json=$("$dyad" bench --url "$url" --seed "$isl$osl" --isl "$isl" --osl "$osl" \
+    json=$("$dyad" bench --url "$url" --seed "$isl$osl$c" --isl "$isl" --osl "$osl" \
       --concurrency "$c" --requests "$n" --cores 2 --json)
     after=$(curl -s "$url/metrics")
     python3 - "$name" "$isl" "$osl" "$c" "$json" "$before" "$after" >>"$out" <<'PY'

@@ -9,10 +9,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dyad=${1:-build/dyad}
-model=models/generated/110m-q8_0.gguf
+# The 110m shape with its context raised to 4096 (gen-model --ctx), so ShareGPT prompts of up
+# to 1024 tokens fit with their outputs; compute per token is the same as the 1024 model.
+model=models/generated/110m-q8_0-ctx4k.gguf
 out=${OUT:-docs/bench}
 mkdir -p models/generated "$out"
-[ -f "$model" ] || "$dyad" gen-model --shape 110m --type q8_0 -o "$model"
+[ -f "$model" ] || "$dyad" gen-model --shape 110m --type q8_0 --ctx 4096 -o "$model"
 log=$(mktemp)
 "$dyad" serve --model "$model" --workers 1 --threads-per-worker 2 --port 0 --kv-mem 1024 2>"$log" &
 server=$!
