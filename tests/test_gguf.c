@@ -87,6 +87,23 @@ static void expect_error(const char *buf, size_t len, size_t off, const void *by
         fail_msg("error '%s' does not mention '%s'", err, needle);
 }
 
+/* GGUF v2 has v3's layout (64-bit counts and lengths); the same bytes marked v2 must load. */
+static void test_version_2_accepted(void **state)
+{
+    (void)state;
+    size_t len;
+    char *buf = tu_read_file(tu_path(MODEL), &len);
+    uint32_t v2 = 2;
+    memcpy(buf + 4, &v2, 4);
+    char err[512];
+    gguf_file *g = gguf_parse((const uint8_t *)buf, len, "v2.gguf", err, sizeof err);
+    assert_non_null(g);
+    assert_int_equal(g->version, 2);
+    assert_int_equal(g->n_tensors, 48);
+    gguf_close(g);
+    free(buf);
+}
+
 static void test_corrupt_header_fields(void **state)
 {
     (void)state;
@@ -176,6 +193,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_bundled_model),
         cmocka_unit_test(test_truncated_everywhere),
+        cmocka_unit_test(test_version_2_accepted),
         cmocka_unit_test(test_corrupt_header_fields),
         cmocka_unit_test(test_corrupt_tensor_info),
         cmocka_unit_test(test_random_flips),
