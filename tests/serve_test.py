@@ -211,6 +211,24 @@ def test_killed_worker_is_replaced(s):
     assert s.metrics()['dyad_worker_restarts_total{worker="0"}'] >= 1
 
 
+def test_workers_die_with_the_frontend():
+    """A frontend killed outright (no graceful shutdown) leaves no worker behind."""
+    s = Server("--prefill-workers", "1", "--decode-workers", "1")
+    pids = [w["pid"] for w in s.request("GET", "/health")[1]["workers"]]
+    s.proc.kill()
+    s.proc.wait()
+
+    def gone():
+        for pid in pids:
+            try:
+                os.kill(pid, 0)
+                return False
+            except ProcessLookupError:
+                pass
+        return True
+    assert s.wait_for(gone, 10), pids
+
+
 def test_api_key():
     s = Server("--api-key", "sekret")
     try:

@@ -139,6 +139,7 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
         argv[a++] = listen;
     }
     argv[a] = NULL;
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -147,8 +148,17 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
         return -1;
     }
     if (pid == 0) {
-        /* Only async-signal-safe calls between fork and exec. */
+        /* Only async-signal-safe calls between fork and exec. The frontend blocks SIGINT and
+         * SIGTERM (it takes them with sigwait) and ignores SIGPIPE; a signal mask and ignored
+         * signals survive exec, so the worker gets the defaults back first — otherwise the
+         * parent-death SIGTERM below could never end an orphaned worker. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
         prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) /* the frontend died before prctl took effect */
+            _exit(1);
         fcntl(sv[1], F_SETFD, 0);
         execvp(prog, argv);
         _exit(127);
