@@ -9,26 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* fmaf, correctly rounded (kernels.c has the reasoning): exact product in double, TwoSum error
- * of the double sum, round-to-odd, then one rounding to float. */
-#ifdef FP_FAST_FMAF
-#define fma_exact fmaf
-#else
-static inline float fma_exact(float a, float b, float c)
-{
-    const double p = (double)a * b, t = p + c;
-    const double bv = t - p, e = (p - (t - bv)) + (c - bv);
-    uint64_t u;
-    memcpy(&u, &t, sizeof u);
-    if (e != 0 && !(u & 1)) {
-        u += (e > 0) == (t > 0) ? 1 : (uint64_t)-1;
-        double odd;
-        memcpy(&odd, &u, sizeof odd);
-        return (float)odd;
-    }
-    return (float)t;
-}
-#endif
+#include "engine/fmaf.h"
 
 /* q · key: lane l sums the dimensions ≡ l (mod 8) below hd8 by fma, the lanes are added
  * ((0+1)+(2+3))+((4+5)+(6+7)), then the dimensions past hd8 (summed from 0 by fma). */
@@ -37,12 +18,12 @@ static float score_dot(const float *q, const float *k, int hd, int hd8)
     float l[8] = {0};
     for (int d = 0; d < hd8; d += 8)
         for (int i = 0; i < 8; i++)
-            l[i] = fma_exact(q[d + i], k[d + i], l[i]);
+            l[i] = dy_fmaf(q[d + i], k[d + i], l[i]);
     float s = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
     if (hd8 < hd) {
         float t = 0;
         for (int d = hd8; d < hd; d++)
-            t = fma_exact(q[d], k[d], t);
+            t = dy_fmaf(q[d], k[d], t);
         s += t;
     }
     return s;
@@ -53,15 +34,15 @@ static float exp_poly(float x)
 {
     x = x < -87.3365448f ? -87.3365448f : x;
     const float fx = rintf(x * 1.44269504088896341f);
-    float r = fma_exact(-fx, 0.693359375f, x);
-    r = fma_exact(-fx, -2.12194440e-4f, r);
+    float r = dy_fmaf(-fx, 0.693359375f, x);
+    r = dy_fmaf(-fx, -2.12194440e-4f, r);
     float y = 1.9875691500e-4f;
-    y = fma_exact(y, r, 1.3981999507e-3f);
-    y = fma_exact(y, r, 8.3334519073e-3f);
-    y = fma_exact(y, r, 4.1665795894e-2f);
-    y = fma_exact(y, r, 1.6666665459e-1f);
-    y = fma_exact(y, r, 5.0000001201e-1f);
-    y = fma_exact(y, r * r, r + 1.0f);
+    y = dy_fmaf(y, r, 1.3981999507e-3f);
+    y = dy_fmaf(y, r, 8.3334519073e-3f);
+    y = dy_fmaf(y, r, 4.1665795894e-2f);
+    y = dy_fmaf(y, r, 1.6666665459e-1f);
+    y = dy_fmaf(y, r, 5.0000001201e-1f);
+    y = dy_fmaf(y, r * r, r + 1.0f);
     const uint32_t bits = (uint32_t)((int32_t)fx + 127) << 23;
     float p2;
     memcpy(&p2, &bits, sizeof p2);
@@ -111,16 +92,16 @@ void dy_attn_chunk(dy_simd simd, dy_attn_query *qs, int nq, const float *k, cons
             float acc = a->o[d];
             if (d < hd64 || d >= hd8) {
                 for (int j = 0; j < nv; j++)
-                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
+                    acc = dy_fmaf(s[j], vd[(size_t)j * stride], acc);
             } else {
                 float odd = 0;
                 int j = 0;
                 for (; j + 2 <= nv; j += 2) {
-                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
-                    odd = fma_exact(s[j + 1], vd[(size_t)(j + 1) * stride], odd);
+                    acc = dy_fmaf(s[j], vd[(size_t)j * stride], acc);
+                    odd = dy_fmaf(s[j + 1], vd[(size_t)(j + 1) * stride], odd);
                 }
                 if (j < nv)
-                    acc = fma_exact(s[j], vd[(size_t)j * stride], acc);
+                    acc = dy_fmaf(s[j], vd[(size_t)j * stride], acc);
                 acc += odd;
             }
             a->o[d] = acc;
