@@ -14,20 +14,7 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint64_t rng_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
-static float rng_normal(void)
-{
-    const float u1 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
-    const float u2 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
-}
 
 typedef struct {
     int pos, n; /* the step holds positions pos … pos+n-1 of the sequence */
@@ -69,7 +56,7 @@ static void make_setup(setup *s, const attn_case *c)
     for (int i = 0; i < n_blocks; i++)
         ids[i] = dy_kv_alloc(s->kv);
     for (int i = n_blocks - 1; i > 0; i--) { /* scatter */
-        const int j = (int)(rng_u64() % (uint64_t)(i + 1));
+        const int j = (int)(tu_rng_u64(&rng_state) % (uint64_t)(i + 1));
         const int32_t t = ids[i];
         ids[i] = ids[j];
         ids[j] = t;
@@ -91,8 +78,8 @@ static void make_setup(setup *s, const attn_case *c)
                 float *v = dy_kv_values(s->kv, b, layer) + (size_t)(p % bs) * kvd;
                 for (int d = 0; d < kvd; d++) {
                     /* keys drift with the position, so later chunks raise the running max */
-                    k[d] = rng_normal() + 0.002f * (float)p;
-                    v[d] = rng_normal();
+                    k[d] = tu_rng_normal(&rng_state) + 0.002f * (float)p;
+                    v[d] = tu_rng_normal(&rng_state);
                 }
             }
         for (int j = 0; j < c->seqs[i].n; j++, t++) {
@@ -101,7 +88,7 @@ static void make_setup(setup *s, const attn_case *c)
         }
     }
     for (size_t i = 0; i < (size_t)s->T * c->n_heads * c->head_dim; i++)
-        s->q[i] = c->q_scale * rng_normal();
+        s->q[i] = c->q_scale * tu_rng_normal(&rng_state);
     free(ids);
 }
 

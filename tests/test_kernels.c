@@ -13,20 +13,7 @@
 
 static uint64_t rng_state;
 
-static uint64_t rng_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
-static float rng_normal(void)
-{
-    const float u1 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
-    const float u2 = ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
-}
 
 static const dy_type weight_types[] = {DY_F32, DY_F16, DY_BF16, DY_Q8_0, DY_Q4_0,
                                        DY_Q4_K, DY_Q5_K, DY_Q6_K};
@@ -80,7 +67,7 @@ static void make_weights(weights *w, dy_type t, int64_t rows, int64_t cols)
     float *tmp = malloc((size_t)cols * sizeof(float));
     assert_true(w->wf && w->wq && w->wd && tmp);
     for (int64_t i = 0; i < rows * cols; i++)
-        w->wf[i] = 0.05f * rng_normal() + (i % 61 == 0 ? 0.3f : 0.0f);
+        w->wf[i] = 0.05f * tu_rng_normal(&rng_state) + (i % 61 == 0 ? 0.3f : 0.0f);
     for (int64_t r = 0; r < rows; r++) {
         dy_quantize_row(t, w->wf + r * cols, w->wq + (size_t)r * rb, cols);
         dy_dequant_row(t, w->wq + (size_t)r * rb, tmp, cols);
@@ -124,7 +111,7 @@ static void run_case(dy_simd simd, const weights *w, int B, int64_t r0, int64_t 
     float *tmp = malloc((size_t)cols * sizeof(float));
     assert_true(X && Y && xd && tmp);
     for (int64_t i = 0; i < B * ldx; i++)
-        X[i] = rng_normal();
+        X[i] = tu_rng_normal(&rng_state);
     void *act = convert_acts(simd, w->type, X, ldx, cols, B);
     for (int64_t i = 0; i < B * ldy; i++)
         Y[i] = NAN; /* sentinel: untouched entries must stay NaN */
@@ -227,7 +214,7 @@ static void test_act_convert_agrees(void **state)
     float *X = malloc((size_t)(B * ldx) * sizeof(float));
     assert_non_null(X);
     for (int64_t i = 0; i < B * ldx; i++)
-        X[i] = rng_normal() * (i % 3 ? 1.0f : 1e-3f);
+        X[i] = tu_rng_normal(&rng_state) * (i % 3 ? 1.0f : 1e-3f);
     for (int64_t i = 0; i < 32; i++)
         X[ldx + i] = 0; /* an all-zero block */
     X[2 * ldx + 7] = -40.f, X[2 * ldx + 9] = 40.f; /* tie in magnitude: the first one counts */
@@ -275,7 +262,7 @@ static void check_scalar_avx2_identical(int64_t rows)
             float *Ya = malloc((size_t)(B * w.rows) * sizeof(float));
             assert_true(X && Ys && Ya);
             for (int64_t i = 0; i < B * cols; i++)
-                X[i] = rng_normal();
+                X[i] = tu_rng_normal(&rng_state);
             void *act = convert_acts(DY_SIMD_SCALAR, w.type, X, cols, cols, B);
             dy_matmul_rows(DY_SIMD_SCALAR, &w.W, act, B, Ys, w.rows, 0, w.rows);
             dy_matmul_rows(DY_SIMD_AVX2, &w.W, act, B, Ya, w.rows, 0, w.rows);

@@ -13,23 +13,8 @@
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
-static uint64_t rng_u64(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
-}
 
-static float rng_uniform(void) /* (0, 1) */
-{
-    return ((float)(rng_u64() >> 40) + 0.5f) / (float)(1 << 24);
-}
 
-static float rng_normal(void)
-{
-    return sqrtf(-2.0f * logf(rng_uniform())) * cosf(6.2831853f * rng_uniform());
-}
 
 static uint32_t bits_of(float f)
 {
@@ -198,11 +183,11 @@ static void fill_test_row(float *x, int64_t n, int kind)
 {
     for (int64_t i = 0; i < n; i++) {
         switch (kind) {
-        case 0: x[i] = 0.02f * rng_normal(); break;              /* weights-like */
-        case 1: x[i] = rng_normal() + (i % 97 == 0 ? 8.f : 0); break; /* outliers */
-        case 2: x[i] = 3.0f * rng_uniform() + 0.5f; break;       /* all positive */
-        case 3: x[i] = -0.05f * rng_uniform(); break;            /* all negative, small */
-        default: x[i] = (i / 40) % 3 == 0 ? 0.f : rng_normal(); break; /* zero blocks */
+        case 0: x[i] = 0.02f * tu_rng_normal(&rng_state); break;              /* weights-like */
+        case 1: x[i] = tu_rng_normal(&rng_state) + (i % 97 == 0 ? 8.f : 0); break; /* outliers */
+        case 2: x[i] = 3.0f * tu_rng_uniform(&rng_state) + 0.5f; break;       /* all positive */
+        case 3: x[i] = -0.05f * tu_rng_uniform(&rng_state); break;            /* all negative, small */
+        default: x[i] = (i / 40) % 3 == 0 ? 0.f : tu_rng_normal(&rng_state); break; /* zero blocks */
         }
     }
 }
@@ -342,11 +327,11 @@ static void test_f16_edges(void **state)
     }
     /* random floats: the result is the nearest half, ties to even */
     for (int i = 0; i < 200000; i++) {
-        float f = float_of((uint32_t)rng_u64());
+        float f = float_of((uint32_t)tu_rng_u64(&rng_state));
         if (isnan(f))
             continue;
         if (i & 1) /* concentrate on the half range */
-            f = ldexpf(rng_uniform() * 2 - 1, (int)(rng_u64() % 44) - 27);
+            f = ldexpf(tu_rng_uniform(&rng_state) * 2 - 1, (int)(tu_rng_u64(&rng_state) % 44) - 27);
         const uint16_t h = dy_f32_to_f16(f);
         const double v = f16_value(h), x = f;
         if (isinf(v)) {

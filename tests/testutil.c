@@ -1,6 +1,7 @@
 /* testutil.c — see testutil.h. */
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -39,4 +40,23 @@ char *tu_read_file(const char *path, size_t *len)
 int tu_exists(const char *path)
 {
     return access(path, R_OK) == 0;
+}
+
+uint64_t tu_rng_u64(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+float tu_rng_uniform(uint64_t *s)
+{
+    return ((float)(tu_rng_u64(s) >> 40) + 0.5f) / (float)(1 << 24);
+}
+
+float tu_rng_normal(uint64_t *s)
+{
+    const float u1 = tu_rng_uniform(s), u2 = tu_rng_uniform(s);
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }

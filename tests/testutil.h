@@ -17,4 +17,10 @@ char *tu_read_file(const char *path, size_t *len);
 /* True if the file exists (used to skip tests on optional data). */
 int tu_exists(const char *path);
 
+/* A deterministic xorshift64 stream for test data: the caller owns the state (non-zero). */
+uint64_t tu_rng_u64(uint64_t *state);
+/* Uniform in (0, 1), and standard normal (Box-Muller), from the same stream. */
+float tu_rng_uniform(uint64_t *state);
+float tu_rng_normal(uint64_t *state);
+
 #endif
