@@ -108,6 +108,8 @@ typedef struct {
     dy_engine *engine;
     dy_sampler *sampler;
     int32_t *blocks, *prompt;
+    int32_t *end_ids; /* tokens that end generation, masked out under --ignore-eos */
+    int n_end;
     float *logits;
     dy_stop stop;
 } run_state;
@@ -120,6 +122,7 @@ static void run_state_free(run_state *s)
     dy_model_free(s->model);
     free(s->blocks);
     free(s->prompt);
+    free(s->end_ids);
     free(s->logits);
     dy_stop_free(&s->stop);
 }
@@ -203,11 +206,15 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     double t1 = now_ms();
     int generated = 0, pos = n_prompt;
     int32_t prev = s->prompt[n_prompt - 1];
+    if (o->ignore_eos) { /* the server's ignore_eos too: such tokens are never drawn */
+        s->end_ids = malloc(sizeof(int32_t) * (size_t)s->model->hp.vocab_size);
+        for (int v = 0; s->end_ids && v < s->model->hp.vocab_size; v++)
+            if (ends_generation(s->model->tok, v))
+                s->end_ids[s->n_end++] = v;
+    }
     while (generated < o->max_tokens) {
-        if (o->ignore_eos) /* the server's ignore_eos too: such tokens are never drawn */
-            for (int v = 0; v < s->model->hp.vocab_size; v++)
-                if (ends_generation(s->model->tok, v))
-                    s->logits[v] = -INFINITY;
+        for (int i = 0; i < s->n_end; i++)
+            s->logits[s->end_ids[i]] = -INFINITY;
         int32_t next = dy_sample(s->sampler, &o->sampling, &rng, s->logits);
         generated++;
         if (!o->ignore_eos && ends_generation(s->model->tok, next))
