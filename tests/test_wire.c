@@ -13,7 +13,7 @@
 static dy_msg_request sample_request(int32_t *prompt)
 {
     dy_msg_request m = {.id = 77, .max_tokens = 128, .temperature = 0.7f, .top_p = 0.9f,
-                        .min_p = 0.05f, .top_k = 40, .seed = 12345, .stream = 3, .ignore_eos = 1,
+                        .min_p = 0.05f, .top_k = 40, .seed = 12345, .stream = 3, .n_samples = 4, .ignore_eos = 1,
                         .want_logprobs = 1, .n_logprobs = 5, .n_stops = 2, .n_prompt = 4,
                         .prompt = prompt};
     strcpy(m.stops[0], "\n\n");
@@ -50,6 +50,7 @@ static void test_request_round_trip(void **st)
     assert_true(d.temperature == 0.7f);
     assert_int_equal(d.seed, 12345);
     assert_int_equal(d.stream, 3);
+    assert_int_equal(d.n_samples, 4);
     assert_int_equal(d.n_stops, 2);
     assert_string_equal(d.stops[1], "The end");
     assert_int_equal(d.n_prompt, 4);

@@ -29,6 +29,7 @@ bool dy_job_set_request(dy_job *j, int i, const dy_msg_request *tmpl, uint32_t s
     dy_msg_request_free(&c->req);
     c->req = *tmpl;
     c->req.stream = stream;
+    c->req.n_samples = 1;
     c->req.prompt = malloc(sizeof(int32_t) * (tmpl->n_prompt ? tmpl->n_prompt : 1));
     if (!c->req.prompt)
         return false;

@@ -105,6 +105,7 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
     put_i32(b, m->top_k);
     put_u64(b, m->seed);
     put_u32(b, m->stream);
+    put_u32(b, m->n_samples);
     put_u8(b, m->ignore_eos);
     put_u8(b, m->want_logprobs);
     put_u8(b, m->n_logprobs);
@@ -403,6 +404,7 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
     m->top_k = get_i32(&r);
     m->seed = get_u64(&r);
     m->stream = get_u32(&r);
+    m->n_samples = get_u32(&r);
     m->ignore_eos = get_u8(&r);
     m->want_logprobs = get_u8(&r);
     m->n_logprobs = get_u8(&r);
@@ -410,6 +412,8 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
     m->remote_prefill = get_u8(&r);
     if (m->n_logprobs > DY_WIRE_MAX_TOP)
         return bad(&r, "%u logprobs exceed %d", m->n_logprobs, DY_WIRE_MAX_TOP);
+    if (!r.bad && (m->n_samples == 0 || m->n_samples > DY_WIRE_MAX_SAMPLES))
+        return bad(&r, "%u samples (1 to %d allowed)", m->n_samples, DY_WIRE_MAX_SAMPLES);
     if (m->n_stops > DY_WIRE_MAX_STOPS)
         return bad(&r, "%u stop strings exceed %d", m->n_stops, DY_WIRE_MAX_STOPS);
     for (int i = 0; i < m->n_stops; i++) {

@@ -11,13 +11,14 @@
 #include <stdint.h>
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 1
+#define DY_WIRE_VERSION 2
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
 #define DY_WIRE_MAX_STOP_LEN 256
 #define DY_WIRE_MAX_TOP 20
 #define DY_WIRE_MAX_TEXT 4096
+#define DY_WIRE_MAX_SAMPLES 128 /* samples of one request (n, best_of) */
 
 typedef enum {
     DY_MSG_HELLO = 1,    /* worker → frontend, once: what it serves */
@@ -101,7 +102,10 @@ typedef struct {
     float temperature, top_p, min_p;
     int32_t top_k;
     uint64_t seed;
-    uint32_t stream;     /* the sample index's random stream (n samples of one request) */
+    uint32_t stream;     /* the first sample's random stream */
+    uint32_t n_samples;  /* samples sharing this prompt (1..DY_WIRE_MAX_SAMPLES): sample i has
+                          * id `id + i` and random stream `stream + i`; the prompt is computed
+                          * once and its KV blocks are shared (docs/repeated-sampling.md) */
     uint8_t ignore_eos;
     uint8_t n_logprobs;  /* top alternatives per token; 0 = none */
     uint8_t want_logprobs;
