@@ -223,6 +223,186 @@ static void test_remote_prefill(void **st)
     free_rig(&r);
 }
 
+
+/* ---------------------------------------------------------------- repeated sampling */
+
+static int total_prompt_tokens(const dy_plan *p)
+{
+    int n = 0;
+    for (int i = 0; i < p->n_items; i++)
+        if (p->items[i].start < p->items[i].seq->n_prompt)
+            n += p->items[i].n;
+    return n;
+}
+
+/* Four samples of a 10-token prompt: the leader computes positions 0..8 once; then each
+ * sample shares the two full blocks, gets its own copy of the partly filled third block,
+ * and computes the last prompt token in the same step. */
+static void test_fork_shares_prompt_blocks(void **st)
+{
+    (void)st;
+    rig r = make_rig(32, 64, 8);
+    int32_t t[10];
+    prompt(t, 10, 1);
+    dy_seq *lead = dy_sched_add(r.s, 1, t, 10, 40, NULL);
+    dy_seq *f[3];
+    for (int i = 0; i < 3; i++) {
+        f[i] = dy_sched_fork(r.s, lead, 2 + (uint64_t)i, NULL);
+        assert_non_null(f[i]);
+        assert_int_equal(f[i]->state, DY_SEQ_FORK);
+    }
+    assert_int_equal(dy_sched_n_waiting(r.s), 1);
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_items, 1);
+    assert_int_equal(p->items[0].n, 9);
+    assert_false(p->items[0].logits);
+    int computed = total_prompt_tokens(p);
+    p = step(&r);
+    computed += total_prompt_tokens(p);
+    assert_int_equal(p->n_items, 4);
+    assert_int_equal(p->n_copies, 3);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(p->items[i].start, 9);
+        assert_int_equal(p->items[i].n, 1);
+        assert_true(p->items[i].logits);
+    }
+    assert_int_equal(computed, 9 + 4); /* not 4 × 10 */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(f[i]->state, DY_SEQ_RUNNING);
+        assert_int_equal(f[i]->n_blocks, 3);
+        assert_int_equal(f[i]->blocks[0], lead->blocks[0]);
+        assert_int_equal(f[i]->blocks[1], lead->blocks[1]);
+        assert_int_not_equal(f[i]->blocks[2], lead->blocks[2]);
+        assert_int_equal(p->copies[i].src, lead->blocks[2]);
+        assert_int_equal(p->copies[i].dst, f[i]->blocks[2]);
+        assert_int_equal(f[i]->n_tokens, 11);
+    }
+    assert_int_equal(r.pool->refcount[lead->blocks[0]], 4);
+    /* Forked blocks are freed when the last sample ends, not before. */
+    int32_t shared = lead->blocks[0];
+    dy_sched_finish(r.s, lead);
+    dy_sched_finish(r.s, f[0]);
+    dy_sched_finish(r.s, f[1]);
+    assert_int_equal(r.pool->refcount[shared], 1);
+    dy_sched_finish(r.s, f[2]);
+    assert_int_equal(r.pool->refcount[shared], 0);
+    assert_int_equal(dy_kv_cache_available(r.kv), 32);
+    free_rig(&r);
+}
+
+/* A prompt whose fork point falls on a block boundary shares every block: nothing to copy. */
+static void test_fork_on_block_boundary(void **st)
+{
+    (void)st;
+    rig r = make_rig(32, 64, 8);
+    int32_t t[9];
+    prompt(t, 9, 2);
+    dy_seq *lead = dy_sched_add(r.s, 1, t, 9, 40, NULL);
+    dy_seq *f = dy_sched_fork(r.s, lead, 2, NULL);
+    step(&r);
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_copies, 0);
+    assert_int_equal(p->n_items, 2);
+    assert_int_equal(f->n_blocks, 3); /* two shared, one new for position 8 */
+    assert_int_equal(f->blocks[1], lead->blocks[1]);
+    assert_int_not_equal(f->blocks[2], lead->blocks[2]);
+    dy_sched_finish(r.s, f);
+    dy_sched_finish(r.s, lead);
+    assert_int_equal(dy_kv_cache_available(r.kv), 32);
+    free_rig(&r);
+}
+
+/* The leader is cancelled before the fork: the next sample leads; a cancelled waiting
+ * sample simply disappears. A one-token prompt has nothing to share. */
+static void test_fork_leader_cancelled(void **st)
+{
+    (void)st;
+    rig r = make_rig(32, 64, 8);
+    int32_t t[10];
+    prompt(t, 10, 3);
+    dy_seq *lead = dy_sched_add(r.s, 1, t, 10, 40, NULL);
+    dy_seq *a = dy_sched_fork(r.s, lead, 2, NULL);
+    dy_seq *b = dy_sched_fork(r.s, lead, 3, NULL);
+    dy_seq *c = dy_sched_fork(r.s, lead, 4, NULL);
+    dy_sched_finish(r.s, lead);
+    assert_int_equal(a->state, DY_SEQ_WAITING);
+    assert_ptr_equal(a->forks, b);
+    assert_ptr_equal(b->leader, a);
+    dy_sched_finish(r.s, b);
+    assert_ptr_equal(a->forks, c);
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_items, 1);
+    assert_int_equal(p->items[0].n, 9);
+    p = step(&r);
+    assert_int_equal(p->n_items, 2);
+    assert_int_equal(c->blocks[0], a->blocks[0]);
+    assert_null(dy_sched_fork(r.s, a, 9, NULL)); /* past the fork point */
+    dy_sched_finish(r.s, a);
+    dy_sched_finish(r.s, c);
+    dy_seq *one = dy_sched_add(r.s, 5, t, 1, 40, NULL);
+    dy_seq *two = dy_sched_fork(r.s, one, 6, NULL);
+    assert_int_equal(two->state, DY_SEQ_WAITING);
+    p = step(&r);
+    assert_int_equal(p->n_items, 2);
+    dy_sched_free(r.s); /* frees what is left, forks included */
+    r.s = NULL;
+    assert_int_equal(dy_kv_cache_available(r.kv), 32);
+    dy_kv_cache_free(r.kv);
+    dy_kv_pool_free(r.pool);
+}
+
+/* No block left for a sample's copy: it queues as an ordinary sequence and, once blocks
+ * free up, finds the leader's full blocks in the prefix cache. */
+static void test_fork_without_room_falls_back(void **st)
+{
+    (void)st;
+    rig r = make_rig(4, 64, 8);
+    int32_t t[10];
+    prompt(t, 10, 4);
+    dy_seq *lead = dy_sched_add(r.s, 1, t, 10, 12, NULL);
+    dy_seq *f = dy_sched_fork(r.s, lead, 2, NULL);
+    step(&r);                          /* the leader holds 3 of the 4 blocks */
+    dy_seq *g = dy_sched_fork(r.s, lead, 3, NULL);
+    assert_non_null(g);
+    const dy_plan *p = step(&r);       /* f takes the last block for its copy; g gets none */
+    assert_int_equal(p->n_copies, 1);
+    assert_int_equal(f->state, DY_SEQ_RUNNING);
+    assert_int_equal(g->state, DY_SEQ_WAITING);
+    assert_int_equal(g->n_blocks, 0);
+    dy_sched_finish(r.s, lead);
+    dy_sched_finish(r.s, f);
+    p = step(&r);
+    assert_int_equal(p->n_items, 1);
+    assert_ptr_equal(p->items[0].seq, g);
+    assert_int_equal(p->items[0].start, 8); /* two blocks from the cache */
+    assert_int_equal(g->n_cached, 0);       /* it shared nothing at the fork */
+    dy_sched_finish(r.s, g);
+    free_rig(&r);
+}
+
+/* Disaggregated: the prompt's KV arrives once for the leader; the samples fork it. */
+static void test_fork_after_remote_prefill(void **st)
+{
+    (void)st;
+    rig r = make_rig(32, 64, 8);
+    int32_t t[10];
+    prompt(t, 10, 5);
+    dy_seq *lead = dy_sched_add_remote(r.s, 1, t, 10, 40, NULL);
+    assert_int_equal(lead->state, DY_SEQ_REMOTE);
+    dy_seq *f = dy_sched_fork(r.s, lead, 2, NULL);
+    assert_int_equal(step(&r)->n_items, 0);
+    dy_sched_remote_ready(r.s, lead, true);
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_items, 2);
+    assert_int_equal(p->n_copies, 1);
+    assert_int_equal(total_prompt_tokens(p), 2);
+    assert_int_equal(f->blocks[0], lead->blocks[0]);
+    assert_int_equal(dy_kv_cache_indexed(r.kv), 2); /* the received full blocks published */
+    dy_sched_finish(r.s, f);
+    dy_sched_finish(r.s, lead);
+    free_rig(&r);
+}
+
 /* ---------------------------------------------------------------- on the real engine */
 
 #define N_REQ 6
@@ -321,6 +501,67 @@ static void test_engine_batched_equals_alone(void **st)
     dy_model_free(m);
 }
 
+/* Four greedy samples of one prompt, forked after the leader's prefill (the partly filled
+ * block copied as the plan says): every sample must produce the tokens the prompt gives
+ * alone — a missed or wrong copy would change them. */
+static void test_engine_forked_samples_equal_alone(void **st)
+{
+    (void)st;
+    char err[256];
+    dy_model *m = dy_model_load(tu_path("models/stories260K.bin"), NULL, err, sizeof err);
+    assert_non_null(m);
+    const int gen = 24, V = m->hp.vocab_size, n = 20, n_samples = 4;
+    int32_t p[20], want[24];
+    p[0] = 1;
+    for (int i = 1; i < n; i++)
+        p[i] = 40 + (i * 13) % 300;
+    greedy_alone(m, p, n, gen, want);
+    dy_kv_pool *pool = dy_kv_pool_new(32, 16, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim);
+    dy_kv_cache *kv = dy_kv_cache_new(pool, m->fingerprint);
+    dy_sched_config cfg = {64, 8};
+    dy_sched *s = dy_sched_new(&cfg, kv);
+    dy_engine *e = dy_engine_new(m, pool, 1, 64, err, sizeof err);
+    float *logits = malloc(sizeof(float) * V * 8);
+    dy_seq *seq[4];
+    seq[0] = dy_sched_add(s, 0, p, n, 256, NULL);
+    for (int i = 1; i < n_samples; i++)
+        seq[i] = dy_sched_fork(s, seq[0], (uint64_t)i, NULL);
+    int copies = 0;
+    for (int steps = 0; seq[0]->n_tokens - n < gen; steps++) {
+        assert_true(steps < 100);
+        const dy_plan *pl;
+        assert_true(dy_sched_plan(s, &pl) > 0);
+        for (int c = 0; c < pl->n_copies; c++)
+            dy_kv_copy_block(pool, pl->copies[c].dst, pl->copies[c].src);
+        copies += pl->n_copies;
+        dy_span spans[8];
+        int n_logits = 0;
+        for (int i = 0; i < pl->n_items; i++) {
+            const dy_plan_item *it = &pl->items[i];
+            spans[i] = (dy_span){it->seq->tokens + it->start, it->n, it->start, it->seq->blocks,
+                                 it->seq->n_blocks, it->logits};
+            n_logits += it->logits;
+        }
+        assert_int_equal(dy_engine_step(e, spans, pl->n_items, logits, err, sizeof err), 0);
+        int32_t sampled[8];
+        for (int i = 0; i < n_logits; i++)
+            sampled[i] = dy_argmax(logits + (size_t)i * V, V);
+        dy_sched_commit(s, sampled);
+    }
+    assert_int_equal(copies, n_samples - 1);
+    for (int i = 0; i < n_samples; i++) {
+        assert_int_equal(seq[i]->n_tokens, n + gen);
+        assert_memory_equal(seq[i]->tokens + n, want, sizeof want);
+    }
+    free(logits);
+    dy_engine_free(e);
+    dy_sched_free(s);
+    assert_int_equal(dy_kv_cache_available(kv), 32);
+    dy_kv_cache_free(kv);
+    dy_kv_pool_free(pool);
+    dy_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +571,12 @@ int main(void)
         cmocka_unit_test(test_preempts_youngest_and_recovers),
         cmocka_unit_test(test_limits_and_starvation),
         cmocka_unit_test(test_remote_prefill),
+        cmocka_unit_test(test_fork_shares_prompt_blocks),
+        cmocka_unit_test(test_fork_on_block_boundary),
+        cmocka_unit_test(test_fork_leader_cancelled),
+        cmocka_unit_test(test_fork_without_room_falls_back),
+        cmocka_unit_test(test_fork_after_remote_prefill),
+        cmocka_unit_test(test_engine_forked_samples_equal_alone),
         cmocka_unit_test(test_engine_batched_equals_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

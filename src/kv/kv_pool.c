@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -103,4 +104,10 @@ void dy_kv_unref(dy_kv_pool *p, int32_t block)
 {
     if (--p->refcount[block] == 0)
         p->free_list[p->n_free++] = block;
+}
+
+void dy_kv_copy_block(dy_kv_pool *p, int32_t dst, int32_t src)
+{
+    const size_t bytes = dy_kv_block_bytes(p);
+    memcpy((char *)p->data + (size_t)dst * bytes, (const char *)p->data + (size_t)src * bytes, bytes);
 }

@@ -40,6 +40,8 @@ int32_t dy_kv_alloc(dy_kv_pool *p);
 void dy_kv_ref(dy_kv_pool *p, int32_t block);
 /* Drops a reference; the block returns to the free list at zero. */
 void dy_kv_unref(dy_kv_pool *p, int32_t block);
+/* Copies one whole block (every layer's keys and values). */
+void dy_kv_copy_block(dy_kv_pool *p, int32_t dst, int32_t src);
 
 static inline float *dy_kv_keys(const dy_kv_pool *p, int32_t block, int layer)
 {

@@ -1,5 +1,6 @@
-/* sched.c — see sched.h. Two intrusive lists (waiting, running) ordered oldest first; a plan
- * is rebuilt from them every step. */
+/* sched.c — see sched.h. Intrusive lists (waiting, running, remote) ordered oldest first; a
+ * plan is rebuilt from them every step. The samples of one prompt that wait for their leader
+ * hang off it (forks) rather than sit in a list, so they are never planned before the fork. */
 #include "sched/sched.h"
 
 #include <stdlib.h>
@@ -18,6 +19,7 @@ struct dy_sched {
     uint64_t next_order;
     uint64_t preemptions;
     dy_plan plan;
+    int copies_cap;
 };
 
 /* ---------------------------------------------------------------- lists */
@@ -45,6 +47,18 @@ static void list_push_back(seq_list *l, dy_seq *s)
     else
         l->head = s;
     l->tail = s;
+    l->n++;
+}
+
+static void list_insert_after(seq_list *l, dy_seq *at, dy_seq *s)
+{
+    s->prev = at;
+    s->next = at->next;
+    if (at->next)
+        at->next->prev = s;
+    else
+        l->tail = s;
+    at->next = s;
     l->n++;
 }
 
@@ -101,8 +115,21 @@ static bool ensure_blocks(dy_sched *s, dy_seq *q, int len)
     return true;
 }
 
-dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
-                     void *user)
+/* Publishes the blocks that became full and computed. */
+static void publish_full_blocks(dy_sched *s, dy_seq *q)
+{
+    int full = q->n_computed / s->bs;
+    if (full <= q->n_published)
+        return;
+    ensure_hashes(s, q, full, q->n_published);
+    for (int b = q->n_published; b < full; b++)
+        dy_kv_cache_publish(s->kv, q->blocks[b], q->hashes[b]);
+    q->n_published = full;
+}
+
+/* A sequence in no list yet. */
+static dy_seq *seq_new(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
+                       void *user)
 {
     int pool_blocks = dy_kv_cache_pool(s->kv)->n_blocks;
     if (n_prompt <= 0 || n_prompt >= max_len || (n_prompt + s->bs) / s->bs > pool_blocks)
@@ -125,12 +152,152 @@ dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prom
     q->cap = q->max_len = max_len;
     q->order = s->next_order++;
     q->state = DY_SEQ_WAITING;
-    list_push_back(&s->waiting, q);
     return q;
 }
 
+dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
+                     void *user)
+{
+    dy_seq *q = seq_new(s, id, prompt, n_prompt, max_len, user);
+    if (q)
+        list_push_back(&s->waiting, q);
+    return q;
+}
+
+/* ---------------------------------------------------------------- repeated sampling */
+
+dy_seq *dy_sched_fork(dy_sched *s, dy_seq *leader, uint64_t id, void *user)
+{
+    if (!leader || leader->state == DY_SEQ_FORK || leader->n_computed >= leader->n_prompt)
+        return NULL;
+    if (leader->n_prompt == 1) /* nothing to share: an ordinary sequence */
+        return dy_sched_add(s, id, leader->tokens, 1, leader->max_len, user);
+    dy_seq *q = seq_new(s, id, leader->tokens, leader->n_prompt, leader->max_len, user);
+    if (!q)
+        return NULL;
+    q->order = leader->order;
+    q->state = DY_SEQ_FORK;
+    q->leader = leader;
+    dy_seq **tail = &leader->forks;
+    while (*tail)
+        tail = &(*tail)->fork_next;
+    *tail = q;
+    return q;
+}
+
+static bool push_copy(dy_sched *s, int32_t src, int32_t dst)
+{
+    dy_plan *p = &s->plan;
+    if (p->n_copies == s->copies_cap) {
+        int cap = s->copies_cap ? 2 * s->copies_cap : 16;
+        dy_block_copy *c = realloc(p->copies, sizeof *c * (size_t)cap);
+        if (!c)
+            return false;
+        p->copies = c;
+        s->copies_cap = cap;
+    }
+    p->copies[p->n_copies++] = (dy_block_copy){src, dst};
+    return true;
+}
+
+/* Gives one sample the leader's prompt blocks: the full ones shared, the partly filled last
+ * one copied. False when no block (or memory) is left for the copy. */
+static bool share_prompt_blocks(dy_sched *s, const dy_seq *leader, dy_seq *q)
+{
+    const int fork_at = leader->n_prompt - 1;
+    const int full = fork_at / s->bs;
+    if (fork_at % s->bs) {
+        int32_t copy = dy_kv_cache_alloc(s->kv);
+        if (copy < 0)
+            return false;
+        if (!push_copy(s, leader->blocks[full], copy)) {
+            dy_kv_cache_release(s->kv, copy);
+            return false;
+        }
+        q->blocks[full] = copy;
+    }
+    dy_kv_pool *pool = dy_kv_cache_pool(s->kv);
+    for (int i = 0; i < full; i++) {
+        dy_kv_ref(pool, leader->blocks[i]);
+        q->blocks[i] = leader->blocks[i];
+        q->hashes[i] = leader->hashes[i];
+    }
+    q->n_blocks = full + (fork_at % s->bs != 0);
+    q->n_published = full;
+    q->n_computed = fork_at;
+    return true;
+}
+
+/* The leader has computed its prompt up to the last token: its waiting samples fork its
+ * blocks and queue right behind it (at the front of the queue when it is already running),
+ * in sample order. */
+static void fork_samples(dy_sched *s, dy_seq *leader)
+{
+    publish_full_blocks(s, leader); /* a remote prefill's blocks are not published yet */
+    dy_seq *at = leader->state == DY_SEQ_WAITING ? leader : NULL;
+    dy_seq *q = leader->forks;
+    leader->forks = NULL;
+    while (q) {
+        dy_seq *next = q->fork_next;
+        q->fork_next = q->leader = NULL;
+        q->state = DY_SEQ_WAITING;
+        q->admitted_once = true;
+        q->n_cached = leader->n_cached;
+        if (!share_prompt_blocks(s, leader, q))
+            q->n_blocks = q->n_published = q->n_computed = 0; /* later, via the prefix cache */
+        if (at)
+            list_insert_after(&s->waiting, at, q);
+        else
+            list_push_front(&s->waiting, q);
+        at = q;
+        q = next;
+    }
+}
+
+static bool ready_to_fork(const dy_seq *q)
+{
+    return q->forks && q->n_computed >= q->n_prompt - 1;
+}
+
+/* Positions a sequence may compute now: a leader stops before its last prompt token until
+ * its samples have forked. */
+static int target_len(const dy_seq *q)
+{
+    return q->forks ? q->n_prompt - 1 : q->n_tokens;
+}
+
+static void unlink_fork(dy_seq *q)
+{
+    dy_seq **p = &q->leader->forks;
+    while (*p != q)
+        p = &(*p)->fork_next;
+    *p = q->fork_next;
+}
+
+/* The leader ends before its samples forked: the next sample leads the rest. */
+static void promote_first_fork(dy_sched *s, dy_seq *leader)
+{
+    dy_seq *q = leader->forks;
+    leader->forks = NULL;
+    q->forks = q->fork_next;
+    q->fork_next = q->leader = NULL;
+    for (dy_seq *f = q->forks; f; f = f->fork_next)
+        f->leader = q;
+    q->state = DY_SEQ_WAITING;
+    list_push_front(&s->waiting, q);
+}
+
+/* ---------------------------------------------------------------- ending */
+
 void dy_sched_finish(dy_sched *s, dy_seq *q)
 {
+    if (q->state == DY_SEQ_FORK) {
+        unlink_fork(q);
+        seq_free(q);
+        return;
+    }
+    if (q->forks)
+        promote_first_fork(s, q);
     release_blocks(s, q);
     list_remove(q->state == DY_SEQ_RUNNING ? &s->running
                 : q->state == DY_SEQ_REMOTE ? &s->remote : &s->waiting, q);
@@ -170,7 +337,11 @@ static void add_item(dy_sched *s, dy_seq *q, int n)
 static int plan_running(dy_sched *s, int budget)
 {
     for (dy_seq *q = s->running.head; q && budget > 0;) {
-        int n = q->n_tokens - q->n_computed;
+        int n = target_len(q) - q->n_computed;
+        if (n <= 0) {
+            q = q->next;
+            continue;
+        }
         if (n > budget)
             n = budget;
         while (q->state == DY_SEQ_RUNNING && !ensure_blocks(s, q, q->n_computed + n))
@@ -204,9 +375,11 @@ static void plan_waiting(dy_sched *s, int budget)
 {
     while (s->waiting.head && budget > 0 && s->running.n < s->cfg.max_running) {
         dy_seq *q = s->waiting.head;
-        if (q->n_blocks == 0) /* not already holding blocks (a remote prefill's) */
+        if (q->n_blocks == 0) /* not already holding blocks (a remote prefill's, a fork's) */
             attach_cached_prefix(s, q);
-        int n = q->n_tokens - q->n_computed;
+        if (ready_to_fork(q))
+            fork_samples(s, q);
+        int n = target_len(q) - q->n_computed;
         if (n > budget)
             n = budget;
         if (!ensure_blocks(s, q, q->n_computed + n)) {
@@ -224,6 +397,10 @@ static void plan_waiting(dy_sched *s, int budget)
 int dy_sched_plan(dy_sched *s, const dy_plan **plan)
 {
     s->plan.n_items = s->plan.n_tokens = s->plan.n_decode = s->plan.n_preempted = 0;
+    s->plan.n_copies = 0;
+    for (dy_seq *q = s->running.head; q; q = q->next)
+        if (ready_to_fork(q))
+            fork_samples(s, q);
     int budget = plan_running(s, s->cfg.max_batch_tokens);
     plan_waiting(s, budget);
     *plan = &s->plan;
@@ -241,13 +418,7 @@ void dy_sched_commit(dy_sched *s, const int32_t *sampled)
             continue;
         }
         q->n_computed += it->n;
-        int full = q->n_computed / s->bs;
-        if (full > q->n_published) {
-            ensure_hashes(s, q, full, q->n_published);
-            for (int b = q->n_published; b < full; b++)
-                dy_kv_cache_publish(s->kv, q->blocks[b], q->hashes[b]);
-            q->n_published = full;
-        }
+        publish_full_blocks(s, q);
         if (it->logits) {
             int32_t t = sampled[k++];
             if (q->n_tokens < q->max_len)
@@ -313,13 +484,13 @@ void dy_sched_free(dy_sched *s)
 {
     if (!s)
         return;
-    while (s->running.head)
-        dy_sched_finish(s, s->running.head);
-    while (s->waiting.head)
-        dy_sched_finish(s, s->waiting.head);
-    while (s->remote.head)
-        dy_sched_finish(s, s->remote.head);
+    /* Ending a leader moves its next sample to the queue: go round until all are empty. */
+    while (s->running.head || s->waiting.head || s->remote.head) {
+        seq_list *l = s->running.head ? &s->running : s->waiting.head ? &s->waiting : &s->remote;
+        dy_sched_finish(s, l->head);
+    }
     free(s->plan.items);
+    free(s->plan.copies);
     free(s);
 }
 

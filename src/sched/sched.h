@@ -22,6 +22,7 @@ typedef enum {
     DY_SEQ_WAITING,
     DY_SEQ_RUNNING,
     DY_SEQ_REMOTE, /* blocks set aside; its prompt is being computed by a prefill worker */
+    DY_SEQ_FORK,   /* a sample waiting for its leader's prompt (dy_sched_fork) */
 } dy_seq_state;
 
 typedef struct dy_seq {
@@ -42,6 +43,8 @@ typedef struct dy_seq {
     uint64_t *hashes;      /* chained hashes of full blocks */
     uint64_t order;        /* arrival order: smaller is older */
     struct dy_seq *prev, *next; /* in its list (waiting or running) */
+    /* repeated sampling: a leader's samples waiting to fork its prompt blocks */
+    struct dy_seq *forks, *fork_next, *leader;
 } dy_seq;
 
 typedef struct {
@@ -58,9 +61,17 @@ typedef struct {
 
 typedef struct dy_sched dy_sched;
 
+/* A block to copy before the step runs: a forked sample's own copy of the partly filled
+ * last prompt block it is about to write into. */
+typedef struct {
+    int32_t src, dst;
+} dy_block_copy;
+
 typedef struct {
     dy_plan_item *items;
     int n_items;
+    dy_block_copy *copies; /* done by the caller before running the items */
+    int n_copies;
     int n_tokens;
     int n_decode;     /* items that are single decode tokens */
     int n_preempted;  /* sequences preempted while planning this step */
@@ -86,6 +97,17 @@ dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int
  * of the prompt after the cached prefix is computed here). Either way the sequence joins the
  * front of the queue. */
 void dy_sched_remote_ready(dy_sched *s, dy_seq *seq, bool ok);
+
+/* Repeated sampling: another sample of `leader`'s prompt (same tokens and max_len). The
+ * prompt is computed once: the leader computes positions [0, n_prompt - 1) alone, then each
+ * sample forks its block table — the full blocks are shared by reference count, the partly
+ * filled last one is copied (dy_plan.copies) because every sample writes its own tokens
+ * into it — and every sample computes the last prompt token itself, in a decode step, so
+ * each draws its first token from its own random stream. A sample that finds no block for
+ * its copy is queued as an ordinary sequence (the leader's published blocks are still found
+ * in the prefix cache). If the leader ends first, the next sample takes over as leader.
+ * NULL if out of memory or if the leader has already passed the fork point. */
+dy_seq *dy_sched_fork(dy_sched *s, dy_seq *leader, uint64_t id, void *user);
 
 /* Ends a sequence (finished or cancelled): its blocks are released at once (published ones
  * stay cached) and the sequence is freed. */
