@@ -18,6 +18,7 @@ dy_job *dy_job_new(int n_choices)
     pthread_cond_init(&j->cv, NULL);
     j->n_choices = n_choices;
     j->refs = 1;
+    j->group = 1;
     for (int i = 0; i < n_choices; i++)
         j->choices[i].worker = j->choices[i].prefill_worker = -1;
     return j;

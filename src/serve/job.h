@@ -43,6 +43,8 @@ typedef struct dy_job {
     pthread_cond_t cv;
     int n_choices;
     dy_choice *choices;
+    int group;         /* samples per prompt: choices [k·group, (k+1)·group) share prompt k and
+                        * are sent as one request, so the prompt is computed once (default 1) */
     int refs;          /* the HTTP side and the worker pool each hold one */
     double t_submit;
     struct dy_job *next_live; /* the pool's list of live jobs */

@@ -108,8 +108,9 @@ static const char *check_request(const worker *w, const dy_msg_request *m, dy_sa
             return "prompt token id outside the vocabulary";
     if ((int64_t)m->n_prompt >= w->model->hp.ctx_len)
         return "prompt does not fit the context length";
-    if (dy_worker_find_req((worker *)w, m->id))
-        return "duplicate request id";
+    for (uint32_t i = 0; i < m->n_samples; i++)
+        if (dy_worker_find_req((worker *)w, m->id + i))
+            return "duplicate request id";
     return NULL;
 }
 
@@ -141,15 +142,51 @@ wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
     return r;
 }
 
+/* Sample i of a request: id + i, random stream + i. */
+static dy_msg_request sample_of(const dy_msg_request *m, uint32_t i)
+{
+    dy_msg_request s = *m;
+    s.id = m->id + i;
+    s.stream = m->stream + i;
+    s.n_samples = 1;
+    return s;
+}
+
+static void fail_samples(worker *w, const dy_msg_request *m, uint32_t from, const char *msg)
+{
+    for (uint32_t i = from; i < m->n_samples; i++)
+        dy_worker_send_error(w, m->id + i, msg);
+}
+
+/* The samples after the first fork the leader's prompt (sched.h, dy_sched_fork). */
+static void add_forks(worker *w, const dy_msg_request *m, dy_seq *leader)
+{
+    for (uint32_t i = 1; i < m->n_samples; i++) {
+        dy_msg_request si = sample_of(m, i);
+        wreq *r = dy_worker_new_req(w, &si);
+        if (!r)
+            continue;
+        r->next = w->reqs;
+        w->reqs = r;
+        r->seq = dy_sched_fork(w->sched, leader, si.id, r);
+        if (!r->seq) {
+            dy_worker_send_error(w, si.id, "out of memory");
+            dy_worker_drop_req(w, r);
+        }
+    }
+}
+
 static void on_request(worker *w, const dy_msg_request *m)
 {
     if (w->cfg.role == DY_ROLE_PREFILL) {
-        dy_worker_send_error(w, m->id, "this is a prefill worker");
+        fail_samples(w, m, 0, "this is a prefill worker");
         return;
     }
     wreq *r = dy_worker_new_req(w, m);
-    if (!r)
+    if (!r) {
+        fail_samples(w, m, 1, "the request was refused");
         return;
+    }
     int64_t max_len = (int64_t)m->n_prompt + m->max_tokens;
     if (max_len > w->model->hp.ctx_len)
         max_len = w->model->hp.ctx_len;
@@ -157,13 +194,19 @@ static void on_request(worker *w, const dy_msg_request *m)
     w->reqs = r;
     if (m->remote_prefill && w->cfg.role == DY_ROLE_DECODE) {
         dy_disagg_on_remote_request(w, r, m);
-        return;
+        if (!dy_worker_find_req(w, m->id)) { /* refused, and its error sent */
+            fail_samples(w, m, 1, "prompt does not fit this worker's KV cache");
+            return;
+        }
+    } else {
+        r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
+        if (!r->seq) {
+            fail_samples(w, m, 0, "prompt does not fit this worker's KV cache");
+            dy_worker_drop_req(w, r);
+            return;
+        }
     }
-    r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
-    if (!r->seq) {
-        dy_worker_send_error(w, m->id, "prompt does not fit this worker's KV cache");
-        dy_worker_drop_req(w, r);
-    }
+    add_forks(w, m, r->seq);
 }
 
 static void on_cancel(worker *w, uint64_t id)
@@ -310,6 +353,9 @@ static void step(worker *w)
         if (it->start < it->seq->n_prompt)
             w->prompt_tokens += (uint64_t)it->n;
     }
+    /* Forked samples get their own copy of a shared, partly filled block before writing. */
+    for (int i = 0; i < p->n_copies; i++)
+        dy_kv_copy_block(w->pool, p->copies[i].dst, p->copies[i].src);
     char err[256];
     double t0 = dy_worker_now();
     for (int i = 0; i < p->n_items; i++) {

@@ -241,23 +241,32 @@ static bool send_frame(slot *s, const dy_buf *b)
     return ok;
 }
 
-/* Sends one choice to slot s, to be prefilled by slot `prefill` (or locally if -1). Call
- * with mu held. */
-static bool send_choice(slot *s, dy_job *job, int ci, uint64_t id, int prefill)
+/* Sends choices [first, first + count) of a job — samples of one prompt, with consecutive
+ * random streams — to slot s as one request with ids id .. id + count - 1, its prompt
+ * prefilled by slot `prefill` (or locally if -1). Call with mu held. */
+static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id, int prefill)
 {
-    dy_choice *c = &job->choices[ci];
-    c->seq_id = id;
-    c->req.id = id;
-    c->req.remote_prefill = prefill >= 0;
-    c->worker = s->index;
+    for (int i = 0; i < count; i++) {
+        dy_choice *c = &job->choices[first + i];
+        c->seq_id = c->req.id = id + (uint64_t)i;
+        c->req.remote_prefill = prefill >= 0;
+        c->worker = s->index;
+    }
+    dy_msg_request m = job->choices[first].req;
+    m.n_samples = (uint32_t)count;
     dy_buf b = {0};
-    bool ok = dy_wire_request(&b, &c->req) && send_frame(s, &b);
+    bool ok = dy_wire_request(&b, &m) && send_frame(s, &b);
     dy_buf_free(&b);
-    if (ok)
-        add_flight(s, id, job, ci)->prefill_slot = prefill;
+    for (int i = 0; ok && i < count; i++) /* the first sample's flight carries the prefill */
+        add_flight(s, id + (uint64_t)i, job, first + i)->prefill_slot = i ? -1 : prefill;
     if (ok && prefill < 0)
         w_count_local(s->pool);
     return ok;
+}
+
+static bool send_choice(slot *s, dy_job *job, int ci, uint64_t id, int prefill)
+{
+    return send_samples(s, job, ci, 1, id, prefill);
 }
 
 /* ---------------------------------------------------------------- the reader */
@@ -656,29 +665,74 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
     return NULL;
 }
 
+/* Samples of one prompt that one worker's KV pool can hold at once, at worst: the prompt's
+ * blocks once (shared) plus each sample's own blocks for its completion. */
+static int samples_per_worker(const slot *s, const dy_msg_request *r)
+{
+    int bs = s->hello.block_size ? (int)s->hello.block_size : 16;
+    int64_t prompt = (r->n_prompt + bs - 1) / bs;
+    int64_t each = ((int64_t)r->max_tokens + bs) / bs + 1;
+    int64_t fit = ((int64_t)s->hello.kv_blocks - prompt) / each;
+    return fit < 1 ? 1 : fit > DY_WIRE_MAX_SAMPLES ? DY_WIRE_MAX_SAMPLES : (int)fit;
+}
+
+/* Routes and sends the samples [first, first + count) of one prompt. They stay together on
+ * one worker — one prefill, one KV transfer, forked blocks — unless that worker's KV pool
+ * could not hold them all at once; then they go in parts that fit, each routed anew
+ * (docs/repeated-sampling.md). -1 if no worker is available. Call with mu held. */
+static int submit_samples(dy_workers *w, dy_job *job, int first, int count)
+{
+    while (count > 0) {
+        const dy_msg_request *r = &job->choices[first].req;
+        int prefill = -1;
+        slot *s = route(w, (int64_t)r->n_prompt - 1, true, &prefill);
+        if (!s)
+            return -1;
+        int part = samples_per_worker(s, r);
+        if (part > count)
+            part = count;
+        pthread_mutex_lock(&job->mu);
+        job->refs += part; /* one per flight */
+        pthread_mutex_unlock(&job->mu);
+        uint64_t id = w->next_id;
+        w->next_id += (uint64_t)part;
+        if (!send_samples(s, job, first, part, id, prefill)) {
+            /* The worker's socket broke: the reader will see it die; fail these now. */
+            pthread_mutex_lock(&job->mu);
+            for (int i = 0; i < part; i++)
+                dy_choice_fail(&job->choices[first + i], "could not reach the worker");
+            job->refs -= part;
+            pthread_mutex_unlock(&job->mu);
+        }
+        first += part;
+        count -= part;
+    }
+    return 0;
+}
+
 int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen)
 {
     pthread_mutex_lock(&w->mu);
     int rc = 0;
-    int prefill = -1;
-    int64_t tokens = job->n_choices ? (int64_t)job->choices[0].req.n_prompt - 1 : 0;
-    slot *s = w->stopping ? NULL : route(w, tokens, true, &prefill);
-    if (!s) {
-        snprintf(err, errlen, w->stopping ? "the server is shutting down" : "no worker is available");
+    if (w->stopping) {
+        snprintf(err, errlen, "the server is shutting down");
         rc = -2;
     } else if (waiting_sequences(w) + job->n_choices > w->cfg.max_queue) {
         snprintf(err, errlen, "the server's queue is full (%d sequences waiting)", w->cfg.max_queue);
         rc = -1;
     }
-    for (int i = 0; rc == 0 && i < job->n_choices; i++) {
-        pthread_mutex_lock(&job->mu);
-        job->refs++;
-        pthread_mutex_unlock(&job->mu);
-        if (!send_choice(s, job, i, w->next_id++, prefill)) {
-            /* The worker's socket broke: the reader will see it die; fail this choice now. */
-            pthread_mutex_lock(&job->mu);
-            dy_choice_fail(&job->choices[i], "could not reach the worker");
-            job->refs--;
+    int group = job->group > 0 ? job->group : 1;
+    for (int first = 0; rc == 0 && first < job->n_choices; first += group) {
+        int count = job->n_choices - first < group ? job->n_choices - first : group;
+        if (submit_samples(w, job, first, count) != 0) {
+            if (first == 0) {
+                snprintf(err, errlen, "no worker is available");
+                rc = -2;
+                break;
+            }
+            pthread_mutex_lock(&job->mu); /* a later prompt: its choices fail */
+            for (int i = first; i < first + count; i++)
+                dy_choice_fail(&job->choices[i], "no worker is available");
             pthread_mutex_unlock(&job->mu);
         }
     }
@@ -700,28 +754,40 @@ static flight *prefill_of(dy_workers *w, const dy_choice *c, slot **p)
     return NULL;
 }
 
+/* Call with mu held. */
+static void cancel_choice(dy_workers *w, dy_job *job, int i)
+{
+    slot *ps;
+    flight *pf = prefill_of(w, &job->choices[i], &ps);
+    if (pf) {
+        /* The prefill worker may be writing into blocks of this sequence: cancel there
+         * first; its answer cancels the sequence on the decode worker. */
+        pf->cancel_decode = true;
+        send_cancel(ps, pf->id);
+        return;
+    }
+    dy_choice *c = &job->choices[i];
+    pthread_mutex_lock(&job->mu);
+    bool live = !c->done && c->worker >= 0;
+    pthread_mutex_unlock(&job->mu);
+    slot *s = live ? &w->slots[c->worker] : NULL;
+    if (s && s->alive && find_flight(s, c->seq_id))
+        send_cancel(s, c->seq_id);
+}
+
 void dy_workers_cancel(dy_workers *w, dy_job *job)
 {
     pthread_mutex_lock(&w->mu);
-    for (int i = 0; i < job->n_choices; i++) {
-        slot *ps;
-        flight *pf = prefill_of(w, &job->choices[i], &ps);
-        if (pf) {
-            /* The prefill worker may be writing into blocks of this sequence: cancel there
-             * first; its answer cancels the sequence on the decode worker. */
-            pf->cancel_decode = true;
-            send_cancel(ps, pf->id);
-            continue;
-        }
-        dy_choice *c = &job->choices[i];
-        pthread_mutex_lock(&job->mu);
-        bool live = !c->done && c->worker >= 0;
-        pthread_mutex_unlock(&job->mu);
-        slot *s = live ? &w->slots[c->worker] : NULL;
-        if (!s || !s->alive || !find_flight(s, c->seq_id))
-            continue;
-        send_cancel(s, c->seq_id);
-    }
+    for (int i = 0; i < job->n_choices; i++)
+        cancel_choice(w, job, i);
+    pthread_mutex_unlock(&w->mu);
+}
+
+void dy_workers_cancel_choice(dy_workers *w, dy_job *job, int i)
+{
+    pthread_mutex_lock(&w->mu);
+    if (i >= 0 && i < job->n_choices)
+        cancel_choice(w, job, i);
     pthread_mutex_unlock(&w->mu);
 }
 

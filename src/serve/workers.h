@@ -59,6 +59,8 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
 int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen);
 /* Asks the workers to stop the job's unfinished choices (the client went away). */
 void dy_workers_cancel(dy_workers *w, dy_job *job);
+/* Cancels one choice of a job (a sample whose vote is no longer needed). */
+void dy_workers_cancel_choice(dy_workers *w, dy_job *job, int i);
 /* Refuses new jobs, lets in-flight sequences finish (up to timeout_s), then stops and reaps
  * every worker. Choices still running at the timeout end with an error. w stays valid (new
  * submissions get -2) until dy_workers_free. */
