@@ -46,8 +46,9 @@ def test_same_answers_and_transfer(agg, dis, tcp):
                 assert c["kv_transfer"]["bytes"] > 0 and c["kv_transfer"]["seconds"] >= 0
     for s in (dis, tcp):
         m = s.metrics()
-        assert m["dyad_kv_transfers_total"] >= 4 and m["dyad_kv_transfer_bytes_total"] > 0
-        assert m['dyad_prefill_total{where="remote"}'] >= 4
+        # three requests, one transfer each: the n = 2 samples share theirs
+        assert m["dyad_kv_transfers_total"] >= 3 and m["dyad_kv_transfer_bytes_total"] > 0
+        assert m['dyad_prefill_total{where="remote"}'] >= 3
 
 
 def test_streaming_same_answers(agg, dis, tcp):

@@ -2,6 +2,7 @@
  * routes (health, models, metrics), then generation: request → prompts → job → either one
  * JSON answer or an SSE stream produced by a content-reader callback. */
 #include "serve/http.h"
+#include "serve/select.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -157,7 +158,13 @@ struct gen {
     dy_http *h;
     dy_api_request req;
     dy_job *job;
-    int n_prompts, per_prompt;
+    int n_prompts, per_prompt; /* per_prompt: samples generated per prompt (n or best_of) */
+    int out_per_prompt;     /* choices returned per prompt: n, or 1 with dyad.select */
+    int *chosen;            /* returned choice → job choice (identity unless selecting) */
+    dy_vote **votes;        /* per prompt, with dyad.select = "majority" */
+    bool *counted;          /* per job choice: its end was seen by the selection */
+    bool *dropped;          /* per job choice: cancelled because the vote was settled */
+    bool selected;          /* chosen[] is final */
     int *prompt_tokens;     /* per prompt */
     char **echo;            /* per prompt: the prompt text, when echo is on */
     char id[64];
@@ -176,6 +183,12 @@ static void gen_free(gen *g)
 {
     if (g->job)
         dy_job_unref(g->job);
+    for (int i = 0; g->votes && i < g->n_prompts; i++)
+        dy_vote_free(g->votes[i]);
+    free(g->votes);
+    free(g->chosen);
+    free(g->counted);
+    free(g->dropped);
     dy_api_request_free(&g->req);
     if (g->echo)
         for (int i = 0; i < g->n_prompts; i++)
@@ -225,7 +238,8 @@ static dy_msg_request wire_request(const gen *g, int32_t *ids, int n, int max_ne
     m.top_k = r->sampling.top_k;
     m.seed = r->has_seed ? r->sampling.seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)g;
     m.ignore_eos = r->ignore_eos;
-    m.want_logprobs = r->logprobs;
+    /* Ranking samples needs every token's log-probability, asked for or not. */
+    m.want_logprobs = r->logprobs || r->select == DY_SELECT_LOGPROB || r->best_of > r->n;
     m.n_logprobs = (uint8_t)r->top_logprobs;
     m.n_stops = (uint8_t)r->n_stop;
     for (int i = 0; i < r->n_stop; i++)
@@ -300,10 +314,6 @@ static int setup_prompt(gen *g, int i, dy_api_error *err)
 
 static const char *unsupported(const dy_api_request *r)
 {
-    if (r->best_of > r->n)
-        return "best_of";
-    if (r->select != DY_SELECT_NONE)
-        return "dyad.select";
     if (r->echo && r->logprobs)
         return "echo";
     return NULL;
@@ -331,9 +341,33 @@ static gen *gen_new(dy_http *h, const char *body, size_t len, dy_api_kind kind, 
         goto fail;
     }
     g->n_prompts = kind == DY_API_CHAT ? 1 : g->req.n_prompts;
-    g->per_prompt = g->req.n;
-    int nc = g->n_prompts * g->per_prompt;
+    g->per_prompt = g->req.best_of > g->req.n ? g->req.best_of : g->req.n;
+    g->out_per_prompt = g->req.select != DY_SELECT_NONE ? 1 : g->req.n;
+    int nc = g->n_prompts * g->per_prompt, n_out = g->n_prompts * g->out_per_prompt;
     g->job = dy_job_new(nc);
+    g->chosen = calloc((size_t)n_out, sizeof *g->chosen);
+    g->counted = calloc((size_t)nc, sizeof *g->counted);
+    g->dropped = calloc((size_t)nc, sizeof *g->dropped);
+    if (g->req.select == DY_SELECT_MAJORITY) {
+        char verr[256];
+        g->votes = calloc((size_t)g->n_prompts, sizeof *g->votes);
+        for (int i = 0; g->votes && i < g->n_prompts; i++)
+            if (!(g->votes[i] = dy_vote_new(g->req.answer_regex, g->per_prompt, verr, sizeof verr))) {
+                dy_api_error_set(err, 400, "invalid_request_error", NULL, "dyad.answer_regex", "%s", verr);
+                goto fail;
+            }
+        if (!g->votes) {
+            dy_api_error_internal(err, "out of memory");
+            goto fail;
+        }
+    }
+    if (!g->job || !g->chosen || !g->counted || !g->dropped) {
+        dy_api_error_internal(err, "out of memory");
+        goto fail;
+    }
+    g->job->group = g->per_prompt;
+    for (int i = 0; i < n_out; i++) /* until a selection says otherwise */
+        g->chosen[i] = (i / g->out_per_prompt) * g->per_prompt + i % g->out_per_prompt;
     g->prompt_tokens = calloc((size_t)g->n_prompts, sizeof *g->prompt_tokens);
     g->echo = calloc((size_t)g->n_prompts, sizeof *g->echo);
     g->next_tok = calloc((size_t)nc, sizeof *g->next_tok);
@@ -459,6 +493,143 @@ static char *choice_text(const gen *g, int ci, size_t *len)
     return s;
 }
 
+/* ---------------------------------------------------------------- selection */
+
+static bool selecting(const gen *g)
+{
+    return g->req.select != DY_SELECT_NONE || g->per_prompt > g->req.n;
+}
+
+static double choice_mean_logprob(const dy_choice *c)
+{
+    float lp[256];
+    double sum = 0;
+    for (int i = 0; i < c->n_toks; i += 256) {
+        int n = c->n_toks - i < 256 ? c->n_toks - i : 256;
+        for (int k = 0; k < n; k++)
+            lp[k] = c->toks[i + k].logprob;
+        sum += dy_mean_logprob(lp, n) * n;
+    }
+    return c->n_toks ? sum / c->n_toks : dy_mean_logprob(lp, 0);
+}
+
+/* Counts the votes of samples that ended since the last call. When a prompt's vote is
+ * settled, its samples still running are listed in cancel[] (the caller cancels them
+ * without the job's lock: the pool's lock comes first). Call with the job's mu held. */
+static int vote_progress(gen *g, int *cancel)
+{
+    int n_cancel = 0;
+    if (!g->votes)
+        return 0;
+    for (int p = 0; p < g->n_prompts; p++) {
+        bool was = dy_vote_settled(g->votes[p]);
+        for (int k = 0; k < g->per_prompt; k++) {
+            int ci = p * g->per_prompt + k;
+            const dy_choice *c = &g->job->choices[ci];
+            if (!c->done || g->counted[ci])
+                continue;
+            g->counted[ci] = true;
+            size_t len = 0;
+            char *text = c->finish == DY_END_STOP || c->finish == DY_END_LENGTH
+                         ? choice_text(g, ci, &len) : NULL;
+            if (text)
+                dy_vote_add(g->votes[p], k, text, len);
+            else
+                dy_vote_abstain(g->votes[p], k);
+            free(text);
+        }
+        if (!was && dy_vote_settled(g->votes[p]))
+            for (int k = 0; k < g->per_prompt; k++) {
+                int ci = p * g->per_prompt + k;
+                if (!g->job->choices[ci].done) {
+                    g->dropped[ci] = true;
+                    cancel[n_cancel++] = ci;
+                }
+            }
+    }
+    return n_cancel;
+}
+
+/* Lets the votes settle early: cancels the samples no longer needed. Call without locks. */
+static void settle_votes(gen *g)
+{
+    if (!g->votes)
+        return;
+    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
+    if (!cancel)
+        return;
+    pthread_mutex_lock(&g->job->mu);
+    int n = vote_progress(g, cancel);
+    pthread_mutex_unlock(&g->job->mu);
+    for (int i = 0; i < n; i++)
+        dy_workers_cancel_choice(g->h->cfg.workers, g->job, cancel[i]);
+    free(cancel);
+}
+
+/* Once every sample has ended: which samples are returned. Call with the job's mu held. */
+static void select_choices(gen *g)
+{
+    if (g->selected || !selecting(g))
+        return;
+    g->selected = true;
+    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
+    if (cancel)
+        vote_progress(g, cancel); /* everything has ended: nothing left to cancel */
+    free(cancel);
+    double *score = malloc(sizeof(double) * (size_t)g->per_prompt);
+    for (int p = 0; score && p < g->n_prompts; p++) {
+        int base = p * g->per_prompt, *out = g->chosen + p * g->out_per_prompt;
+        if (g->votes) {
+            out[0] = base + dy_vote_chosen(g->votes[p]);
+            continue;
+        }
+        for (int k = 0; k < g->per_prompt; k++)
+            score[k] = choice_mean_logprob(&g->job->choices[base + k]);
+        dy_select_best(score, g->per_prompt, g->out_per_prompt, out);
+        for (int k = 0; k < g->out_per_prompt; k++)
+            out[k] += base;
+    }
+    free(score);
+}
+
+static const char *finish_name(uint8_t f)
+{
+    return f == DY_END_LENGTH ? "length" : f == DY_END_STOP ? "stop"
+         : f == DY_END_CANCELLED ? "cancelled" : "error";
+}
+
+/* dyad.selection: per prompt, how the returned choices were picked from the samples. */
+static json_t *selection_json(const gen *g)
+{
+    json_t *arr = json_array();
+    const char *mode = g->req.select == DY_SELECT_MAJORITY ? "majority"
+                     : g->req.select == DY_SELECT_LOGPROB ? "logprob" : "best_of";
+    for (int p = 0; arr && p < g->n_prompts; p++) {
+        json_t *samples = json_array(), *chosen = json_array();
+        for (int k = 0; k < g->per_prompt; k++) {
+            const dy_choice *c = &g->job->choices[p * g->per_prompt + k];
+            double m = choice_mean_logprob(c);
+            json_t *o = json_pack("{s:i, s:s, s:i, s:o}", "index", k, "finish_reason",
+                                  finish_name(c->finish), "completion_tokens",
+                                  (int)c->completion_tokens, "mean_logprob",
+                                  c->n_toks && (g->req.logprobs || !g->votes) ? json_real(m) : json_null());
+            if (g->votes) {
+                const char *a = dy_vote_answer(g->votes[p], k);
+                json_object_set_new(o, "answer", a ? json_string(a) : json_null());
+            }
+            json_array_append_new(samples, o);
+        }
+        for (int k = 0; k < g->out_per_prompt; k++)
+            json_array_append_new(chosen, json_integer(g->chosen[p * g->out_per_prompt + k] -
+                                                       p * g->per_prompt));
+        json_t *e = json_pack("{s:s, s:o, s:o}", "mode", mode, "chosen", chosen, "samples", samples);
+        if (e && g->votes)
+            json_object_set_new(e, "vote", dy_vote_json(g->votes[p]));
+        json_array_append_new(arr, e);
+    }
+    return arr;
+}
+
 /* The documented `dyad` extension object: where each choice ran and what its KV transfer
  * cost (docs/api.md). */
 static json_t *choice_dyad(const dy_choice *c, int i)
@@ -480,14 +651,18 @@ static json_t *choice_dyad(const dy_choice *c, int i)
 static json_t *dyad_object(const gen *g)
 {
     json_t *arr = json_array();
-    for (int i = 0; arr && i < g->job->n_choices; i++)
-        json_array_append_new(arr, choice_dyad(&g->job->choices[i], i));
-    return arr ? json_pack("{s:o}", "choices", arr) : NULL;
+    int n_out = g->n_prompts * g->out_per_prompt;
+    for (int i = 0; arr && i < n_out; i++)
+        json_array_append_new(arr, choice_dyad(&g->job->choices[g->chosen[i]], i));
+    json_t *o = arr ? json_pack("{s:o}", "choices", arr) : NULL;
+    if (o && selecting(g))
+        json_object_set_new(o, "selection", selection_json(g));
+    return o;
 }
 
 static char *whole_response(const gen *g)
 {
-    int nc = g->job->n_choices;
+    int nc = g->n_prompts * g->out_per_prompt;
     dy_api_choice *ch = calloc((size_t)nc, sizeof *ch);
     char **texts = calloc((size_t)nc, sizeof *texts);
     lp_build *lps = calloc((size_t)nc, sizeof *lps);
@@ -495,14 +670,14 @@ static char *whole_response(const gen *g)
     if (!ch || !texts || !lps)
         goto out;
     for (int i = 0; i < nc; i++) {
-        const dy_choice *c = &g->job->choices[i];
+        const dy_choice *c = &g->job->choices[g->chosen[i]];
         size_t len = 0;
-        if (!(texts[i] = choice_text(g, i, &len)))
+        if (!(texts[i] = choice_text(g, g->chosen[i], &len)))
             goto out;
         ch[i] = (dy_api_choice){.index = i, .text = texts[i], .len = len,
                                 .finish = api_finish(c->finish)};
         if (g->req.logprobs) {
-            const char *echo = g->echo[i / g->per_prompt];
+            const char *echo = g->echo[g->chosen[i] / g->per_prompt];
             if (!lp_make(g, c, 0, c->n_toks, echo ? (int)strlen(echo) : 0, &lps[i]))
                 goto out;
             ch[i].has_logprobs = true;
@@ -547,6 +722,8 @@ static void record(gen *g)
         }
         if (c->finish != DY_END_ERROR)
             dy_metrics_queue(m, c->queue_us / 1e6);
+        if (g->dropped[i]) /* cancelled by a settled vote, not by the client */
+            continue;
         dy_outcome o = c->finish == DY_END_LENGTH ? DY_OUTCOME_LENGTH
                      : c->finish == DY_END_CANCELLED ? DY_OUTCOME_CANCELLED
                      : c->finish == DY_END_ERROR ? DY_OUTCOME_ERROR : DY_OUTCOME_STOP;
@@ -620,6 +797,7 @@ static enum MHD_Result answer_whole(gen *g, struct MHD_Connection *c)
         wait_job(j, 200);
         if (!cancelled && !dy_job_all_done(j)) {
             pthread_mutex_unlock(&j->mu);
+            settle_votes(g);
             if (client_gone(c)) {
                 dy_workers_cancel(g->h->cfg.workers, j);
                 cancelled = true;
@@ -627,6 +805,7 @@ static enum MHD_Result answer_whole(gen *g, struct MHD_Connection *c)
             pthread_mutex_lock(&j->mu);
         }
     }
+    select_choices(g);
     pthread_mutex_unlock(&j->mu);
     record(g);
     const dy_choice *bad = failed_choice(j);
@@ -667,8 +846,10 @@ static void chunk(gen *g, const dy_api_choice *ch)
     dy_api_meta m = meta(g);
     json_t *dyad = NULL;
     if (ch->finish != DY_FINISH_NONE) { /* a choice's last chunk says where it ran */
-        json_t *one = choice_dyad(&g->job->choices[ch->index], ch->index);
+        json_t *one = choice_dyad(&g->job->choices[g->chosen[ch->index]], ch->index);
         dyad = one ? json_pack("{s:[o]}", "choices", one) : NULL;
+        if (dyad && selecting(g))
+            json_object_set_new(dyad, "selection", selection_json(g));
     }
     char *json = dyad ? dy_api_chunk_json_dyad(&m, ch, 1, g->req.include_usage, dyad)
                       : dy_api_chunk_json(&m, ch, 1, g->req.include_usage);
@@ -677,8 +858,31 @@ static void chunk(gen *g, const dy_api_choice *ch)
     free(json);
 }
 
-/* Queues SSE frames for everything that arrived since the last call. Call with job mu held. */
-static void stream_collect(gen *g)
+/* Selection modes stream nothing until every sample has ended (or was dropped by a settled
+ * vote); then each returned choice comes as one chunk of text and its finishing chunk. */
+static void stream_selected(gen *g)
+{
+    select_choices(g);
+    for (int r = 0; r < g->n_prompts * g->out_per_prompt; r++) {
+        const dy_choice *c = &g->job->choices[g->chosen[r]];
+        if (c->finish == DY_END_ERROR)
+            continue;
+        if (g->req.kind == DY_API_CHAT) {
+            dy_api_choice first = {.index = r, .text = "", .len = 0, .first = true};
+            chunk(g, &first);
+        }
+        size_t len = 0;
+        char *text = choice_text(g, g->chosen[r], &len);
+        dy_api_choice body = {.index = r, .text = text ? text : "", .len = text ? len : 0};
+        chunk(g, &body);
+        free(text);
+        dy_api_choice end = {.index = r, .finish = api_finish(c->finish)};
+        chunk(g, &end);
+    }
+}
+
+/* Queues SSE frames for the tokens of every choice that arrived since the last call. */
+static void stream_tokens(gen *g)
 {
     dy_job *j = g->job;
     for (int i = 0; i < j->n_choices; i++) {
@@ -711,6 +915,16 @@ static void stream_collect(gen *g)
             chunk(g, &ch);
         }
     }
+}
+
+/* Queues SSE frames for everything that arrived since the last call. Call with job mu held. */
+static void stream_collect(gen *g)
+{
+    dy_job *j = g->job;
+    if (!selecting(g))
+        stream_tokens(g);
+    else if (!g->stream_over && dy_job_all_done(j) && !failed_choice(j))
+        stream_selected(g);
     if (!g->stream_over && dy_job_all_done(j)) {
         g->stream_over = true;
         const dy_choice *bad = failed_choice(j);
@@ -745,6 +959,11 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             pthread_mutex_unlock(&j->mu);
             record(g);
             return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (g->votes) { /* cancelling samples takes the pool's lock, which comes first */
+            pthread_mutex_unlock(&j->mu);
+            settle_votes(g);
+            pthread_mutex_lock(&j->mu);
         }
         stream_collect(g);
         if (g->pend_len == 0) {

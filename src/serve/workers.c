@@ -29,6 +29,7 @@ typedef struct {
     uint64_t id;
     dy_job *job;
     int choice;
+    int group;             /* samples sharing this prompt: choices [choice, choice + group) */
     flight_kind kind;
     int prefill_slot;      /* FL_GEN routed for remote prefill: the planned prefill worker */
     int decode_slot;       /* FL_PREFILL: where the KV goes, and its sequence id there */
@@ -183,7 +184,7 @@ static flight *add_flight(slot *s, uint64_t id, dy_job *job, int choice)
         s->fl = f;
         s->cap_fl = cap;
     }
-    s->fl[s->n_fl] = (flight){.id = id, .job = job, .choice = choice, .kind = FL_GEN,
+    s->fl[s->n_fl] = (flight){.id = id, .job = job, .choice = choice, .group = 1, .kind = FL_GEN,
                               .prefill_slot = -1, .decode_slot = -1};
     return &s->fl[s->n_fl++];
 }
@@ -257,8 +258,11 @@ static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id
     dy_buf b = {0};
     bool ok = dy_wire_request(&b, &m) && send_frame(s, &b);
     dy_buf_free(&b);
-    for (int i = 0; ok && i < count; i++) /* the first sample's flight carries the prefill */
-        add_flight(s, id + (uint64_t)i, job, first + i)->prefill_slot = i ? -1 : prefill;
+    for (int i = 0; ok && i < count; i++) { /* the first sample's flight carries the prefill */
+        flight *f = add_flight(s, id + (uint64_t)i, job, first + i);
+        f->prefill_slot = i ? -1 : prefill;
+        f->group = i ? 1 : count;
+    }
     if (ok && prefill < 0)
         w_count_local(s->pool);
     return ok;
@@ -353,6 +357,7 @@ static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
         send_kv_ready(s, m->id, false, 0); /* no prefill worker: compute it on the decode worker */
     } else {
         flight *pf = add_flight(p, pm.id, f->job, f->choice);
+        pf->group = f->group;
         pf->kind = FL_PREFILL;
         pf->decode_slot = s->index;
         pf->decode_id = m->id;
@@ -397,11 +402,13 @@ static void on_prefill_done(dy_workers *w, slot *p, const dy_msg_prefill_done *m
             w->xfer.seconds += m->transfer_seconds;
             dy_job *j = f->job;
             pthread_mutex_lock(&j->mu);
-            dy_choice *c = &j->choices[f->choice];
-            c->prefill_worker = p->index;
-            c->xfer_bytes = m->bytes;
-            c->xfer_seconds = m->transfer_seconds;
-            c->prefill_seconds = m->prefill_seconds;
+            for (int k = 0; k < f->group; k++) { /* one transfer fed every sample */
+                dy_choice *c = &j->choices[f->choice + k];
+                c->prefill_worker = p->index;
+                c->xfer_bytes = m->bytes;
+                c->xfer_seconds = m->transfer_seconds;
+                c->prefill_seconds = m->prefill_seconds;
+            }
             pthread_mutex_unlock(&j->mu);
         } else if (!f->cancel_decode) {
             w->xfer.failed++;
