@@ -25,7 +25,7 @@ static rig make_rig(int blocks, int budget, int max_running)
     rig r;
     r.pool = dy_kv_pool_new(blocks, BS, 1, 2);
     r.kv = dy_kv_cache_new(r.pool, 42);
-    dy_sched_config cfg = {budget, max_running};
+    dy_sched_config cfg = {budget, max_running, false};
     r.s = dy_sched_new(&cfg, r.kv);
     assert_non_null(r.s);
     return r;
@@ -131,6 +131,28 @@ static void test_prefix_cache_hit(void **st)
     p = step(&r);
     assert_int_equal(q3->n_cached, 12);
     assert_int_equal(p->items[0].n, 4);
+    free_rig(&r);
+}
+
+/* With the prefix cache off (for measurements), a repeated prompt is computed in full. */
+static void test_prefix_cache_off(void **st)
+{
+    (void)st;
+    dy_kv_pool *pool = dy_kv_pool_new(64, BS, 1, 2);
+    dy_kv_cache *kv = dy_kv_cache_new(pool, 42);
+    dy_sched_config cfg = {64, 8, true};
+    dy_sched *s = dy_sched_new(&cfg, kv);
+    rig r = {pool, kv, s};
+    int32_t t[18];
+    prompt(t, 18, 4);
+    for (int i = 0; i < 2; i++) {
+        dy_seq *q = dy_sched_add(r.s, (uint64_t)i, t, 18, 64, NULL);
+        const dy_plan *p = step(&r);
+        assert_int_equal(q->n_cached, 0);
+        assert_int_equal(p->items[0].n, 18);
+        dy_sched_finish(r.s, q);
+    }
+    assert_int_equal(dy_kv_cache_indexed(kv), 0);
     free_rig(&r);
 }
 
@@ -448,7 +470,7 @@ static void test_engine_batched_equals_alone(void **st)
     }
     dy_kv_pool *pool = dy_kv_pool_new(14, 16, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim);
     dy_kv_cache *kv = dy_kv_cache_new(pool, m->fingerprint);
-    dy_sched_config cfg = {24, 8};
+    dy_sched_config cfg = {24, 8, false};
     dy_sched *s = dy_sched_new(&cfg, kv);
     dy_engine *e = dy_engine_new(m, pool, 2, 64, err, sizeof err);
     float *logits = malloc(sizeof(float) * V * 64);
@@ -518,7 +540,7 @@ static void test_engine_forked_samples_equal_alone(void **st)
     greedy_alone(m, p, n, gen, want);
     dy_kv_pool *pool = dy_kv_pool_new(32, 16, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim);
     dy_kv_cache *kv = dy_kv_cache_new(pool, m->fingerprint);
-    dy_sched_config cfg = {64, 8};
+    dy_sched_config cfg = {64, 8, false};
     dy_sched *s = dy_sched_new(&cfg, kv);
     dy_engine *e = dy_engine_new(m, pool, 1, 64, err, sizeof err);
     float *logits = malloc(sizeof(float) * V * 8);
@@ -568,6 +590,7 @@ int main(void)
         cmocka_unit_test(test_chunked_prefill_then_decode),
         cmocka_unit_test(test_decode_and_prefill_mix_fcfs),
         cmocka_unit_test(test_prefix_cache_hit),
+        cmocka_unit_test(test_prefix_cache_off),
         cmocka_unit_test(test_preempts_youngest_and_recovers),
         cmocka_unit_test(test_limits_and_starvation),
         cmocka_unit_test(test_remote_prefill),

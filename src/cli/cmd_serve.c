@@ -40,6 +40,7 @@ static const char serve_usage[] =
     "  --block-size N            positions per KV block (default 16)\n"
     "  --max-batch-tokens N      token budget of one engine step (default 512)\n"
     "  --max-running N           sequences in one worker's running batch (default 64)\n"
+    "  --no-prefix-cache         workers compute every prompt in full (for measurements)\n"
     "  --max-queue N             sequences waiting for a first token before new requests get\n"
     "                            429 (default 256)\n"
     "  --api-key KEY             require 'Authorization: Bearer KEY' (default: none)\n"
@@ -102,6 +103,8 @@ static int parse(int argc, char **argv, serve_opts *o)
                 bad = true;
             }
         } else if (arg_take("serve", argc, argv, &i, "--kv-host", &v, &bad)) o->w.kv_host = v;
+        else if (!strcmp(argv[i], "--no-prefix-cache"))
+            o->w.no_prefix_cache = true;
         else if (arg_take("serve", argc, argv, &i, "--prefill-launcher", &v, &bad))
             o->w.prefill_launcher = v;
         else if (arg_take("serve", argc, argv, &i, "--decode-launcher", &v, &bad))

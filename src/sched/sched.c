@@ -119,7 +119,7 @@ static bool ensure_blocks(dy_sched *s, dy_seq *q, int len)
 static void publish_full_blocks(dy_sched *s, dy_seq *q)
 {
     int full = q->n_computed / s->bs;
-    if (full <= q->n_published)
+    if (full <= q->n_published || s->cfg.no_prefix_cache)
         return;
     ensure_hashes(s, q, full, q->n_published);
     for (int b = q->n_published; b < full; b++)
@@ -360,7 +360,7 @@ static int plan_running(dy_sched *s, int budget)
  * writes into a block that other sequences share. */
 static void attach_cached_prefix(dy_sched *s, dy_seq *q)
 {
-    int n_lookup = (q->n_tokens - 1) / s->bs;
+    int n_lookup = s->cfg.no_prefix_cache ? 0 : (q->n_tokens - 1) / s->bs;
     ensure_hashes(s, q, n_lookup, 0);
     int found = dy_kv_cache_lookup(s->kv, q->hashes, n_lookup, q->blocks);
     q->n_blocks = q->n_published = found;

@@ -57,6 +57,7 @@ typedef struct {
 typedef struct {
     int max_batch_tokens; /* token budget of one step */
     int max_running;      /* sequences in the running batch at most */
+    bool no_prefix_cache; /* never look prompts up nor publish blocks (for measurements) */
 } dy_sched_config;
 
 typedef struct dy_sched dy_sched;

@@ -457,7 +457,7 @@ static int setup(worker *w, char *err, size_t errlen)
             return -1;
     }
     w->kv = w->pool ? dy_kv_cache_new(w->pool, w->model->fingerprint) : NULL;
-    dy_sched_config sc = {c->max_batch_tokens, c->max_running};
+    dy_sched_config sc = {c->max_batch_tokens, c->max_running, c->no_prefix_cache};
     w->sched = w->kv ? dy_sched_new(&sc, w->kv) : NULL;
     w->sampler = dy_sampler_new(hp->vocab_size);
     w->logits = malloc(sizeof(float) * (size_t)hp->vocab_size * (size_t)c->max_running);

@@ -17,6 +17,7 @@ typedef struct {
     int block_size;
     int max_batch_tokens;
     int max_running;
+    bool no_prefix_cache;
     int role;              /* dy_worker_role (serve/wire.h) */
     const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
 } dy_worker_config;

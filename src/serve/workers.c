@@ -131,6 +131,8 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
     argv[a++] = "--block-size"; argv[a++] = bs;
     argv[a++] = "--max-batch-tokens"; argv[a++] = mbt;
     argv[a++] = "--max-running"; argv[a++] = mr;
+    if (c->no_prefix_cache)
+        argv[a++] = "--no-prefix-cache";
     static const char *const roles[] = {"agg", "prefill", "decode"};
     argv[a++] = "--role"; argv[a++] = (char *)roles[s->role];
     char listen[DY_WIRE_MAX_PEER + 8];

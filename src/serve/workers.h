@@ -18,6 +18,7 @@ typedef struct {
     int threads_per_worker;
     int kv_mem_mib, kv_blocks, block_size;
     int max_batch_tokens, max_running;
+    bool no_prefix_cache;   /* workers compute every prompt in full (measurements) */
     int max_queue;          /* sequences waiting for their first token, over all workers */
     double startup_timeout_s;
     /* Disaggregation: the first n_prefill workers prefill, the others decode; with
