@@ -28,6 +28,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dy_msg_prefill pf;
             dy_msg_prefill_done pd;
             dy_msg_kv_ready kr;
+            dy_msg_kv_events ke;
+            dy_msg_kv_snapshot ks;
+            dy_msg_kv_resync rs;
         } m;
         memset(&m, 0, sizeof m);
         switch (t) {
@@ -51,6 +54,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             break;
         case DY_MSG_PREFILL_DONE: dy_wire_decode_prefill_done(p, len, &m.pd, err, sizeof err); break;
         case DY_MSG_KV_READY: dy_wire_decode_kv_ready(p, len, &m.kr, err, sizeof err); break;
+        case DY_MSG_KV_EVENTS:
+            dy_wire_decode_kv_events(p, len, &m.ke, err, sizeof err);
+            dy_msg_kv_events_free(&m.ke);
+            break;
+        case DY_MSG_KV_SNAPSHOT:
+            dy_wire_decode_kv_snapshot(p, len, &m.ks, err, sizeof err);
+            dy_msg_kv_snapshot_free(&m.ks);
+            break;
+        case DY_MSG_KV_RESYNC: dy_wire_decode_kv_resync(p, len, &m.rs, err, sizeof err); break;
         }
         pos += DY_WIRE_HEADER + len;
     }

@@ -1,6 +1,7 @@
 /* test_wire.c — the frontend↔worker frames: every message round-trips; truncated, padded,
  * corrupted and oversized frames are rejected with a message; a stream split at every byte
- * boundary yields the same frames. */
+ * boundary yields the same frames; KV events, snapshots and resync requests round-trip and
+ * every count in them is checked against the bytes. */
 #include "testutil.h"
 #include "serve/wire.h"
 #include "serve/wire_io.h"
@@ -102,12 +103,17 @@ static void test_other_messages_round_trip(void **st)
     b.len = 0;
     dy_msg_stats stats = {.running = 3, .waiting = 1, .queued_prefill_tokens = 99,
                           .kv_blocks_used = 10, .kv_blocks_total = 100, .steps = 7,
-                          .step_seconds = 0.25}, sd;
+                          .step_seconds = 0.25, .active_decode_blocks = 12,
+                          .kv_event_seq = 1234567890123ull}, sd;
     assert_true(dy_wire_stats(&b, &stats));
     one_frame(&b, &t, &p, &len);
     assert_true(dy_wire_decode_stats(p, len, &sd, err, sizeof err));
     assert_int_equal(sd.queued_prefill_tokens, 99);
     assert_true(sd.step_seconds == 0.25);
+    assert_int_equal(sd.active_decode_blocks, 12);
+    assert_true(sd.kv_event_seq == 1234567890123ull);
+    for (uint32_t n = 0; n < len; n++)
+        assert_false(dy_wire_decode_stats(p, n, &sd, err, sizeof err));
 
     b.len = 0;
     dy_msg_hello h = {1, 2, 3, 4, 5, 6, 16, DY_ROLE_DECODE, 4096, "/dyad-kv-1-0", "10.0.0.2:7000"}, hd;
@@ -254,6 +260,228 @@ static void test_stream_reassembly(void **st)
     dy_buf_free(&b);
 }
 
+/* Every strict prefix of the payload, and the payload plus one byte, fail to decode. */
+#define ASSERT_EXACT_LENGTH(decode, free_fn, msg_t, p, len)                              \
+    do {                                                                                 \
+        char e_[128];                                                                    \
+        msg_t m_;                                                                        \
+        for (uint32_t n_ = 0; n_ < (len); n_++) {                                        \
+            assert_false(decode((p), n_, &m_, e_, sizeof e_));                           \
+            free_fn(&m_);                                                                \
+        }                                                                                \
+        uint8_t *l_ = malloc((len) + 1);                                                 \
+        memcpy(l_, (p), (len));                                                          \
+        l_[(len)] = 0;                                                                   \
+        assert_false(decode(l_, (len) + 1, &m_, e_, sizeof e_));                         \
+        free_fn(&m_);                                                                    \
+        free(l_);                                                                        \
+    } while (0)
+
+static void no_free(void *m) { (void)m; }
+
+static void test_kv_events_round_trip(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_buf b = {0};
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    dy_kv_event ev[3] = {{DY_KV_EV_STORED, 0, 0x1111222233334444ull, 0xaaaabbbbccccddddull},
+                         {DY_KV_EV_REMOVED, 1, 5, 6},
+                         {DY_KV_EV_CLEARED, 0, 0, 0}};
+    dy_msg_kv_events m = {.worker_id = 3, .seq = 42, .n_events = 3, .events = ev}, d;
+    assert_true(dy_wire_kv_events(&b, &m));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_KV_EVENTS);
+    assert_int_equal(len, 16 + 3 * 18);
+    assert_true(dy_wire_decode_kv_events(p, len, &d, err, sizeof err));
+    assert_int_equal(d.worker_id, 3);
+    assert_true(d.seq == 42);
+    assert_int_equal(d.n_events, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(d.events[i].kind, ev[i].kind);
+        assert_int_equal(d.events[i].tier, ev[i].tier);
+        assert_true(d.events[i].hash == ev[i].hash && d.events[i].parent == ev[i].parent);
+    }
+    dy_msg_kv_events_free(&d);
+    ASSERT_EXACT_LENGTH(dy_wire_decode_kv_events, dy_msg_kv_events_free, dy_msg_kv_events, p, len);
+
+    /* An empty batch is fine; seq 0 is not (batches start at 1). */
+    b.len = 0;
+    m.n_events = 0;
+    assert_true(dy_wire_kv_events(&b, &m));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_kv_events(p, len, &d, err, sizeof err));
+    assert_int_equal(d.n_events, 0);
+    dy_msg_kv_events_free(&d);
+    m.seq = 0;
+    assert_false(dy_wire_kv_events(&b, &m));
+    dy_buf_free(&b);
+}
+
+static void test_kv_snapshot_and_resync_round_trip(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_buf b = {0};
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    dy_kv_event blocks[2] = {{DY_KV_EV_STORED, 0, 7, 8}, {DY_KV_EV_STORED, 2, ~0ull, 0}};
+    dy_msg_kv_snapshot s = {.worker_id = 1, .seq = 9, .part = 1, .n_parts = 3, .n_blocks = 2,
+                            .blocks = blocks}, sd;
+    assert_true(dy_wire_kv_snapshot(&b, &s));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_KV_SNAPSHOT);
+    assert_int_equal(len, 24 + 2 * 17);
+    assert_true(dy_wire_decode_kv_snapshot(p, len, &sd, err, sizeof err));
+    assert_true(sd.seq == 9);
+    assert_int_equal(sd.part, 1);
+    assert_int_equal(sd.n_parts, 3);
+    assert_int_equal(sd.n_blocks, 2);
+    assert_true(sd.blocks[1].hash == ~0ull && sd.blocks[1].parent == 0);
+    assert_int_equal(sd.blocks[1].tier, 2);
+    assert_int_equal(sd.blocks[1].kind, DY_KV_EV_STORED);
+    dy_msg_kv_snapshot_free(&sd);
+    ASSERT_EXACT_LENGTH(dy_wire_decode_kv_snapshot, dy_msg_kv_snapshot_free, dy_msg_kv_snapshot,
+                        p, len);
+
+    b.len = 0;
+    dy_msg_kv_resync r = {DY_RESYNC_GAP, 17}, rd;
+    assert_true(dy_wire_kv_resync(&b, &r));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_KV_RESYNC);
+    assert_true(dy_wire_decode_kv_resync(p, len, &rd, err, sizeof err));
+    assert_int_equal(rd.reason, DY_RESYNC_GAP);
+    assert_true(rd.seen_seq == 17);
+    ASSERT_EXACT_LENGTH(dy_wire_decode_kv_resync, no_free, dy_msg_kv_resync, p, len);
+    dy_buf_free(&b);
+}
+
+/* Bad fields and lying counts are rejected, by the encoder and by the decoder. */
+static void test_kv_frames_bad_fields(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_buf b = {0};
+    dy_kv_event ev[2] = {{DY_KV_EV_STORED, 0, 1, 2}, {DY_KV_EV_REMOVED, 0, 1, 2}};
+    dy_msg_kv_events m = {.worker_id = 0, .seq = 1, .n_events = 2, .events = ev}, d;
+    /* Encoders refuse what the decoders would. */
+    ev[1].kind = 3;
+    assert_false(dy_wire_kv_events(&b, &m));
+    ev[1].kind = DY_KV_EV_REMOVED;
+    ev[1].tier = DY_WIRE_MAX_KV_TIER + 1;
+    assert_false(dy_wire_kv_events(&b, &m));
+    ev[1].tier = 0;
+    m.n_events = DY_WIRE_MAX_KV_EVENTS + 1;
+    assert_false(dy_wire_kv_events(&b, &m));
+    assert_int_equal(b.len, 0);
+    m.n_events = 2;
+    dy_msg_kv_snapshot s = {.seq = 1, .part = 2, .n_parts = 2, .n_blocks = 2, .blocks = ev};
+    assert_false(dy_wire_kv_snapshot(&b, &s));
+    s.part = 0;
+    s.n_parts = 0;
+    assert_false(dy_wire_kv_snapshot(&b, &s));
+    s.n_parts = 1;
+    s.n_blocks = DY_WIRE_MAX_KV_BLOCKS + 1;
+    assert_false(dy_wire_kv_snapshot(&b, &s));
+    s.n_blocks = 2;
+    dy_msg_kv_resync r = {0, 0};
+    assert_false(dy_wire_kv_resync(&b, &r));
+    assert_int_equal(b.len, 0);
+
+    /* Decoders: corrupt one field of a good frame at a time. */
+    assert_true(dy_wire_kv_events(&b, &m));
+    uint8_t *p = b.data + DY_WIRE_HEADER;
+    size_t n = b.len - DY_WIRE_HEADER;
+    const size_t ev1 = 16 + 18; /* the second event */
+    p[ev1] = 7; /* kind */
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    assert_null(d.events); /* a failed decode frees what it allocated */
+    assert_non_null(strstr(err, "kind"));
+    p[ev1] = DY_KV_EV_CLEARED; /* with a hash */
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    p[ev1] = DY_KV_EV_REMOVED;
+    p[ev1 + 1] = DY_WIRE_MAX_KV_TIER + 1;
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    p[ev1 + 1] = 0;
+    assert_true(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    dy_msg_kv_events_free(&d);
+    uint32_t lie = 0xffffffffu; /* n far beyond the bytes: rejected before any allocation */
+    memcpy(p + 12, &lie, 4);
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    lie = 3;
+    memcpy(p + 12, &lie, 4);
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    lie = 1; /* one event and 18 bytes left over */
+    memcpy(p + 12, &lie, 4);
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+    memset(p + 4, 0, 8); /* seq 0 */
+    lie = 2;
+    memcpy(p + 12, &lie, 4);
+    assert_false(dy_wire_decode_kv_events(p, n, &d, err, sizeof err));
+
+    b.len = 0;
+    assert_true(dy_wire_kv_snapshot(&b, &s));
+    p = b.data + DY_WIRE_HEADER;
+    n = b.len - DY_WIRE_HEADER;
+    dy_msg_kv_snapshot sd;
+    uint32_t v = 1; /* part 1 of 1 */
+    memcpy(p + 12, &v, 4);
+    assert_false(dy_wire_decode_kv_snapshot(p, n, &sd, err, sizeof err));
+    v = 0;
+    memcpy(p + 12, &v, 4);
+    memcpy(p + 16, &v, 4); /* of 0 parts */
+    assert_false(dy_wire_decode_kv_snapshot(p, n, &sd, err, sizeof err));
+    v = 1;
+    memcpy(p + 16, &v, 4);
+    p[24 + 16] = DY_WIRE_MAX_KV_TIER + 1; /* the first block's tier */
+    assert_false(dy_wire_decode_kv_snapshot(p, n, &sd, err, sizeof err));
+    assert_null(sd.blocks);
+    p[24 + 16] = 0;
+    v = 0x10000000u;
+    memcpy(p + 20, &v, 4);
+    assert_false(dy_wire_decode_kv_snapshot(p, n, &sd, err, sizeof err));
+    v = 2;
+    memcpy(p + 20, &v, 4);
+    assert_true(dy_wire_decode_kv_snapshot(p, n, &sd, err, sizeof err));
+    dy_msg_kv_snapshot_free(&sd);
+
+    uint8_t rs[9] = {4};
+    dy_msg_kv_resync rd;
+    assert_false(dy_wire_decode_kv_resync(rs, 9, &rd, err, sizeof err));
+    rs[0] = DY_RESYNC_ERROR;
+    assert_true(dy_wire_decode_kv_resync(rs, 9, &rd, err, sizeof err));
+    dy_buf_free(&b);
+}
+
+/* The largest batch and snapshot part fit a frame. */
+static void test_kv_frames_at_the_limit(void **st)
+{
+    (void)st;
+    char err[128];
+    dy_kv_event *ev = calloc(DY_WIRE_MAX_KV_EVENTS, sizeof *ev);
+    for (int i = 0; i < DY_WIRE_MAX_KV_EVENTS; i++)
+        ev[i] = (dy_kv_event){DY_KV_EV_STORED, 0, (uint64_t)i + 1, (uint64_t)i};
+    dy_buf b = {0};
+    dy_msg_kv_events m = {.seq = 1, .n_events = DY_WIRE_MAX_KV_EVENTS, .events = ev}, d;
+    assert_true(dy_wire_kv_events(&b, &m));
+    assert_true(dy_wire_decode_kv_events(b.data + DY_WIRE_HEADER, b.len - DY_WIRE_HEADER, &d, err,
+                                         sizeof err));
+    assert_true(d.events[DY_WIRE_MAX_KV_EVENTS - 1].hash == DY_WIRE_MAX_KV_EVENTS);
+    dy_msg_kv_events_free(&d);
+    b.len = 0;
+    dy_msg_kv_snapshot s = {.n_parts = 1, .n_blocks = DY_WIRE_MAX_KV_BLOCKS, .blocks = ev}, sd;
+    assert_true(dy_wire_kv_snapshot(&b, &s));
+    assert_true(dy_wire_decode_kv_snapshot(b.data + DY_WIRE_HEADER, b.len - DY_WIRE_HEADER, &sd,
+                                           err, sizeof err));
+    assert_int_equal(sd.n_blocks, DY_WIRE_MAX_KV_BLOCKS);
+    dy_msg_kv_snapshot_free(&sd);
+    dy_buf_free(&b);
+    free(ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +490,10 @@ int main(void)
         cmocka_unit_test(test_disagg_messages_round_trip),
         cmocka_unit_test(test_bad_headers_and_fields),
         cmocka_unit_test(test_stream_reassembly),
+        cmocka_unit_test(test_kv_events_round_trip),
+        cmocka_unit_test(test_kv_snapshot_and_resync_round_trip),
+        cmocka_unit_test(test_kv_frames_bad_fields),
+        cmocka_unit_test(test_kv_frames_at_the_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,6 @@
 /* kv_cache.c — see kv_cache.h. The index is an open-addressing table from hash to block
  * (tombstones on removal); evictable blocks form a doubly linked LRU list threaded through
- * per-block arrays. */
+ * per-block arrays; the event log is a fixed ring. */
 #include "kv/kv_cache.h"
 
 #include <stdlib.h>
@@ -15,7 +15,7 @@ struct dy_kv_cache {
     dy_kv_pool *pool;
     uint64_t fingerprint;
     /* per block */
-    uint64_t *hash;
+    uint64_t *hash, *parent;
     bool *indexed;
     int32_t *lru_prev, *lru_next;
     /* the evictable list: head is the oldest */
@@ -25,6 +25,10 @@ struct dy_kv_cache {
     int32_t *slots;
     int n_slots; /* power of two, ≥ 2 × blocks */
     dy_kv_cache_stats stats;
+    /* the event log (NULL when off): a ring of log_cap events from log_head */
+    dy_kv_event *log;
+    int log_cap, log_head, log_len;
+    bool log_overflow;
 };
 
 uint64_t dy_block_hash(uint64_t parent, const int32_t *tokens, int n)
@@ -60,11 +64,12 @@ dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint)
     while (c->n_slots < 2 * n)
         c->n_slots *= 2;
     c->hash = calloc((size_t)n, sizeof *c->hash);
+    c->parent = calloc((size_t)n, sizeof *c->parent);
     c->indexed = calloc((size_t)n, sizeof *c->indexed);
     c->lru_prev = malloc(sizeof(int32_t) * (size_t)n);
     c->lru_next = malloc(sizeof(int32_t) * (size_t)n);
     c->slots = malloc(sizeof(int32_t) * (size_t)c->n_slots);
-    if (!c->hash || !c->indexed || !c->lru_prev || !c->lru_next || !c->slots) {
+    if (!c->hash || !c->parent || !c->indexed || !c->lru_prev || !c->lru_next || !c->slots) {
         dy_kv_cache_free(c);
         return NULL;
     }
@@ -79,6 +84,8 @@ void dy_kv_cache_free(dy_kv_cache *c)
     if (!c)
         return;
     free(c->hash);
+    free(c->parent);
+    free(c->log);
     free(c->indexed);
     free(c->lru_prev);
     free(c->lru_next);
@@ -149,6 +156,26 @@ static void index_maybe_rebuild(dy_kv_cache *c)
             index_insert(c, b);
 }
 
+/* ---------------------------------------------------------------- the event log */
+
+static void log_event(dy_kv_cache *c, dy_kv_event_kind kind, int32_t block)
+{
+    if (!c->log || c->log_overflow)
+        return;
+    if (c->log_len == c->log_cap) { /* the receiver will need a snapshot anyway */
+        c->log_overflow = true;
+        c->log_head = c->log_len = 0;
+        return;
+    }
+    dy_kv_event e = {(uint8_t)kind, DY_KV_TIER_DEVICE, 0, 0};
+    if (kind != DY_KV_EV_CLEARED) {
+        e.hash = c->hash[block];
+        e.parent = c->parent[block];
+    }
+    c->log[(c->log_head + c->log_len) % c->log_cap] = e;
+    c->log_len++;
+}
+
 /* ---------------------------------------------------------------- the LRU list */
 
 static void lru_push(dy_kv_cache *c, int32_t b)
@@ -208,6 +235,7 @@ int32_t dy_kv_cache_alloc(dy_kv_cache *c)
         return -1;
     b = c->lru_head;
     lru_unlink(c, b);
+    log_event(c, DY_KV_EV_REMOVED, b);
     index_remove(c, b);
     index_maybe_rebuild(c);
     c->stats.evictions++;
@@ -215,12 +243,19 @@ int32_t dy_kv_cache_alloc(dy_kv_cache *c)
     return b;
 }
 
-void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash)
+void dy_kv_cache_publish_chained(dy_kv_cache *c, int32_t block, uint64_t hash, uint64_t parent)
 {
     if (c->indexed[block] || index_find(c, hash) >= 0)
         return;
     c->hash[block] = hash;
+    c->parent[block] = parent;
     index_insert(c, block);
+    log_event(c, DY_KV_EV_STORED, block);
+}
+
+void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash)
+{
+    dy_kv_cache_publish_chained(c, block, hash, 0);
 }
 
 void dy_kv_cache_release(dy_kv_cache *c, int32_t block)
@@ -251,14 +286,67 @@ void dy_kv_cache_clear(dy_kv_cache *c)
     while (c->lru_head >= 0) {
         int32_t b = c->lru_head;
         lru_unlink(c, b);
+        log_event(c, DY_KV_EV_REMOVED, b);
         index_remove(c, b);
         c->pool->refcount[b] = 1;
         dy_kv_unref(c->pool, b);
     }
     index_maybe_rebuild(c);
+    if (c->log && c->n_indexed == 0) { /* one CLEARED says it all, and heals an overflow */
+        c->log_head = c->log_len = 0;
+        c->log_overflow = false;
+        log_event(c, DY_KV_EV_CLEARED, -1);
+    }
 }
 
 dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c)
 {
     return c->stats;
+}
+
+/* ---------------------------------------------------------------- events */
+
+bool dy_kv_cache_enable_events(dy_kv_cache *c, bool on)
+{
+    free(c->log);
+    c->log = NULL;
+    c->log_head = c->log_len = 0;
+    c->log_overflow = false;
+    if (!on)
+        return true;
+    c->log_cap = DY_KV_EVENT_LOG_CAP(c->pool->n_blocks);
+    c->log = malloc(sizeof *c->log * (size_t)c->log_cap);
+    return c->log != NULL;
+}
+
+int dy_kv_cache_take_events(dy_kv_cache *c, dy_kv_event *out, int cap)
+{
+    int n = 0;
+    for (; n < cap && c->log_len > 0; n++) {
+        out[n] = c->log[c->log_head];
+        c->log_head = (c->log_head + 1) % c->log_cap;
+        c->log_len--;
+    }
+    return n;
+}
+
+bool dy_kv_cache_events_overflowed(const dy_kv_cache *c)
+{
+    return c->log_overflow;
+}
+
+int dy_kv_cache_snapshot(dy_kv_cache *c, uint64_t *hashes, uint64_t *parents, int cap)
+{
+    if (cap < c->n_indexed)
+        return -1;
+    int n = 0;
+    for (int32_t b = 0; b < c->pool->n_blocks && n < c->n_indexed; b++)
+        if (c->indexed[b]) {
+            hashes[n] = c->hash[b];
+            parents[n] = c->parent[b];
+            n++;
+        }
+    c->log_head = c->log_len = 0;
+    c->log_overflow = false;
+    return n;
 }

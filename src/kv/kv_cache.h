@@ -3,13 +3,18 @@
  * chained hash h_i = xxh3(h_{i-1} ‖ token ids of block i) (h_{-1} is the model fingerprint),
  * so a later prompt with the same leading tokens finds those blocks instead of recomputing
  * them. A block nobody references stays cached (evictable, least recently released first)
- * until the pool needs it. Pure bookkeeping: no threads, no clocks, no I/O. */
+ * until the pool needs it. Pure bookkeeping: no threads, no clocks, no I/O.
+ *
+ * Optionally it keeps an event log of every change to the index (a block stored under its
+ * hash, a block removed, everything cleared), which the worker drains after each step and
+ * publishes so the router can mirror the index (src/serve/kv_publish.h). */
 #ifndef DYAD_KV_CACHE_H
 #define DYAD_KV_CACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include "kv/kv_pool.h"
+#include "route/kv_event.h"
 
 typedef struct dy_kv_cache dy_kv_cache;
 
@@ -39,8 +44,12 @@ int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *b
 /* A block for new data (reference count 1): a free one, else the least recently released
  * cached one (which leaves the index). -1 when every block is in use. */
 int32_t dy_kv_cache_alloc(dy_kv_cache *c);
-/* Marks a block as full and computed under `hash`. If another block already holds that
- * hash, this one stays private (it is freed, not cached, when released). */
+/* Marks a block as full and computed under `hash`, whose chained parent is `parent` (the
+ * previous block's hash, or the fingerprint for a prompt's first block). If another block
+ * already holds that hash, this one stays private (it is freed, not cached, when released)
+ * and no event is logged. */
+void dy_kv_cache_publish_chained(dy_kv_cache *c, int32_t block, uint64_t hash, uint64_t parent);
+/* The same with the parent unknown (recorded and published as 0). */
 void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash);
 /* Drops one reference; at zero a published block becomes evictable, others become free. */
 void dy_kv_cache_release(dy_kv_cache *c, int32_t block);
@@ -51,5 +60,27 @@ int dy_kv_cache_indexed(const dy_kv_cache *c);
 /* Drops every unreferenced cached block from the index (they become free). */
 void dy_kv_cache_clear(dy_kv_cache *c);
 dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c);
+
+/* ---- the event log: every change to the index, in order (tier 0: this worker's pool).
+ *   STORED(hash, parent)   a block entered the index (publish)
+ *   REMOVED(hash, parent)  a block left it (evicted by alloc, or dropped by clear)
+ *   CLEARED                the index is now empty (clear left nothing; earlier events in
+ *                          the log are dropped, as CLEARED supersedes them)
+ * The log is bounded: it holds DY_KV_EVENT_LOG_CAP(pool blocks) events. One more and it
+ * overflows: it is emptied and records nothing until a snapshot (or a clear that empties
+ * the index) makes the receiver's picture whole again. */
+#define DY_KV_EVENT_LOG_CAP(n_blocks) (2 * (n_blocks) + 64)
+
+/* Turns the log on (empty, not overflowed) or off (dropped). false if out of memory. */
+bool dy_kv_cache_enable_events(dy_kv_cache *c, bool on);
+/* Moves up to cap of the oldest logged events to out; returns how many. */
+int dy_kv_cache_take_events(dy_kv_cache *c, dy_kv_event *out, int cap);
+/* Events were lost: the receiver needs a snapshot. */
+bool dy_kv_cache_events_overflowed(const dy_kv_cache *c);
+/* Every indexed block's hash and parent (in block-id order: a parent may come after its
+ * child, or be absent when it was evicted first). Empties the log and clears the overflow:
+ * the snapshot already reflects every logged change. Returns the count, or -1 (and changes
+ * nothing) if cap < dy_kv_cache_indexed(c). */
+int dy_kv_cache_snapshot(dy_kv_cache *c, uint64_t *hashes, uint64_t *parents, int cap);
 
 #endif

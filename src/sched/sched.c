@@ -123,7 +123,8 @@ static void publish_full_blocks(dy_sched *s, dy_seq *q)
         return;
     ensure_hashes(s, q, full, q->n_published);
     for (int b = q->n_published; b < full; b++)
-        dy_kv_cache_publish(s->kv, q->blocks[b], q->hashes[b]);
+        dy_kv_cache_publish_chained(s->kv, q->blocks[b], q->hashes[b],
+                                    b ? q->hashes[b - 1] : dy_kv_cache_fingerprint(s->kv));
     q->n_published = full;
 }
 
@@ -495,6 +496,14 @@ void dy_sched_free(dy_sched *s)
 }
 
 int dy_sched_n_waiting(const dy_sched *s) { return s->waiting.n; }
+
+int dy_sched_running_blocks(const dy_sched *s)
+{
+    int n = 0;
+    for (const dy_seq *q = s->running.head; q; q = q->next)
+        n += q->n_blocks;
+    return n;
+}
 int dy_sched_n_running(const dy_sched *s) { return s->running.n; }
 uint64_t dy_sched_total_preemptions(const dy_sched *s) { return s->preemptions; }
 dy_kv_cache *dy_sched_kv(const dy_sched *s) { return s->kv; }

@@ -124,6 +124,9 @@ void dy_sched_commit(dy_sched *s, const int32_t *sampled);
 
 int dy_sched_n_waiting(const dy_sched *s);
 int dy_sched_n_running(const dy_sched *s);
+/* Blocks in the running sequences' tables, shared prefixes counted per sequence: what one
+ * decode step reads (the router's decode load). */
+int dy_sched_running_blocks(const dy_sched *s);
 /* Prompt tokens still to compute over waiting and running sequences (load reporting). */
 int64_t dy_sched_queued_prefill_tokens(const dy_sched *s);
 uint64_t dy_sched_total_preemptions(const dy_sched *s);

@@ -172,6 +172,8 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
     put_u64(b, m->preemptions);
     put_u64(b, m->steps);
     put_f64(b, m->step_seconds);
+    put_u32(b, m->active_decode_blocks);
+    put_u64(b, m->kv_event_seq);
     return end_frame(b, at);
 }
 
@@ -231,6 +233,66 @@ bool dy_wire_kv_ready(dy_buf *b, const dy_msg_kv_ready *m)
     put_u64(b, m->id);
     put_u8(b, m->ok);
     put_u32(b, m->n_blocks);
+    return end_frame(b, at);
+}
+
+/* The encoders check what the decoders check, so a frame we write is one we accept. */
+static bool event_ok(const dy_kv_event *e)
+{
+    return e->kind <= DY_KV_EV_CLEARED && e->tier <= DY_WIRE_MAX_KV_TIER;
+}
+
+bool dy_wire_kv_events(dy_buf *b, const dy_msg_kv_events *m)
+{
+    if (m->seq == 0 || m->n_events > DY_WIRE_MAX_KV_EVENTS)
+        return false;
+    for (uint32_t i = 0; i < m->n_events; i++)
+        if (!event_ok(&m->events[i]))
+            return false;
+    size_t at = begin_frame(b, DY_MSG_KV_EVENTS);
+    put_u32(b, m->worker_id);
+    put_u64(b, m->seq);
+    put_u32(b, m->n_events);
+    for (uint32_t i = 0; i < m->n_events; i++) {
+        const dy_kv_event *e = &m->events[i];
+        bool cleared = e->kind == DY_KV_EV_CLEARED;
+        put_u8(b, e->kind);
+        put_u8(b, e->tier);
+        put_u64(b, cleared ? 0 : e->hash);
+        put_u64(b, cleared ? 0 : e->parent);
+    }
+    return end_frame(b, at);
+}
+
+bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m)
+{
+    if (m->n_blocks > DY_WIRE_MAX_KV_BLOCKS || m->n_parts == 0 ||
+        m->n_parts > DY_WIRE_MAX_KV_PARTS || m->part >= m->n_parts)
+        return false;
+    for (uint32_t i = 0; i < m->n_blocks; i++)
+        if (m->blocks[i].tier > DY_WIRE_MAX_KV_TIER)
+            return false;
+    size_t at = begin_frame(b, DY_MSG_KV_SNAPSHOT);
+    put_u32(b, m->worker_id);
+    put_u64(b, m->seq);
+    put_u32(b, m->part);
+    put_u32(b, m->n_parts);
+    put_u32(b, m->n_blocks);
+    for (uint32_t i = 0; i < m->n_blocks; i++) {
+        put_u64(b, m->blocks[i].hash);
+        put_u64(b, m->blocks[i].parent);
+        put_u8(b, m->blocks[i].tier);
+    }
+    return end_frame(b, at);
+}
+
+bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m)
+{
+    if (m->reason < DY_RESYNC_GAP || m->reason > DY_RESYNC_ERROR)
+        return false;
+    size_t at = begin_frame(b, DY_MSG_KV_RESYNC);
+    put_u8(b, m->reason);
+    put_u64(b, m->seen_seq);
     return end_frame(b, at);
 }
 
@@ -501,6 +563,8 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->preemptions = get_u64(&r);
     m->steps = get_u64(&r);
     m->step_seconds = get_f64(&r);
+    m->active_decode_blocks = get_u32(&r);
+    m->kv_event_seq = get_u64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
     return finish(&r);
@@ -577,5 +641,103 @@ bool dy_wire_decode_kv_ready(const uint8_t *p, size_t n, dy_msg_kv_ready *m, cha
     m->id = get_u64(&r);
     m->ok = get_u8(&r);
     m->n_blocks = get_u32(&r);
+    return finish(&r);
+}
+
+/* A count of `size`-byte records (at most max), checked against the bytes left before
+ * anything is allocated; returns a malloc'd array of n dy_kv_event, or NULL. */
+static dy_kv_event *get_kv_array(reader *r, uint32_t *n, uint32_t max, size_t size)
+{
+    *n = get_u32(r);
+    if (r->bad)
+        return NULL;
+    if (*n > max || *n > (r->n - r->pos) / size) {
+        bad(r, "%u KV records do not fit the payload", *n);
+        return NULL;
+    }
+    dy_kv_event *a = malloc(sizeof *a * (size_t)(*n ? *n : 1));
+    if (!a)
+        bad(r, "out of memory for %u KV records", *n);
+    return a;
+}
+
+void dy_msg_kv_events_free(dy_msg_kv_events *m)
+{
+    free(m->events);
+    m->events = NULL;
+    m->n_events = 0;
+}
+
+void dy_msg_kv_snapshot_free(dy_msg_kv_snapshot *m)
+{
+    free(m->blocks);
+    m->blocks = NULL;
+    m->n_blocks = 0;
+}
+
+bool dy_wire_decode_kv_events(const uint8_t *p, size_t n, dy_msg_kv_events *m, char *err,
+                              size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    memset(m, 0, sizeof *m);
+    m->worker_id = get_u32(&r);
+    m->seq = get_u64(&r);
+    if (!r.bad && m->seq == 0)
+        return bad(&r, "KV event batch with seq 0");
+    m->events = get_kv_array(&r, &m->n_events, DY_WIRE_MAX_KV_EVENTS, 18);
+    for (uint32_t i = 0; i < m->n_events && !r.bad; i++) {
+        dy_kv_event *e = &m->events[i];
+        e->kind = get_u8(&r);
+        e->tier = get_u8(&r);
+        e->hash = get_u64(&r);
+        e->parent = get_u64(&r);
+        if (e->kind > DY_KV_EV_CLEARED)
+            bad(&r, "unknown KV event kind %u", e->kind);
+        else if (e->tier > DY_WIRE_MAX_KV_TIER)
+            bad(&r, "unknown KV tier %u", e->tier);
+        else if (e->kind == DY_KV_EV_CLEARED && (e->hash || e->parent))
+            bad(&r, "CLEARED event with a hash");
+    }
+    if (finish(&r))
+        return true;
+    dy_msg_kv_events_free(m);
+    return false;
+}
+
+bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *m, char *err,
+                                size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    memset(m, 0, sizeof *m);
+    m->worker_id = get_u32(&r);
+    m->seq = get_u64(&r);
+    m->part = get_u32(&r);
+    m->n_parts = get_u32(&r);
+    if (!r.bad && (m->n_parts == 0 || m->n_parts > DY_WIRE_MAX_KV_PARTS || m->part >= m->n_parts))
+        return bad(&r, "snapshot part %u of %u", m->part, m->n_parts);
+    m->blocks = get_kv_array(&r, &m->n_blocks, DY_WIRE_MAX_KV_BLOCKS, 17);
+    for (uint32_t i = 0; i < m->n_blocks && !r.bad; i++) {
+        dy_kv_event *e = &m->blocks[i];
+        e->kind = DY_KV_EV_STORED;
+        e->hash = get_u64(&r);
+        e->parent = get_u64(&r);
+        e->tier = get_u8(&r);
+        if (e->tier > DY_WIRE_MAX_KV_TIER)
+            bad(&r, "unknown KV tier %u", e->tier);
+    }
+    if (finish(&r))
+        return true;
+    dy_msg_kv_snapshot_free(m);
+    return false;
+}
+
+bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
+                              size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    m->reason = get_u8(&r);
+    m->seen_seq = get_u64(&r);
+    if (!r.bad && (m->reason < DY_RESYNC_GAP || m->reason > DY_RESYNC_ERROR))
+        return bad(&r, "unknown resync reason %u", m->reason);
     return finish(&r);
 }

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "route/kv_event.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
 #define DY_WIRE_VERSION 2
@@ -19,6 +20,10 @@
 #define DY_WIRE_MAX_TOP 20
 #define DY_WIRE_MAX_TEXT 4096
 #define DY_WIRE_MAX_SAMPLES 128 /* samples of one request (n, best_of) */
+#define DY_WIRE_MAX_KV_EVENTS 65536 /* events in one KV_EVENTS frame (18 bytes each) */
+#define DY_WIRE_MAX_KV_BLOCKS 65536 /* blocks in one KV_SNAPSHOT part (17 bytes each) */
+#define DY_WIRE_MAX_KV_PARTS 65536  /* parts of one snapshot */
+#define DY_WIRE_MAX_KV_TIER (DY_KV_N_TIERS - 1) /* DY_KV_TIER_* of route/kv_event.h */
 
 typedef enum {
     DY_MSG_HELLO = 1,    /* worker → frontend, once: what it serves */
@@ -33,7 +38,11 @@ typedef enum {
     DY_MSG_PREFILL = 9,      /* frontend → prefill worker: compute a prompt, ship its KV */
     DY_MSG_PREFILL_DONE = 10,/* prefill worker → frontend: shipped (bytes, time) or failed */
     DY_MSG_KV_READY = 11,    /* frontend → decode worker: the KV has arrived (or prefill locally) */
-    DY_MSG_LAST = DY_MSG_KV_READY,
+    /* KV events: the router's mirror of each worker's prefix index (src/serve/kv_publish.h): */
+    DY_MSG_KV_EVENTS = 12,   /* worker → frontend: a numbered batch of index changes */
+    DY_MSG_KV_SNAPSHOT = 13, /* worker → frontend: every indexed block, in one or more parts */
+    DY_MSG_KV_RESYNC = 14,   /* frontend → worker: send a snapshot */
+    DY_MSG_LAST = DY_MSG_KV_RESYNC,
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
@@ -150,7 +159,53 @@ typedef struct {
     uint64_t cache_lookup_blocks, cache_hit_blocks;
     uint64_t preemptions, steps;
     double step_seconds;                            /* sum over all steps */
+    uint32_t active_decode_blocks; /* blocks in the block tables of running sequences, counted
+                                    * once per sequence (shared prefixes too): what one decode
+                                    * step's attention reads */
+    uint64_t kv_event_seq;         /* seq of the last KV_EVENTS or KV_SNAPSHOT sent before this
+                                    * frame: a receiver behind it has lost a batch */
 } dy_msg_stats;
+
+/* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot
+ * carries the number of the last batch before it (0 if none), so the batch after a snapshot
+ * with seq S is S + 1. A receiver that sees any other number has lost a batch: it ignores
+ * batches and sends one KV_RESYNC until a snapshot arrives.
+ *   KV_EVENTS    worker_id u32, seq u64, n u32, n × (kind u8, tier u8, hash u64, parent u64)
+ *   KV_SNAPSHOT  worker_id u32, seq u64, part u32, n_parts u32, n u32,
+ *                n × (hash u64, parent u64, tier u8)
+ *   KV_RESYNC    reason u8, seen_seq u64
+ * A CLEARED event has hash and parent 0. A snapshot larger than DY_WIRE_MAX_KV_BLOCKS goes as
+ * parts 0 … n_parts-1, consecutive on the stream and with the same seq; the receiver replaces
+ * its picture of the worker when the last part has arrived. */
+typedef struct {
+    uint32_t worker_id;
+    uint64_t seq;
+    uint32_t n_events;
+    dy_kv_event *events;  /* decode: malloc'd (dy_msg_kv_events_free) */
+} dy_msg_kv_events;
+
+typedef struct {
+    uint32_t worker_id;
+    uint64_t seq;
+    uint32_t part, n_parts;
+    uint32_t n_blocks;
+    dy_kv_event *blocks;  /* hash, parent, tier (kind: STORED); decode: malloc'd */
+} dy_msg_kv_snapshot;
+
+typedef enum {
+    DY_RESYNC_GAP = 1,   /* a batch's seq was not the next one */
+    DY_RESYNC_START = 2, /* the frontend has no picture of this worker (start, restart) */
+    DY_RESYNC_ERROR = 3, /* its picture is inconsistent (say, a snapshot part out of order) */
+} dy_resync_reason;
+
+typedef struct {
+    uint8_t reason;       /* dy_resync_reason */
+    uint64_t seen_seq;    /* the last seq the frontend applied (for logs) */
+} dy_msg_kv_resync;
+
+/* Safe after a failed decode too. */
+void dy_msg_kv_events_free(dy_msg_kv_events *m);
+void dy_msg_kv_snapshot_free(dy_msg_kv_snapshot *m);
 
 /* A growable byte buffer for encoding. */
 typedef struct {
@@ -173,6 +228,9 @@ bool dy_wire_kv_alloc(dy_buf *b, const dy_msg_kv_alloc *m);
 bool dy_wire_prefill(dy_buf *b, const dy_msg_prefill *m);
 bool dy_wire_prefill_done(dy_buf *b, const dy_msg_prefill_done *m);
 bool dy_wire_kv_ready(dy_buf *b, const dy_msg_kv_ready *m);
+bool dy_wire_kv_events(dy_buf *b, const dy_msg_kv_events *m);
+bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m);
+bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -191,5 +249,11 @@ bool dy_wire_decode_prefill(const uint8_t *p, size_t n, dy_msg_prefill *m, char 
 bool dy_wire_decode_prefill_done(const uint8_t *p, size_t n, dy_msg_prefill_done *m, char *err,
                                  size_t errlen);
 bool dy_wire_decode_kv_ready(const uint8_t *p, size_t n, dy_msg_kv_ready *m, char *err, size_t errlen);
+bool dy_wire_decode_kv_events(const uint8_t *p, size_t n, dy_msg_kv_events *m, char *err,
+                              size_t errlen);
+bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *m, char *err,
+                                size_t errlen);
+bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
+                              size_t errlen);
 
 #endif

@@ -255,6 +255,10 @@ static bool read_frames(worker *w)
             else
                 fprintf(stderr, "dyad worker %d: bad prefill frame: %s\n", w->cfg.worker_id, err);
             dy_msg_prefill_free(&m);
+        } else if (t == DY_MSG_KV_RESYNC) {
+            dy_msg_kv_resync m;
+            if (dy_wire_decode_kv_resync(p, len, &m, err, sizeof err))
+                dy_kv_publish_snapshot(&w->kvpub, w->kv, &w->tx);
         } else if (t == DY_MSG_KV_READY) {
             dy_msg_kv_ready m;
             if (dy_wire_decode_kv_ready(p, len, &m, err, sizeof err))
@@ -401,6 +405,8 @@ static void send_stats(worker *w)
         .queued_prefill_tokens = (uint64_t)dy_sched_queued_prefill_tokens(w->sched),
         .kv_blocks_used = (uint32_t)(w->pool->n_blocks - dy_kv_cache_available(w->kv)),
         .kv_blocks_total = (uint32_t)w->pool->n_blocks,
+        .active_decode_blocks = (uint32_t)dy_sched_running_blocks(w->sched),
+        .kv_event_seq = w->kvpub.seq,
         .prompt_tokens = w->prompt_tokens,
         .generated_tokens = w->generated_tokens,
         .cache_lookup_blocks = cs.lookup_blocks,
@@ -470,6 +476,10 @@ static int setup(worker *w, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for %d KV blocks", blocks);
         return -1;
     }
+    if (!dy_kv_publish_init(&w->kvpub, w->kv, (uint32_t)c->worker_id)) {
+        snprintf(err, errlen, "out of memory for KV events");
+        return -1;
+    }
     for (int i = 0; i < hp->vocab_size; i++)
         if (dy_tokenizer_is_eog(w->model->tok, i))
             w->eog_ids[w->n_eog++] = i;
@@ -482,6 +492,7 @@ static void teardown(worker *w)
     while (w->reqs)
         dy_worker_drop_req(w, w->reqs);
     dy_disagg_free(w);
+    dy_kv_publish_free(&w->kvpub);
     dy_xfer_rx_stop(w->rx);
     dy_engine_free(w->engine);
     dy_sched_free(w->sched);
@@ -527,6 +538,7 @@ int dy_worker_run(const dy_worker_config *cfg)
             break;
         if (busy)
             step(&w);
+        dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
         double t = dy_worker_now();
         if (t - w.last_stats >= STATS_EVERY_S) {
             send_stats(&w);

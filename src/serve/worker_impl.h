@@ -9,6 +9,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "sched/sched.h"
+#include "serve/kv_publish.h"
 #include "serve/wire_io.h"
 #include "serve/worker.h"
 #include "serve/xfer.h"
@@ -54,6 +55,7 @@ typedef struct {
     dy_kv_pool *pool;
     dy_kv_cache *kv;
     dy_sched *sched;
+    dy_kv_publisher kvpub;      /* KV events for the frontend's global prefix index */
     dy_engine *engine;
     dy_sampler *sampler;
     float *logits;
