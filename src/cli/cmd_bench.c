@@ -360,5 +360,7 @@ int cmd_bench(int argc, char **argv)
         return bench_engine(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "xfer"))
         return cmd_bench_xfer(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "router"))
+        return cmd_bench_router(argc - 1, argv + 1);
     return dy_bench_serve_main(argc, argv);
 }

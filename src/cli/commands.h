@@ -10,6 +10,7 @@ int cmd_gen_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_bench_xfer(int argc, char **argv);
+int cmd_bench_router(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 /* The directory holding the bundled models (DYAD_MODEL_DIR, else the source tree's models/). */

@@ -1,0 +1,675 @@
+/* kv_index.c — the router's global prefix index (see kv_index.h).
+ *
+ * Layout. An open-addressing table (linear probing, backward-shift deletion, no tombstones)
+ * maps a block hash to an entry id. An entry is PLANES bitsets of nwords words each: one per
+ * tier (event-reported) and one for predictions. Entries live in one array and keep their id
+ * while the table grows, so growing moves 12-byte slots, not bitsets. An entry whose bits
+ * are all clear is freed at once, so every indexed hash is held by someone.
+ *
+ * Predictions carry a deadline per (hash, worker): a second table maps (hash, worker) to
+ * its deadline, and a min-heap of timers pops them in deadline order. Extending a deadline
+ * only updates the table; when the old timer pops it is re-armed, so each live prediction
+ * has exactly one valid timer and the heap never grows with repeats. */
+#include "route/kv_index.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define PLANES (DY_KV_N_TIERS + 1)
+#define PLANE_PRED DY_KV_N_TIERS
+#define MAX_WORDS (DY_KV_INDEX_MAX_WORKERS / 64)
+
+typedef struct {
+    uint64_t key;
+    uint32_t ref; /* 0: empty slot; else entry id + 1 */
+} slot;
+
+typedef struct {
+    uint64_t hash;
+    double expires; /* the prediction's deadline */
+    double armed;   /* the deadline its one valid timer carries */
+    int32_t worker; /* -1: empty slot */
+} pred;
+
+typedef struct {
+    double t;
+    uint64_t hash;
+    int32_t worker;
+} timer;
+
+typedef struct {
+    uint8_t state; /* dy_kv_worker_state */
+    uint64_t seq;
+    int64_t blocks, predicted;
+} wstate;
+
+struct dy_kv_index {
+    int max_workers, nwords;
+    slot *slots;
+    size_t cap, used;        /* table size (a power of two) and hashes in it */
+    uint64_t *bits;          /* ecap entries × PLANES × nwords */
+    uint32_t ecap, next_id;  /* entries allocated; ids below next_id have been handed out */
+    uint32_t *free_ids;
+    uint32_t n_free;
+    wstate *w;
+    pred *preds;
+    size_t pcap, pused;
+    timer *heap;
+    size_t hlen, hcap;
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static size_t home_of(uint64_t key, size_t cap)
+{
+    return (size_t)XXH3_64bits(&key, sizeof key) & (cap - 1);
+}
+
+static size_t pred_home(uint64_t hash, int32_t worker, size_t cap)
+{
+    return (size_t)XXH3_64bits_withSeed(&hash, sizeof hash, (uint64_t)worker) & (cap - 1);
+}
+
+/* Backward-shift deletion: may the element at j, whose home is h, move into the hole at i?
+ * Yes unless h lies cyclically in (i, j]. */
+static int can_fill(size_t h, size_t i, size_t j)
+{
+    return i <= j ? (h <= i || h > j) : (h <= i && h > j);
+}
+
+static uint64_t *plane(const dy_kv_index *x, uint32_t e, int p)
+{
+    return x->bits + ((size_t)e * PLANES + (size_t)p) * (size_t)x->nwords;
+}
+
+static bool valid_worker(const dy_kv_index *x, int worker)
+{
+    return x && worker >= 0 && worker < x->max_workers;
+}
+
+/* ---------------------------------------------------------------- the hash → entry table */
+
+/* The slot holding key, searching from its home slot; -1 if absent. */
+static long find_from(const dy_kv_index *x, uint64_t key, size_t home)
+{
+    size_t m = x->cap - 1;
+    for (size_t i = home;; i = (i + 1) & m) {
+        if (!x->slots[i].ref)
+            return -1;
+        if (x->slots[i].key == key)
+            return (long)i;
+    }
+}
+
+static long find_slot(const dy_kv_index *x, uint64_t key)
+{
+    return find_from(x, key, home_of(key, x->cap));
+}
+
+static bool grow_table(dy_kv_index *x)
+{
+    size_t cap = x->cap * 2;
+    slot *s = calloc(cap, sizeof *s);
+    if (!s)
+        return false;
+    for (size_t i = 0; i < x->cap; i++) {
+        if (!x->slots[i].ref)
+            continue;
+        size_t j = home_of(x->slots[i].key, cap);
+        while (s[j].ref)
+            j = (j + 1) & (cap - 1);
+        s[j] = x->slots[i];
+    }
+    free(x->slots);
+    x->slots = s;
+    x->cap = cap;
+    return true;
+}
+
+/* A fresh entry id with every bit clear (freed entries are clear by construction). */
+static long new_entry(dy_kv_index *x)
+{
+    if (x->n_free)
+        return x->free_ids[--x->n_free];
+    if (x->next_id == x->ecap) {
+        if (x->ecap >= UINT32_MAX / 2)
+            return -1;
+        uint32_t ecap = x->ecap * 2;
+        size_t per = (size_t)PLANES * (size_t)x->nwords;
+        uint64_t *bits = realloc(x->bits, (size_t)ecap * per * sizeof *bits);
+        if (!bits)
+            return -1;
+        memset(bits + (size_t)x->ecap * per, 0, (size_t)(ecap - x->ecap) * per * sizeof *bits);
+        x->bits = bits;
+        uint32_t *ids = realloc(x->free_ids, (size_t)ecap * sizeof *ids);
+        if (!ids)
+            return -1;
+        x->free_ids = ids;
+        x->ecap = ecap;
+    }
+    return x->next_id++;
+}
+
+/* The entry for key, created (all clear) if absent; -1 when out of memory. */
+static long get_entry(dy_kv_index *x, uint64_t key)
+{
+    long s = find_slot(x, key);
+    if (s >= 0)
+        return x->slots[s].ref - 1;
+    if ((x->used + 1) * 2 > x->cap && !grow_table(x))
+        return -1;
+    long e = new_entry(x);
+    if (e < 0)
+        return -1;
+    size_t i = home_of(key, x->cap);
+    while (x->slots[i].ref)
+        i = (i + 1) & (x->cap - 1);
+    x->slots[i] = (slot){key, (uint32_t)e + 1};
+    x->used++;
+    return e;
+}
+
+static bool entry_empty(const dy_kv_index *x, uint32_t e)
+{
+    const uint64_t *b = plane(x, e, 0);
+    for (int k = 0; k < PLANES * x->nwords; k++)
+        if (b[k])
+            return false;
+    return true;
+}
+
+/* Removes slot i (its entry is clear) and closes the hole behind it. */
+static void erase_slot(dy_kv_index *x, size_t i)
+{
+    x->free_ids[x->n_free++] = x->slots[i].ref - 1;
+    size_t m = x->cap - 1;
+    for (size_t j = (i + 1) & m; x->slots[j].ref; j = (j + 1) & m) {
+        if (can_fill(home_of(x->slots[j].key, x->cap), i, j)) {
+            x->slots[i] = x->slots[j];
+            i = j;
+        }
+    }
+    x->slots[i].ref = 0;
+    x->used--;
+}
+
+/* Which tiers (bits 0..2) and whether predicted (bit 3) worker holds entry e in. */
+static unsigned entry_mask(const dy_kv_index *x, uint32_t e, int worker)
+{
+    unsigned m = 0;
+    for (int p = 0; p < PLANES; p++)
+        if (plane(x, e, p)[worker >> 6] >> (worker & 63) & 1)
+            m |= 1u << p;
+    return m;
+}
+
+static void set_bit(dy_kv_index *x, uint32_t e, int p, int worker, bool on)
+{
+    uint64_t *w = &plane(x, e, p)[worker >> 6], b = 1ull << (worker & 63);
+    *w = on ? *w | b : *w & ~b;
+}
+
+/* Clears the worker's bits in planes [p0, p1) of every entry, freeing emptied ones. */
+static void clear_worker(dy_kv_index *x, int worker, int p0, int p1)
+{
+    for (size_t i = 0; i < x->cap;) {
+        if (!x->slots[i].ref) {
+            i++;
+            continue;
+        }
+        uint32_t e = x->slots[i].ref - 1;
+        for (int p = p0; p < p1; p++)
+            set_bit(x, e, p, worker, false);
+        if (entry_empty(x, e))
+            erase_slot(x, i); /* a later slot may have moved into i: look at it again */
+        else
+            i++;
+    }
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+dy_kv_index *dy_kv_index_new(int max_workers)
+{
+    if (max_workers < 1 || max_workers > DY_KV_INDEX_MAX_WORKERS)
+        return NULL;
+    dy_kv_index *x = calloc(1, sizeof *x);
+    if (!x)
+        return NULL;
+    x->max_workers = max_workers;
+    x->nwords = (max_workers + 63) / 64;
+    x->cap = 1024;
+    x->ecap = 512;
+    x->pcap = 1024;
+    x->hcap = 512;
+    x->slots = calloc(x->cap, sizeof *x->slots);
+    x->bits = calloc((size_t)x->ecap * PLANES * (size_t)x->nwords, sizeof *x->bits);
+    x->free_ids = malloc(x->ecap * sizeof *x->free_ids);
+    x->w = calloc((size_t)max_workers, sizeof *x->w);
+    x->preds = malloc(x->pcap * sizeof *x->preds);
+    x->heap = malloc(x->hcap * sizeof *x->heap);
+    if (!x->slots || !x->bits || !x->free_ids || !x->w || !x->preds || !x->heap) {
+        dy_kv_index_free(x);
+        return NULL;
+    }
+    for (size_t i = 0; i < x->pcap; i++)
+        x->preds[i].worker = -1;
+    return x;
+}
+
+void dy_kv_index_free(dy_kv_index *x)
+{
+    if (!x)
+        return;
+    free(x->slots);
+    free(x->bits);
+    free(x->free_ids);
+    free(x->w);
+    free(x->preds);
+    free(x->heap);
+    free(x);
+}
+
+int dy_kv_index_max_workers(const dy_kv_index *x)
+{
+    return x ? x->max_workers : 0;
+}
+
+/* ---------------------------------------------------------------- events */
+
+static int store(dy_kv_index *x, int worker, uint64_t hash, int tier)
+{
+    long e = get_entry(x, hash);
+    if (e < 0)
+        return DY_KV_INDEX_ENOMEM;
+    if (!(entry_mask(x, (uint32_t)e, worker) & 7u))
+        x->w[worker].blocks++;
+    set_bit(x, (uint32_t)e, tier, worker, true);
+    return DY_KV_INDEX_OK;
+}
+
+static void unstore(dy_kv_index *x, int worker, uint64_t hash, int tier)
+{
+    long s = find_slot(x, hash);
+    if (s < 0)
+        return; /* not known here: nothing to undo */
+    uint32_t e = x->slots[s].ref - 1;
+    unsigned before = entry_mask(x, e, worker) & 7u;
+    set_bit(x, e, tier, worker, false);
+    if (before && !(entry_mask(x, e, worker) & 7u))
+        x->w[worker].blocks--;
+    if (entry_empty(x, e))
+        erase_slot(x, (size_t)s);
+}
+
+static void clear_reported(dy_kv_index *x, int worker)
+{
+    if (x->w[worker].blocks)
+        clear_worker(x, worker, 0, DY_KV_N_TIERS);
+    x->w[worker].blocks = 0;
+}
+
+static bool valid_event(const dy_kv_event *e)
+{
+    if (e->kind == DY_KV_EV_CLEARED)
+        return true;
+    return (e->kind == DY_KV_EV_STORED || e->kind == DY_KV_EV_REMOVED) && e->tier < DY_KV_N_TIERS;
+}
+
+int dy_kv_index_apply(dy_kv_index *x, int worker, uint64_t seq, const dy_kv_event *ev, int n)
+{
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !ev))
+        return DY_KV_INDEX_EINVAL;
+    wstate *w = &x->w[worker];
+    if (w->state == DY_KV_WORKER_RESYNC)
+        return DY_KV_INDEX_RESYNC;
+    bool fresh = w->state == DY_KV_WORKER_UNKNOWN;
+    if (fresh ? seq != 1 : seq != w->seq + 1) {
+        w->state = DY_KV_WORKER_RESYNC;
+        return DY_KV_INDEX_RESYNC;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!valid_event(&ev[i])) {
+            w->state = DY_KV_WORKER_RESYNC;
+            return DY_KV_INDEX_EINVAL;
+        }
+    }
+    w->state = DY_KV_WORKER_LIVE;
+    for (int i = 0; i < n; i++) {
+        const dy_kv_event *e = &ev[i];
+        if (e->kind == DY_KV_EV_STORED) {
+            if (store(x, worker, e->hash, e->tier) != DY_KV_INDEX_OK) {
+                w->state = DY_KV_WORKER_RESYNC;
+                return DY_KV_INDEX_ENOMEM;
+            }
+        } else if (e->kind == DY_KV_EV_REMOVED) {
+            unstore(x, worker, e->hash, e->tier);
+        } else {
+            clear_reported(x, worker);
+        }
+    }
+    w->seq = seq;
+    return DY_KV_INDEX_OK;
+}
+
+int dy_kv_index_resync(dy_kv_index *x, int worker, uint64_t seq, const uint64_t *hashes,
+                       const uint64_t *parents, int n)
+{
+    (void)parents; /* a chained hash already names its whole prefix */
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes))
+        return DY_KV_INDEX_EINVAL;
+    wstate *w = &x->w[worker];
+    clear_reported(x, worker);
+    w->state = DY_KV_WORKER_RESYNC; /* until the whole snapshot is in */
+    for (int i = 0; i < n; i++)
+        if (store(x, worker, hashes[i], DY_KV_TIER_DEVICE) != DY_KV_INDEX_OK)
+            return DY_KV_INDEX_ENOMEM;
+    w->state = DY_KV_WORKER_LIVE;
+    w->seq = seq;
+    return DY_KV_INDEX_OK;
+}
+
+/* ---------------------------------------------------------------- predictions */
+
+static long pred_find(const dy_kv_index *x, uint64_t hash, int32_t worker)
+{
+    size_t m = x->pcap - 1;
+    for (size_t i = pred_home(hash, worker, x->pcap);; i = (i + 1) & m) {
+        if (x->preds[i].worker < 0)
+            return -1;
+        if (x->preds[i].hash == hash && x->preds[i].worker == worker)
+            return (long)i;
+    }
+}
+
+static void pred_place(pred *t, size_t cap, pred p)
+{
+    size_t i = pred_home(p.hash, p.worker, cap);
+    while (t[i].worker >= 0)
+        i = (i + 1) & (cap - 1);
+    t[i] = p;
+}
+
+static bool pred_grow(dy_kv_index *x)
+{
+    size_t cap = x->pcap * 2;
+    pred *t = malloc(cap * sizeof *t);
+    if (!t)
+        return false;
+    for (size_t i = 0; i < cap; i++)
+        t[i].worker = -1;
+    for (size_t i = 0; i < x->pcap; i++)
+        if (x->preds[i].worker >= 0)
+            pred_place(t, cap, x->preds[i]);
+    free(x->preds);
+    x->preds = t;
+    x->pcap = cap;
+    return true;
+}
+
+static void pred_erase(dy_kv_index *x, size_t i)
+{
+    size_t m = x->pcap - 1;
+    for (size_t j = (i + 1) & m; x->preds[j].worker >= 0; j = (j + 1) & m) {
+        if (can_fill(pred_home(x->preds[j].hash, x->preds[j].worker, x->pcap), i, j)) {
+            x->preds[i] = x->preds[j];
+            i = j;
+        }
+    }
+    x->preds[i].worker = -1;
+    x->pused--;
+}
+
+static bool heap_push(dy_kv_index *x, timer t)
+{
+    if (x->hlen == x->hcap) {
+        timer *h = realloc(x->heap, x->hcap * 2 * sizeof *h);
+        if (!h)
+            return false;
+        x->heap = h;
+        x->hcap *= 2;
+    }
+    size_t i = x->hlen++;
+    while (i > 0 && x->heap[(i - 1) / 2].t > t.t) {
+        x->heap[i] = x->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    x->heap[i] = t;
+    return true;
+}
+
+static timer heap_pop(dy_kv_index *x)
+{
+    timer top = x->heap[0], last = x->heap[--x->hlen];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= x->hlen)
+            break;
+        if (c + 1 < x->hlen && x->heap[c + 1].t < x->heap[c].t)
+            c++;
+        if (!(x->heap[c].t < last.t))
+            break;
+        x->heap[i] = x->heap[c];
+        i = c;
+    }
+    if (x->hlen)
+        x->heap[i] = last;
+    return top;
+}
+
+static int predict_one(dy_kv_index *x, int worker, uint64_t hash, double expires_at)
+{
+    long s = pred_find(x, hash, worker);
+    if (s >= 0) { /* already predicted: extend; its timer re-arms when it pops */
+        if (expires_at > x->preds[s].expires)
+            x->preds[s].expires = expires_at;
+        return DY_KV_INDEX_OK;
+    }
+    if ((x->pused + 1) * 2 > x->pcap && !pred_grow(x))
+        return DY_KV_INDEX_ENOMEM;
+    long e = get_entry(x, hash);
+    if (e < 0)
+        return DY_KV_INDEX_ENOMEM;
+    if (!heap_push(x, (timer){expires_at, hash, worker})) {
+        if (entry_empty(x, (uint32_t)e))
+            erase_slot(x, (size_t)find_slot(x, hash));
+        return DY_KV_INDEX_ENOMEM;
+    }
+    pred_place(x->preds, x->pcap, (pred){hash, expires_at, expires_at, worker});
+    x->pused++;
+    set_bit(x, (uint32_t)e, PLANE_PRED, worker, true);
+    x->w[worker].predicted++;
+    return DY_KV_INDEX_OK;
+}
+
+int dy_kv_index_predict(dy_kv_index *x, int worker, const uint64_t *hashes, int n,
+                        double expires_at)
+{
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes) || isnan(expires_at))
+        return DY_KV_INDEX_EINVAL;
+    for (int i = 0; i < n; i++) {
+        int rc = predict_one(x, worker, hashes[i], expires_at);
+        if (rc != DY_KV_INDEX_OK)
+            return rc;
+    }
+    return DY_KV_INDEX_OK;
+}
+
+static void unpredict(dy_kv_index *x, int worker, uint64_t hash)
+{
+    long s = find_slot(x, hash);
+    if (s < 0)
+        return;
+    uint32_t e = x->slots[s].ref - 1;
+    set_bit(x, e, PLANE_PRED, worker, false);
+    x->w[worker].predicted--;
+    if (entry_empty(x, e))
+        erase_slot(x, (size_t)s);
+}
+
+void dy_kv_index_expire(dy_kv_index *x, double now)
+{
+    if (!x)
+        return;
+    while (x->hlen && x->heap[0].t <= now) {
+        timer t = heap_pop(x);
+        long s = pred_find(x, t.hash, t.worker);
+        if (s < 0 || x->preds[s].armed != t.t)
+            continue; /* a timer of a prediction already gone (its worker was removed) */
+        if (x->preds[s].expires > now) {
+            /* extended since it was armed: re-arm at the new deadline. The push cannot
+             * fail: this pop just freed a heap slot. */
+            x->preds[s].armed = x->preds[s].expires;
+            heap_push(x, (timer){x->preds[s].expires, t.hash, t.worker});
+            continue;
+        }
+        pred_erase(x, (size_t)s);
+        unpredict(x, t.worker, t.hash);
+    }
+}
+
+/* ---------------------------------------------------------------- leaving */
+
+int dy_kv_index_remove_worker(dy_kv_index *x, int worker)
+{
+    if (!valid_worker(x, worker))
+        return DY_KV_INDEX_EINVAL;
+    wstate *w = &x->w[worker];
+    if (w->blocks || w->predicted)
+        clear_worker(x, worker, 0, PLANES);
+    if (w->predicted) { /* their timers stay in the heap and are dropped when they pop */
+        for (size_t i = 0; i < x->pcap;) {
+            if (x->preds[i].worker == worker)
+                pred_erase(x, i); /* a later one may have moved into i */
+            else
+                i++;
+        }
+    }
+    *w = (wstate){0};
+    return DY_KV_INDEX_OK;
+}
+
+/* ---------------------------------------------------------------- queries */
+
+/* The bitset planes of each of hashes[0..n) (NULL when not indexed), n <= CHUNK. The table
+ * is far larger than the caches, so each lookup is two likely misses (slot, then entry):
+ * touching a chunk's slots, then its entries, ahead of use lets the misses overlap. */
+#define CHUNK 16
+static void lookup_chunk(const dy_kv_index *x, const uint64_t *hashes, int n,
+                         const uint64_t **bits)
+{
+    size_t home[CHUNK];
+    for (int i = 0; i < n; i++) {
+        home[i] = home_of(hashes[i], x->cap);
+        __builtin_prefetch(&x->slots[home[i]]);
+    }
+    for (int i = 0; i < n; i++) {
+        long s = find_from(x, hashes[i], home[i]);
+        bits[i] = s >= 0 ? plane(x, x->slots[s].ref - 1, 0) : NULL;
+        for (int k = 0; bits[i] && k < PLANES * x->nwords; k += 8) /* each cache line */
+            __builtin_prefetch(bits[i] + k);
+    }
+}
+
+void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap)
+{
+    if (!x || !overlap)
+        return;
+    memset(overlap, 0, (size_t)x->max_workers * sizeof *overlap);
+    if (!hashes || n <= 0)
+        return;
+    const int nw = x->nwords;
+    uint64_t live[MAX_WORDS]; /* workers that hold every block so far */
+    for (int k = 0; k < nw; k++)
+        live[k] = ~0ull;
+    if (x->max_workers & 63)
+        live[nw - 1] = (1ull << (x->max_workers & 63)) - 1;
+    const uint64_t *bits[CHUNK];
+    for (int i = 0; i < n; i++) {
+        if (i % CHUNK == 0)
+            lookup_chunk(x, hashes + i, n - i < CHUNK ? n - i : CHUNK, bits);
+        const uint64_t *b = bits[i % CHUNK];
+        uint64_t any = 0;
+        for (int k = 0; k < nw; k++) {
+            uint64_t held = 0;
+            if (b)
+                for (int p = 0; p < PLANES; p++)
+                    held |= b[p * nw + k];
+            uint64_t cur = live[k] & held, gone = live[k] & ~cur;
+            for (; gone; gone &= gone - 1) /* these workers' runs end at block i */
+                overlap[k * 64 + __builtin_ctzll(gone)] = i;
+            live[k] = cur;
+            any |= cur;
+        }
+        if (!any)
+            return;
+    }
+    for (int k = 0; k < nw; k++)
+        for (uint64_t l = live[k]; l; l &= l - 1)
+            overlap[k * 64 + __builtin_ctzll(l)] = n;
+}
+
+int dy_kv_index_overlap_one(const dy_kv_index *x, int worker, const uint64_t *hashes, int n)
+{
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes))
+        return -1;
+    int i = 0;
+    for (; i < n; i++) {
+        long s = find_slot(x, hashes[i]);
+        if (s < 0 || !entry_mask(x, x->slots[s].ref - 1, worker))
+            break;
+    }
+    return i;
+}
+
+dy_kv_worker_state dy_kv_index_worker_state(const dy_kv_index *x, int worker)
+{
+    return valid_worker(x, worker) ? (dy_kv_worker_state)x->w[worker].state
+                                   : DY_KV_WORKER_UNKNOWN;
+}
+
+uint64_t dy_kv_index_worker_seq(const dy_kv_index *x, int worker)
+{
+    return valid_worker(x, worker) ? x->w[worker].seq : 0;
+}
+
+size_t dy_kv_index_size(const dy_kv_index *x)
+{
+    return x ? x->used : 0;
+}
+
+int64_t dy_kv_index_worker_blocks(const dy_kv_index *x, int worker)
+{
+    return valid_worker(x, worker) ? x->w[worker].blocks : 0;
+}
+
+int64_t dy_kv_index_worker_predicted(const dy_kv_index *x, int worker)
+{
+    return valid_worker(x, worker) ? x->w[worker].predicted : 0;
+}
+
+unsigned dy_kv_index_holds(const dy_kv_index *x, int worker, uint64_t hash)
+{
+    if (!valid_worker(x, worker))
+        return 0;
+    long s = find_slot(x, hash);
+    return s < 0 ? 0 : entry_mask(x, x->slots[s].ref - 1, worker);
+}
+
+int64_t dy_kv_index_worker_hashes(const dy_kv_index *x, int worker, uint64_t *out, int64_t cap)
+{
+    if (!valid_worker(x, worker) || cap < 0 || (cap > 0 && !out))
+        return -1;
+    int64_t n = 0;
+    for (size_t i = 0; i < x->cap; i++) {
+        if (!x->slots[i].ref || !(entry_mask(x, x->slots[i].ref - 1, worker) & 7u))
+            continue;
+        if (n < cap)
+            out[n] = x->slots[i].key;
+        n++;
+    }
+    return n;
+}
