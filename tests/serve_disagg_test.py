@@ -22,6 +22,13 @@ from dyad_http import MODEL, Server  # noqa: E402
 DYAD, SRC = sys.argv[1], sys.argv[2]
 LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
 SHORT = "Once upon a time"
+_fresh = [0]
+
+
+def fresh():
+    """A long prompt no server has seen: a cached one would (rightly) be prefilled locally."""
+    _fresh[0] += 1
+    return f"Story {_fresh[0]}. " + LONG
 
 
 def ask(s, prompt=LONG, **kw):
@@ -37,9 +44,10 @@ def health(s):
 
 def test_same_answers_and_transfer(agg, dis, tcp):
     for kw in ({}, {"temperature": 0.9, "seed": 5}, {"temperature": 1.2, "top_k": 20, "seed": 9, "n": 2}):
-        want = [c["text"] for c in ask(agg, **kw)["choices"]]
+        p = fresh()
+        want = [c["text"] for c in ask(agg, prompt=p, **kw)["choices"]]
         for s in (dis, tcp):
-            r = ask(s, **kw)
+            r = ask(s, prompt=p, **kw)
             assert [c["text"] for c in r["choices"]] == want, (kw, r["choices"], want)
             for c in r["dyad"]["choices"]:
                 assert c["prefill_worker"] == 0, r["dyad"]
@@ -52,7 +60,7 @@ def test_same_answers_and_transfer(agg, dis, tcp):
 
 
 def test_streaming_same_answers(agg, dis, tcp):
-    body = {"model": MODEL, "prompt": LONG, "max_tokens": 30, "temperature": 0, "stream": True}
+    body = {"model": MODEL, "prompt": fresh(), "max_tokens": 30, "temperature": 0, "stream": True}
     want = "".join(e["choices"][0]["text"] for e in agg.stream("/v1/completions", body)[:-1])
     ev = dis.stream("/v1/completions", body)
     assert "".join(e["choices"][0]["text"] for e in ev[:-1]) == want
@@ -68,13 +76,14 @@ def test_short_prompt_stays_local(agg, dis, tcp):
 
 
 def test_prefill_worker_dies_mid_request(agg, dis, tcp):
-    want = ask(agg, max_tokens=60)["choices"][0]["text"]
+    p = fresh()
+    want = ask(agg, prompt=p, max_tokens=60)["choices"][0]["text"]
     pid = health(dis)["workers"][0]["pid"]
     results, errors = [], []
 
     def one(i):
         try:
-            results.append(ask(dis, prompt=LONG + " " * i, max_tokens=60))
+            results.append(ask(dis, prompt=p + " " * i, max_tokens=60))
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 
@@ -99,7 +108,7 @@ def test_decode_worker_dies(agg, dis, tcp):
     pid = health(dis)["workers"][1]["pid"]
     c = dis.conn()
     c.request("POST", "/v1/completions", body=json.dumps(
-        {"model": MODEL, "prompt": LONG, "max_tokens": 300, "ignore_eos": True, "stream": True}),
+        {"model": MODEL, "prompt": fresh(), "max_tokens": 300, "ignore_eos": True, "stream": True}),
         headers={"Content-Type": "application/json"})
     r = c.getresponse()
     first = r.read1(4096).decode()
@@ -112,7 +121,8 @@ def test_decode_worker_dies(agg, dis, tcp):
     err = json.loads(events[-2])
     assert "error" in err and "died" in err["error"]["message"], events[-3:]
     assert dis.wait_for(lambda: health(dis)["workers"][1]["pid"] != pid and health(dis)["workers"][1]["up"])
-    assert ask(dis)["choices"][0]["text"] == ask(agg)["choices"][0]["text"]
+    p = fresh()
+    assert ask(dis, prompt=p)["choices"][0]["text"] == ask(agg, prompt=p)["choices"][0]["text"]
 
 
 def test_stalled_prefill_falls_back():
@@ -123,14 +133,15 @@ def test_stalled_prefill_falls_back():
         pid = health(s)["workers"][0]["pid"]
         os.kill(pid, signal.SIGSTOP)
         t0 = time.time()
-        r = ask(s, prompt=LONG + " again")
+        p = fresh()
+        r = ask(s, prompt=p)
         assert time.time() - t0 < 20
         assert r["dyad"]["choices"][0]["prefill_worker"] is None
-        assert r["choices"][0]["text"] == ask(agg, prompt=LONG + " again")["choices"][0]["text"]
+        assert r["choices"][0]["text"] == ask(agg, prompt=p)["choices"][0]["text"]
         m = s.metrics()
         assert m["dyad_kv_transfer_timeouts_total"] >= 1
         assert s.wait_for(lambda: health(s)["workers"][0]["pid"] != pid)
-        assert ask(s)["dyad"]["choices"][0]["prefill_worker"] == 0  # the new one serves
+        assert ask(s, prompt=fresh())["dyad"]["choices"][0]["prefill_worker"] == 0  # the new one serves
     finally:
         s.stop()
         agg.stop()

@@ -41,6 +41,15 @@ static const char serve_usage[] =
     "  --max-batch-tokens N      token budget of one engine step (default 512)\n"
     "  --max-running N           sequences in one worker's running batch (default 64)\n"
     "  --no-prefix-cache         workers compute every prompt in full (for measurements)\n"
+    "  --router POLICY           which worker of a pool: kv-aware (default: cached prefix\n"
+    "                            against load), least-loaded, round-robin or random\n"
+    "  --router-overlap-weight W kv-aware: weight of prefill blocks against decode blocks\n"
+    "                            (default 1)\n"
+    "  --router-temperature T    kv-aware: 0 picks the cheapest worker (default); > 0 samples\n"
+    "                            from a softmax over normalised costs\n"
+    "  --no-kv-events            workers publish no KV events; the router predicts their\n"
+    "                            caches from its own decisions (approximate mode)\n"
+    "  --router-ttl S            approximate mode: how long a prediction holds (default 120)\n"
     "  --max-queue N             sequences waiting for a first token before new requests get\n"
     "                            429 (default 256)\n"
     "  --api-key KEY             require 'Authorization: Bearer KEY' (default: none)\n"
@@ -68,7 +77,9 @@ static int parse(int argc, char **argv, serve_opts *o)
                                .kv_mem_mib = 256, .block_size = 16, .max_batch_tokens = 512,
                                .max_running = 64, .max_queue = 256, .startup_timeout_s = 120,
                                .xfer = DY_XFER_SHM, .xfer_timeout_s = 30,
-                               .route = dy_route_config_default()};
+                               .route = dy_route_config_default(),
+                               .router = dy_router_config_default()};
+    o->w.router.policy = DY_ROUTER_KV_AWARE;
     int agg = -1, pre = -1, dec = -1;
     float xto = 30;
     const char *v;
@@ -105,6 +116,27 @@ static int parse(int argc, char **argv, serve_opts *o)
         } else if (arg_take("serve", argc, argv, &i, "--kv-host", &v, &bad)) o->w.kv_host = v;
         else if (!strcmp(argv[i], "--no-prefix-cache"))
             o->w.no_prefix_cache = true;
+        else if (!strcmp(argv[i], "--no-kv-events"))
+            o->w.no_kv_events = true;
+        else if (arg_take("serve", argc, argv, &i, "--router", &v, &bad)) {
+            if (!dy_router_policy_parse(v, &o->w.router.policy)) {
+                fprintf(stderr, "dyad serve: --router: '%s' is not round-robin, random, "
+                        "least-loaded or kv-aware\n", v);
+                bad = true;
+            }
+        } else if (arg_take("serve", argc, argv, &i, "--router-overlap-weight", &v, &bad)) {
+            float f = 1;
+            bad = !arg_float("serve", "--router-overlap-weight", v, 0, 1e6, &f);
+            o->w.router.overlap_weight = f;
+        } else if (arg_take("serve", argc, argv, &i, "--router-temperature", &v, &bad)) {
+            float f = 0;
+            bad = !arg_float("serve", "--router-temperature", v, 0, 1e6, &f);
+            o->w.router.temperature = f;
+        } else if (arg_take("serve", argc, argv, &i, "--router-ttl", &v, &bad)) {
+            float f = 120;
+            bad = !arg_float("serve", "--router-ttl", v, 0.001, 1e7, &f);
+            o->w.router.approx_ttl_s = f;
+        }
         else if (arg_take("serve", argc, argv, &i, "--prefill-launcher", &v, &bad))
             o->w.prefill_launcher = v;
         else if (arg_take("serve", argc, argv, &i, "--decode-launcher", &v, &bad))
@@ -231,15 +263,17 @@ int cmd_serve(int argc, char **argv)
     }
     if (o.w.n_prefill > 0)
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d prefill + %d decode workers × %d "
-                "threads, KV over %s (chat template: %s)\n", o.model_name ? o.model_name : name,
-                o.host, dy_http_port(http), o.w.n_prefill, o.w.n_workers - o.w.n_prefill,
-                o.w.threads_per_worker, o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
-                dy_chat_family_name(chat));
+                "threads, KV over %s, router %s (chat template: %s)\n",
+                o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_prefill,
+                o.w.n_workers - o.w.n_prefill, o.w.threads_per_worker,
+                o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
+                dy_router_policy_name(o.w.router.policy), dy_chat_family_name(chat));
     else
-        fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads "
-                "(chat template: %s)\n", o.model_name ? o.model_name : name, o.host,
+        fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads, "
+                "router %s (chat template: %s)\n", o.model_name ? o.model_name : name, o.host,
                 dy_http_port(http), o.w.n_workers, o.w.n_workers == 1 ? "" : "s",
-                o.w.threads_per_worker, dy_chat_family_name(chat));
+                o.w.threads_per_worker, dy_router_policy_name(o.w.router.policy),
+                dy_chat_family_name(chat));
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",

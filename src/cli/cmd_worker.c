@@ -22,6 +22,7 @@ static const char worker_usage[] =
     "  --max-batch-tokens N   token budget of one step (default 512)\n"
     "  --max-running N        sequences in the running batch (default 64)\n"
     "  --no-prefix-cache      compute every prompt in full (for measurements)\n"
+    "  --no-kv-events         publish no KV events for the frontend's prefix index\n"
     "  --role R               agg (default: prefill and decode), prefill, or decode\n"
     "  --kv-listen HOST:PORT  decode role: also receive KV blocks over TCP (port 0: any)\n";
 
@@ -55,6 +56,8 @@ int cmd_worker(int argc, char **argv)
             bad = !arg_int("worker", "--max-running", v, 1, 4096, &c.max_running);
         else if (!strcmp(argv[i], "--no-prefix-cache"))
             c.no_prefix_cache = true;
+        else if (!strcmp(argv[i], "--no-kv-events"))
+            c.no_kv_events = true;
         else if (arg_take("worker", argc, argv, &i, "--kv-listen", &v, &bad))
             c.kv_listen = v;
         else if (arg_take("worker", argc, argv, &i, "--role", &v, &bad)) {

@@ -10,34 +10,9 @@ dy_route_config dy_route_config_default(void)
     return c;
 }
 
-/* The live worker of `pool` with the least load, ties broken in turn. */
-static int least_loaded(const dy_route_worker *w, int n, dy_route_pool pool, bool by_prefill,
-                        unsigned turn)
+bool dy_route_remote(const dy_route_config *cfg, int64_t uncached_tokens,
+                     int64_t prefill_backlog_tokens)
 {
-    int best = -1;
-    for (int k = 0; k < n; k++) {
-        int i = (int)((turn + (unsigned)k) % (unsigned)n);
-        if (!w[i].alive || w[i].pool != pool)
-            continue;
-        int64_t load = by_prefill ? w[i].queued_prefill_tokens : w[i].in_flight;
-        int64_t best_load = best < 0 ? 0 : by_prefill ? w[best].queued_prefill_tokens : w[best].in_flight;
-        if (best < 0 || load < best_load)
-            best = i;
-    }
-    return best;
-}
-
-dy_route_decision dy_route_pick(const dy_route_config *cfg, const dy_route_worker *w, int n,
-                                int64_t uncached_tokens, unsigned turn)
-{
-    dy_route_decision d = {-1, -1};
-    d.decode = least_loaded(w, n, DY_POOL_DECODE, false, turn);
-    if (d.decode < 0) /* aggregated deployment (or every decode worker is down) */
-        return (dy_route_decision){least_loaded(w, n, DY_POOL_AGG, false, turn), -1};
-    if (uncached_tokens < cfg->disagg_min_tokens)
-        return d;
-    int p = least_loaded(w, n, DY_POOL_PREFILL, true, turn);
-    if (p >= 0 && w[p].queued_prefill_tokens < cfg->prefill_busy_tokens)
-        d.prefill = p;
-    return d;
+    return uncached_tokens >= cfg->disagg_min_tokens &&
+           prefill_backlog_tokens < cfg->prefill_busy_tokens;
 }

@@ -148,8 +148,9 @@ static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
     dy_worker_info w[64];
     int n = dy_workers_info(h->cfg.workers, w, 64);
     dy_xfer_totals x = dy_workers_xfer_totals(h->cfg.workers);
+    dy_router_totals rt = dy_workers_router_totals(h->cfg.workers);
     return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                     dy_metrics_render(h->cfg.metrics, w, n, &x));
+                     dy_metrics_render(h->cfg.metrics, w, n, &x, &rt));
 }
 
 /* ---------------------------------------------------------------- generation */
@@ -634,7 +635,8 @@ static json_t *selection_json(const gen *g)
  * cost (docs/api.md). */
 static json_t *choice_dyad(const dy_choice *c, int i)
 {
-    json_t *o = json_pack("{s:i, s:i}", "index", i, "worker", c->worker);
+    json_t *o = json_pack("{s:i, s:i, s:i}", "index", i, "worker", c->worker,
+                          "predicted_overlap_blocks", c->overlap_blocks);
     if (!o)
         return NULL;
     if (c->prefill_worker >= 0) {

@@ -23,6 +23,7 @@ typedef struct {
 typedef struct {
     uint64_t seq_id;   /* the wire id */
     int worker;        /* worker slot running it, -1 before submission */
+    int overlap_blocks; /* the router's prediction: leading prompt blocks cached there */
     dy_msg_request req; /* kept (with its prompt) so it can be resubmitted before it starts */
     dy_tok_event *toks;
     int n_toks, cap;

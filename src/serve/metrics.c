@@ -199,7 +199,36 @@ static void xfer_metrics(text *t, const dy_xfer_totals *x)
         (unsigned long long)x->remote, (unsigned long long)x->local);
 }
 
-char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_xfer_totals *x)
+static double routed(const dy_worker_info *w) { return (double)w->routed; }
+static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
+
+static void router_metrics(text *t, const dy_router_totals *r, const dy_worker_info *w, int n)
+{
+    header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
+    out(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
+    header(t, "dyad_router_decisions_total", "counter",
+           "Routing decisions (a prompt's samples count once).");
+    out(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
+    worker_each(t, "dyad_router_worker_decisions_total", "counter",
+                "Routing decisions that chose the worker.", w, n, routed);
+    header(t, "dyad_router_predicted_overlap_blocks_total", "counter",
+           "Leading prompt blocks the chosen worker held by the global index, summed over "
+           "decisions (divide by decisions for the mean).");
+    out(t, "dyad_router_predicted_overlap_blocks_total %llu\n", (unsigned long long)r->overlap_blocks);
+    header(t, "dyad_router_cached_tokens_total", "counter",
+           "Prompt tokens the chosen workers then found in their prefix caches.");
+    out(t, "dyad_router_cached_tokens_total %llu\n", (unsigned long long)r->cached_tokens);
+    header(t, "dyad_router_resyncs_total", "counter",
+           "Full KV snapshots asked of workers (event gaps, errors).");
+    out(t, "dyad_router_resyncs_total %llu\n", (unsigned long long)r->resyncs);
+    header(t, "dyad_router_index_blocks", "gauge", "Distinct KV block hashes in the global index.");
+    out(t, "dyad_router_index_blocks %llu\n", (unsigned long long)r->index_blocks);
+    worker_each(t, "dyad_router_worker_indexed_blocks", "gauge",
+                "Blocks the global index says the worker holds (reported or predicted).", w, n, indexed);
+}
+
+char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_xfer_totals *x,
+                        const dy_router_totals *rt)
 {
     text t = {0};
     pthread_mutex_lock(&m->mu);
@@ -235,6 +264,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     worker_each(&t, "dyad_worker_restarts_total", "counter", "Times the worker was restarted.",
                 w, n, restarts);
     xfer_metrics(&t, x);
+    router_metrics(&t, rt, w, n);
     if (t.oom) {
         free(t.buf);
         return NULL;

@@ -25,6 +25,6 @@ void dy_metrics_queue(dy_metrics *m, double seconds);
 void dy_metrics_request(dy_metrics *m, dy_outcome o);
 /* The whole exposition, with the workers' figures and the KV transfer totals; malloc'd. */
 char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers,
-                        const dy_xfer_totals *x);
+                        const dy_xfer_totals *x, const dy_router_totals *rt);
 
 #endif

@@ -257,7 +257,7 @@ static bool read_frames(worker *w)
             dy_msg_prefill_free(&m);
         } else if (t == DY_MSG_KV_RESYNC) {
             dy_msg_kv_resync m;
-            if (dy_wire_decode_kv_resync(p, len, &m, err, sizeof err))
+            if (dy_wire_decode_kv_resync(p, len, &m, err, sizeof err) && !w->cfg.no_kv_events)
                 dy_kv_publish_snapshot(&w->kvpub, w->kv, &w->tx);
         } else if (t == DY_MSG_KV_READY) {
             dy_msg_kv_ready m;
@@ -476,7 +476,7 @@ static int setup(worker *w, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for %d KV blocks", blocks);
         return -1;
     }
-    if (!dy_kv_publish_init(&w->kvpub, w->kv, (uint32_t)c->worker_id)) {
+    if (!c->no_kv_events && !dy_kv_publish_init(&w->kvpub, w->kv, (uint32_t)c->worker_id)) {
         snprintf(err, errlen, "out of memory for KV events");
         return -1;
     }
@@ -538,7 +538,8 @@ int dy_worker_run(const dy_worker_config *cfg)
             break;
         if (busy)
             step(&w);
-        dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
+        if (!cfg->no_kv_events)
+            dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
         double t = dy_worker_now();
         if (t - w.last_stats >= STATS_EVERY_S) {
             send_stats(&w);

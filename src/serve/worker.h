@@ -18,6 +18,7 @@ typedef struct {
     int max_batch_tokens;
     int max_running;
     bool no_prefix_cache;
+    bool no_kv_events;    /* publish no KV events (the router runs in approximate mode) */
     int role;              /* dy_worker_role (serve/wire.h) */
     const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
 } dy_worker_config;

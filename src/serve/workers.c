@@ -6,6 +6,7 @@
  * answers KV_ALLOC with the blocks it set aside; the prefill worker gets PREFILL with those
  * destinations; its PREFILL_DONE becomes KV_READY for the decode worker. */
 #include "serve/workers.h"
+#include "kv/kv_cache.h"
 #include "serve/wire_io.h"
 
 #include <errno.h>
@@ -38,7 +39,17 @@ typedef struct {
     uint32_t n_blocks;
     double t_sent;
     bool cancel_decode;    /* FL_PREFILL: the client left; cancel at the decode worker after */
+    bool has_ticket;       /* FL_GEN, a prompt's first sample: the router's load accounting */
+    dy_router_ticket ticket;
 } flight;
+
+/* A worker's KV snapshot arriving in parts. */
+typedef struct {
+    uint64_t seq;
+    uint32_t next_part, n_parts;
+    uint64_t *hashes, *parents;
+    int n, cap;
+} snapshot_rx;
 
 typedef struct {
     struct dy_workers *pool;
@@ -52,8 +63,10 @@ typedef struct {
     int n_fl, cap_fl;
     uint64_t restarts;
     int role;                 /* dy_worker_role */
-    int64_t prefill_out;      /* prompt tokens of PREFILLs sent and not done */
     dy_msg_hello hello;
+    snapshot_rx snap;
+    bool resync_asked;        /* a KV_RESYNC is out; its snapshot has not completed */
+    uint64_t routed;
     dy_msg_stats stats, base; /* base: counters of earlier incarnations */
 } slot;
 
@@ -66,6 +79,8 @@ struct dy_workers {
     unsigned rr;
     bool stopping;
     dy_xfer_totals xfer;
+    dy_router *router;        /* under mu */
+    dy_router_totals rt;
     pthread_t janitor;
     bool janitor_started;
 };
@@ -133,6 +148,8 @@ static int spawn(dy_workers *w, slot *s, char *err, size_t errlen)
     argv[a++] = "--max-running"; argv[a++] = mr;
     if (c->no_prefix_cache)
         argv[a++] = "--no-prefix-cache";
+    if (c->no_kv_events)
+        argv[a++] = "--no-kv-events";
     static const char *const roles[] = {"agg", "prefill", "decode"};
     argv[a++] = "--role"; argv[a++] = (char *)roles[s->role];
     char listen[DY_WIRE_MAX_PEER + 8];
@@ -215,23 +232,106 @@ static int waiting_sequences(const dy_workers *w)
     return n;
 }
 
-/* Routes a sequence with `tokens` prompt tokens: the generating worker, and the prefill
- * worker or -1 (local prefill; always when remote is false). Call with mu held. */
-static slot *route(dy_workers *w, int64_t tokens, bool remote, int *prefill)
+static void snapshot_reset(snapshot_rx *r);
+
+/* ---------------------------------------------------------------- routing */
+
+static int block_size(const dy_workers *w)
 {
-    dy_route_worker rw[64];
-    int n = w->cfg.n_workers < 64 ? w->cfg.n_workers : 64;
-    for (int i = 0; i < n; i++) {
-        const slot *s = &w->slots[i];
-        int gen = 0;
-        for (int k = 0; k < s->n_fl; k++)
-            gen += s->fl[k].kind == FL_GEN;
-        rw[i] = (dy_route_worker){(dy_route_pool)s->role, s->alive, gen,
-                                  (int64_t)s->stats.queued_prefill_tokens + s->prefill_out};
+    return w->slots[0].hello.block_size ? (int)w->slots[0].hello.block_size : w->cfg.block_size;
+}
+
+/* The chained hashes of the prompt's full blocks, exactly as the workers compute them (the
+ * model's fingerprint from HELLO starts the chain), into a malloc'd *out. -1 if out of memory. */
+static int prompt_hashes(const dy_workers *w, const dy_msg_request *r, uint64_t **out)
+{
+    const int bs = block_size(w), n = (int)r->n_prompt / bs;
+    *out = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
+    if (!*out)
+        return -1;
+    uint64_t parent = w->slots[0].hello.fingerprint;
+    for (int i = 0; i < n; i++)
+        parent = (*out)[i] = dy_block_hash(parent, r->prompt + (size_t)i * bs, bs);
+    return n;
+}
+
+/* The live workers of the prefill pool, or of the pools that generate. */
+static int pool_members(const dy_workers *w, bool prefill_pool, int *out)
+{
+    int n = 0;
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        if (w->slots[i].alive && (w->slots[i].role == DY_ROLE_PREFILL) == prefill_pool)
+            out[n++] = i;
+    return n;
+}
+
+typedef struct {
+    int gen;      /* the worker that generates; -1 if none is alive */
+    int prefill;  /* the prefill worker, or -1 for local prefill */
+    int overlap;  /* leading prompt blocks the prefilling worker already holds */
+} placement;
+
+/* Where a prompt runs: the generating worker (its pool routed by the --router policy) and,
+ * disaggregated and when `remote`, the prefill worker, if conditional disaggregation says
+ * the uncached part is long enough and the prefill pool is not backed up (route.h). The
+ * decision enters the router's load accounting through *ticket. Call with mu held. */
+static placement place(dy_workers *w, const dy_msg_request *r, bool remote, dy_router_ticket *ticket)
+{
+    placement p = {-1, -1, 0};
+    uint64_t *hashes = NULL;
+    int *members = malloc(sizeof(int) * (size_t)w->cfg.n_workers);
+    int nb = members ? prompt_hashes(w, r, &hashes) : -1;
+    if (nb < 0) {
+        free(members);
+        return p;
     }
-    dy_route_decision d = dy_route_pick(&w->cfg.route, rw, n, remote ? tokens : 0, w->rr++);
-    *prefill = d.prefill;
-    return d.decode >= 0 ? &w->slots[d.decode] : NULL;
+    const double now = now_s();
+    const bool disagg = w->cfg.n_prefill > 0;
+    const int bs = block_size(w);
+    int n = pool_members(w, false, members);
+    dy_router_choice g = dy_router_pick(w->router, disagg ? DY_POOL_DECODE : DY_POOL_AGG, members,
+                                        n, hashes, nb, (int)r->n_prompt, now);
+    p.gen = g.worker;
+    p.overlap = g.overlap_blocks;
+    if (p.gen >= 0 && disagg) {
+        int held = dy_kv_index_overlap_one(dy_router_index(w->router), p.gen, hashes, nb);
+        p.overlap = held > 0 ? held : 0;
+        int64_t uncached = (int64_t)r->n_prompt - 1 - (int64_t)p.overlap * bs;
+        n = remote ? pool_members(w, true, members) : 0;
+        dy_router_choice pf = dy_router_pick(w->router, DY_POOL_PREFILL, members, n, hashes, nb,
+                                             (int)r->n_prompt, now);
+        int64_t backlog = 0;
+        if (pf.worker >= 0)
+            dy_router_worker_load(w->router, pf.worker, &backlog, NULL);
+        if (pf.worker >= 0 && dy_route_remote(&w->cfg.route, uncached, backlog * bs)) {
+            p.prefill = pf.worker;
+            p.overlap = pf.overlap_blocks;
+        }
+    }
+    if (p.gen >= 0) {
+        dy_router_on_routed(w->router, ticket, p.gen, p.prefill, hashes, nb, (int)r->n_prompt, now);
+        w->slots[p.gen].routed++;
+        w->rt.decisions++;
+        w->rt.overlap_blocks += (uint64_t)p.overlap;
+    }
+    free(hashes);
+    free(members);
+    return p;
+}
+
+/* A prefill worker for a prompt whose planned one died. -1 if none. Call with mu held. */
+static int pick_prefill(dy_workers *w, const dy_msg_request *r)
+{
+    uint64_t *hashes = NULL;
+    int *members = malloc(sizeof(int) * (size_t)w->cfg.n_workers);
+    int nb = members ? prompt_hashes(w, r, &hashes) : -1;
+    int pick = -1;
+    if (nb >= 0)
+        pick = dy_router_pick(w->router, DY_POOL_PREFILL, members, pool_members(w, true, members),
+                              hashes, nb, (int)r->n_prompt, now_s()).worker;
+    free(hashes);
+    free(members);
+    return pick;
 }
 
 static bool send_frame(slot *s, const dy_buf *b)
@@ -281,6 +381,8 @@ static void on_token(dy_workers *w, slot *s, const dy_msg_token *t)
 {
     pthread_mutex_lock(&w->mu);
     flight *f = find_flight(s, t->id);
+    if (f && f->has_ticket)
+        dy_router_on_first_token(w->router, &f->ticket); /* idempotent */
     if (f) {
         dy_job *j = f->job;
         pthread_mutex_lock(&j->mu);
@@ -295,6 +397,10 @@ static void on_done(dy_workers *w, slot *s, const dy_msg_done *d)
 {
     pthread_mutex_lock(&w->mu);
     flight *f = find_flight(s, d->id);
+    if (f && f->has_ticket) {
+        dy_router_on_finished(w->router, &f->ticket);
+        w->rt.cached_tokens += d->cached_tokens;
+    }
     if (f) {
         dy_job *j = f->job;
         pthread_mutex_lock(&j->mu);
@@ -345,7 +451,7 @@ static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
     dy_choice *c = &f->job->choices[f->choice];
     int pi = f->prefill_slot;
     if (pi < 0 || !w->slots[pi].alive)
-        route(w, (int64_t)c->req.n_prompt, true, &pi);
+        pi = pick_prefill(w, &c->req);
     const char *peer = w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
     dy_buf b = {0};
     /* The prefill runs under the decode sequence's id: its TCP frames name that sequence. */
@@ -366,7 +472,6 @@ static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
         pf->tokens = (int64_t)pm.n_prompt - m->cached_tokens;
         pf->n_blocks = m->n_blocks;
         pf->t_sent = now_s();
-        p->prefill_out += pf->tokens;
         w->xfer.remote++;
         pthread_mutex_lock(&f->job->mu);
         f->job->refs++; /* the prefill flight holds the job too */
@@ -381,7 +486,6 @@ static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
 static void end_prefill(dy_workers *w, slot *p, flight *f, bool ok)
 {
     slot *d = &w->slots[f->decode_slot];
-    p->prefill_out -= f->tokens;
     if (d->alive && find_flight(d, f->decode_id)) {
         if (f->cancel_decode)
             send_cancel(d, f->decode_id);
@@ -452,6 +556,104 @@ static void *janitor_main(void *arg)
     }
 }
 
+/* ---------------------------------------------------------------- KV events */
+
+static void snapshot_reset(snapshot_rx *r)
+{
+    free(r->hashes);
+    free(r->parents);
+    *r = (snapshot_rx){0};
+}
+
+/* Asks the worker for a full snapshot (once until it arrives). Call with mu held. */
+static void ask_resync(dy_workers *w, slot *s, uint8_t reason)
+{
+    if (s->resync_asked)
+        return;
+    s->resync_asked = true;
+    w->rt.resyncs++;
+    snapshot_reset(&s->snap);
+    dy_msg_kv_resync m = {.reason = reason,
+                          .seen_seq = dy_kv_index_worker_seq(dy_router_index(w->router), s->index)};
+    dy_buf b = {0};
+    if (dy_wire_kv_resync(&b, &m))
+        send_frame(s, &b);
+    dy_buf_free(&b);
+}
+
+static void on_kv_events(dy_workers *w, slot *s, const dy_msg_kv_events *m)
+{
+    pthread_mutex_lock(&w->mu);
+    int rc = dy_kv_index_apply(dy_router_index(w->router), s->index, m->seq, m->events,
+                               (int)m->n_events);
+    if (rc == DY_KV_INDEX_RESYNC)
+        ask_resync(w, s, DY_RESYNC_GAP);
+    else if (rc != DY_KV_INDEX_OK)
+        ask_resync(w, s, DY_RESYNC_ERROR);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Collects a snapshot's parts; the last one replaces the worker's blocks in the index. */
+static void on_kv_snapshot(dy_workers *w, slot *s, const dy_msg_kv_snapshot *m)
+{
+    pthread_mutex_lock(&w->mu);
+    snapshot_rx *r = &s->snap;
+    if (m->part == 0)
+        snapshot_reset(r);
+    bool ok = m->part == r->next_part && (m->part == 0 || (m->seq == r->seq && m->n_parts == r->n_parts));
+    int64_t total = (int64_t)r->n + m->n_blocks;
+    ok = ok && total <= (int64_t)s->hello.kv_blocks; /* a worker cannot hold more */
+    if (ok && total > r->cap) {
+        int cap = (int)total;
+        uint64_t *h = realloc(r->hashes, sizeof *h * (size_t)cap);
+        uint64_t *p = h ? realloc(r->parents, sizeof *p * (size_t)cap) : NULL;
+        if (h)
+            r->hashes = h;
+        if (p)
+            r->parents = p;
+        ok = h && p;
+        if (ok)
+            r->cap = cap;
+    }
+    if (!ok) {
+        snapshot_reset(r);
+        s->resync_asked = false;
+        ask_resync(w, s, DY_RESYNC_ERROR);
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    for (uint32_t i = 0; i < m->n_blocks; i++) {
+        r->hashes[r->n] = m->blocks[i].hash;
+        r->parents[r->n++] = m->blocks[i].parent;
+    }
+    r->seq = m->seq;
+    r->n_parts = m->n_parts;
+    r->next_part = m->part + 1;
+    if (r->next_part == r->n_parts) {
+        dy_kv_index_resync(dy_router_index(w->router), s->index, r->seq, r->hashes, r->parents, r->n);
+        snapshot_reset(r);
+        s->resync_asked = false;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* A load report. Its event sequence number also tells whether a batch went missing: the
+ * stream is ordered, so every batch sent before this report has been applied by now. */
+static void on_stats(dy_workers *w, slot *s, const dy_msg_stats *m)
+{
+    pthread_mutex_lock(&w->mu);
+    s->stats = *m;
+    dy_router_load load = {(int64_t)m->queued_prefill_tokens, (int64_t)m->active_decode_blocks,
+                           (int64_t)m->running + m->waiting, (int64_t)m->kv_blocks_used,
+                           (int64_t)m->kv_blocks_total};
+    dy_router_report_load(w->router, s->index, &load);
+    dy_kv_index *x = dy_router_index(w->router);
+    if (!w->cfg.no_kv_events && dy_kv_index_worker_state(x, s->index) == DY_KV_WORKER_LIVE &&
+        dy_kv_index_worker_seq(x, s->index) != m->kv_event_seq)
+        ask_resync(w, s, DY_RESYNC_GAP);
+    pthread_mutex_unlock(&w->mu);
+}
+
 static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, uint32_t len)
 {
     char err[256];
@@ -465,11 +667,18 @@ static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, ui
             on_done(w, s, &m);
     } else if (t == DY_MSG_STATS) {
         dy_msg_stats m;
-        if (dy_wire_decode_stats(p, len, &m, err, sizeof err)) {
-            pthread_mutex_lock(&w->mu);
-            s->stats = m;
-            pthread_mutex_unlock(&w->mu);
-        }
+        if (dy_wire_decode_stats(p, len, &m, err, sizeof err))
+            on_stats(w, s, &m);
+    } else if (t == DY_MSG_KV_EVENTS) {
+        dy_msg_kv_events m;
+        if (dy_wire_decode_kv_events(p, len, &m, err, sizeof err))
+            on_kv_events(w, s, &m);
+        dy_msg_kv_events_free(&m);
+    } else if (t == DY_MSG_KV_SNAPSHOT) {
+        dy_msg_kv_snapshot m;
+        if (dy_wire_decode_kv_snapshot(p, len, &m, err, sizeof err))
+            on_kv_snapshot(w, s, &m);
+        dy_msg_kv_snapshot_free(&m);
     } else if (t == DY_MSG_KV_ALLOC) {
         dy_msg_kv_alloc m;
         if (dy_wire_decode_kv_alloc(p, len, &m, err, sizeof err))
@@ -485,6 +694,12 @@ static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, ui
             pthread_mutex_lock(&w->mu);
             s->hello = m;
             s->hello_seen = true;
+            /* A new incarnation: forget the old one's blocks and load; its first snapshot
+             * (sequence 0) brings it into the index. */
+            dy_router_remove_worker(w->router, s->index);
+            dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+            snapshot_reset(&s->snap);
+            s->resync_asked = false;
             pthread_cond_broadcast(&w->changed);
             pthread_mutex_unlock(&w->mu);
         }
@@ -495,6 +710,8 @@ static void on_frame(dy_workers *w, slot *s, dy_msg_type t, const uint8_t *p, ui
 static void on_death(dy_workers *w, slot *s)
 {
     s->alive = false;
+    dy_router_remove_worker(w->router, s->index); /* its blocks leave the index */
+    snapshot_reset(&s->snap);
     close(s->fd);
     s->fd = -1;
     waitpid(s->pid, NULL, 0);
@@ -523,7 +740,6 @@ static void on_death(dy_workers *w, slot *s)
     int n = s->n_fl;
     s->fl = NULL;
     s->n_fl = s->cap_fl = 0;
-    s->prefill_out = 0;
     for (int i = 0; i < n; i++) {
         dy_job *j = fl[i].job;
         if (fl[i].kind == FL_PREFILL) {
@@ -536,13 +752,20 @@ static void on_death(dy_workers *w, slot *s)
             continue;
         }
         dy_choice *c = &j->choices[fl[i].choice];
-        int unused;
-        slot *other = w->stopping ? NULL : route(w, 0, false, &unused);
         pthread_mutex_lock(&j->mu);
-        bool rerun = !c->started && !c->done && other;
+        bool rerun = !c->started && !c->done && !w->stopping;
         pthread_mutex_unlock(&j->mu);
-        if (rerun && send_choice(other, j, fl[i].choice, w->next_id++, -1))
+        dy_router_ticket t;
+        placement pl = rerun ? place(w, &c->req, false, &t) : (placement){-1, -1, 0};
+        uint64_t id = w->next_id++;
+        if (pl.gen >= 0 && send_choice(&w->slots[pl.gen], j, fl[i].choice, id, -1)) {
+            flight *nf = find_flight(&w->slots[pl.gen], id);
+            nf->has_ticket = true;
+            nf->ticket = t;
             continue; /* the job reference moves with it */
+        }
+        if (pl.gen >= 0)
+            dy_router_on_finished(w->router, &t);
         pthread_mutex_lock(&j->mu);
         dy_choice_fail(c, "the worker running this request died");
         pthread_cond_broadcast(&j->cv);
@@ -591,8 +814,12 @@ static void *reader_main(void *arg)
         pthread_mutex_lock(&w->mu);
         char e[256];
         int rc = w->stopping ? -1 : spawn(w, s, e, sizeof e);
-        if (rc == 0)
+        if (rc == 0) {
             s->restarts++;
+            /* A candidate at once (requests queue on its socket while it loads); its blocks
+             * enter the index with its first snapshot after HELLO. */
+            dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+        }
         pthread_mutex_unlock(&w->mu);
         if (rc != 0)
             return NULL;
@@ -647,6 +874,13 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
     }
     w->cfg = *cfg;
     w->next_id = 1;
+    w->rt.policy = dy_router_policy_name(cfg->router.policy);
+    if (!(w->router = dy_router_new(&cfg->router, cfg->n_workers))) {
+        snprintf(err, errlen, "bad router settings, or out of memory");
+        free(w->slots);
+        free(w);
+        return NULL;
+    }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->changed, NULL);
     int started = 0;
@@ -657,7 +891,12 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
         s->fd = -1;
         s->role = i < cfg->n_prefill ? DY_ROLE_PREFILL : cfg->n_prefill > 0 ? DY_ROLE_DECODE : DY_ROLE_AGG;
         pthread_mutex_init(&s->wmu, NULL);
-        if (spawn(w, s, err, errlen) != 0 || pthread_create(&s->reader, NULL, reader_main, s) != 0)
+        if (spawn(w, s, err, errlen) != 0)
+            break;
+        pthread_mutex_lock(&w->mu);
+        dy_router_add_worker(w->router, i, !cfg->no_kv_events);
+        pthread_mutex_unlock(&w->mu);
+        if (pthread_create(&s->reader, NULL, reader_main, s) != 0)
             break;
         started++;
     }
@@ -693,10 +932,12 @@ static int submit_samples(dy_workers *w, dy_job *job, int first, int count)
 {
     while (count > 0) {
         const dy_msg_request *r = &job->choices[first].req;
-        int prefill = -1;
-        slot *s = route(w, (int64_t)r->n_prompt - 1, true, &prefill);
-        if (!s)
+        dy_router_ticket ticket;
+        placement pl = place(w, r, true, &ticket);
+        if (pl.gen < 0)
             return -1;
+        slot *s = &w->slots[pl.gen];
+        int prefill = pl.prefill;
         int part = samples_per_worker(s, r);
         if (part > count)
             part = count;
@@ -711,6 +952,15 @@ static int submit_samples(dy_workers *w, dy_job *job, int first, int count)
             for (int i = 0; i < part; i++)
                 dy_choice_fail(&job->choices[first + i], "could not reach the worker");
             job->refs -= part;
+            pthread_mutex_unlock(&job->mu);
+            dy_router_on_finished(w->router, &ticket);
+        } else {
+            flight *lead = find_flight(s, id);
+            lead->has_ticket = true;
+            lead->ticket = ticket;
+            pthread_mutex_lock(&job->mu);
+            for (int i = 0; i < part; i++)
+                job->choices[first + i].overlap_blocks = pl.overlap;
             pthread_mutex_unlock(&job->mu);
         }
         first += part;
@@ -808,6 +1058,14 @@ static int total_flights(const dy_workers *w)
     return n;
 }
 
+static int alive_workers(const dy_workers *w)
+{
+    int n = 0;
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        n += w->slots[i].alive;
+    return n;
+}
+
 void dy_workers_stop(dy_workers *w, double timeout_s)
 {
     pthread_mutex_lock(&w->mu);
@@ -835,6 +1093,24 @@ void dy_workers_stop(dy_workers *w, double timeout_s)
             kill(s->pid, SIGKILL); /* past the deadline: stop now, choices fail on death */
         shutdown(s->fd, SHUT_WR);
     }
+    /* A worker that does not exit (stopped, stuck in a step) is killed after a grace period,
+     * so shutting down never hangs on it. */
+    double grace = now_s() + 5;
+    while (alive_workers(w) > 0 && now_s() < grace) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&w->changed, &w->mu, &ts);
+    }
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        if (w->slots[i].alive) {
+            fprintf(stderr, "dyad serve: worker %d did not exit; killing it\n", i);
+            kill(w->slots[i].pid, SIGKILL);
+        }
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < w->cfg.n_workers; i++)
         pthread_join(w->slots[i].reader, NULL);
@@ -850,7 +1126,9 @@ void dy_workers_free(dy_workers *w)
     for (int i = 0; i < w->cfg.n_workers; i++) {
         pthread_mutex_destroy(&w->slots[i].wmu);
         free(w->slots[i].fl);
+        snapshot_reset(&w->slots[i].snap);
     }
+    dy_router_free(w->router);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->changed);
     free(w->slots);
@@ -879,7 +1157,10 @@ int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap)
         st.preemptions += s->base.preemptions;
         st.steps += s->base.steps;
         st.step_seconds += s->base.step_seconds;
-        out[i] = (dy_worker_info){s->alive, s->role, s->pid, s->restarts, s->n_fl, st, s->hello};
+        const dy_kv_index *x = dy_router_index(w->router);
+        out[i] = (dy_worker_info){s->alive, s->role, s->pid, s->restarts, s->n_fl, st, s->hello,
+                                  s->routed, dy_kv_index_worker_blocks(x, i) +
+                                                 dy_kv_index_worker_predicted(x, i)};
     }
     pthread_mutex_unlock(&w->mu);
     return n;
@@ -889,6 +1170,15 @@ dy_xfer_totals dy_workers_xfer_totals(dy_workers *w)
 {
     pthread_mutex_lock(&w->mu);
     dy_xfer_totals t = w->xfer;
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
+
+dy_router_totals dy_workers_router_totals(dy_workers *w)
+{
+    pthread_mutex_lock(&w->mu);
+    dy_router_totals t = w->rt;
+    t.index_blocks = dy_kv_index_size(dy_router_index(w->router));
     pthread_mutex_unlock(&w->mu);
     return t;
 }

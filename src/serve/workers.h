@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "route/route.h"
+#include "route/router.h"
 #include "serve/job.h"
 
 typedef struct {
@@ -30,7 +31,10 @@ typedef struct {
     /* Commands put in front of `dyad worker ...` per role (split on spaces), e.g.
      * "ip netns exec hostA" to run workers on other (network-namespace) hosts; NULL: none. */
     const char *prefill_launcher, *decode_launcher;
-    dy_route_config route;
+    dy_route_config route;    /* conditional disaggregation */
+    dy_router_config router;  /* which worker of a pool (docs/routing.md) */
+    bool no_kv_events;        /* workers publish no KV events: the router predicts their
+                               * caches from its own decisions (approximate mode) */
 } dy_workers_config;
 
 /* KV transfer totals (for metrics and reports). */
@@ -39,6 +43,16 @@ typedef struct {
     double seconds;             /* time spent copying or sending blocks */
     uint64_t remote, local;     /* prompts prefilled on a prefill worker / on their decode worker */
 } dy_xfer_totals;
+
+/* The router's figures (for metrics). */
+typedef struct {
+    const char *policy;
+    uint64_t decisions;         /* requests routed (a prompt's samples count once) */
+    uint64_t overlap_blocks;    /* leading prompt blocks the chosen worker held, summed */
+    uint64_t cached_tokens;     /* prompt tokens the workers then found cached, summed */
+    uint64_t resyncs;           /* snapshots asked of workers (sequence gaps, restarts) */
+    uint64_t index_blocks;      /* distinct block hashes in the global prefix index */
+} dy_router_totals;
 
 typedef struct dy_workers dy_workers;
 
@@ -50,6 +64,8 @@ typedef struct {
     int in_flight;              /* sequences assigned to it now */
     dy_msg_stats stats;         /* its latest report, with counters summed over restarts */
     dy_msg_hello hello;
+    uint64_t routed;            /* routing decisions that chose it */
+    int64_t indexed_blocks;     /* blocks the global index says it holds */
 } dy_worker_info;
 
 /* Starts the workers and waits until each has loaded the model (or fails with the reason). */
@@ -72,6 +88,7 @@ void dy_workers_kill(dy_workers *w, int i);
 /* A snapshot of up to cap workers; returns how many. */
 int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap);
 dy_xfer_totals dy_workers_xfer_totals(dy_workers *w);
+dy_router_totals dy_workers_router_totals(dy_workers *w);
 /* What the model's workers reported in HELLO (context length, vocabulary), from any worker. */
 dy_msg_hello dy_workers_hello(dy_workers *w);
 
