@@ -875,7 +875,8 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
     w->cfg = *cfg;
     w->next_id = 1;
     w->rt.policy = dy_router_policy_name(cfg->router.policy);
-    if (!(w->router = dy_router_new(&cfg->router, cfg->n_workers))) {
+    w->cfg.router.block_size = cfg->block_size; /* the router counts blocks as workers do */
+    if (!(w->router = dy_router_new(&w->cfg.router, cfg->n_workers))) {
         snprintf(err, errlen, "bad router settings, or out of memory");
         free(w->slots);
         free(w);
