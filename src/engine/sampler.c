@@ -1,6 +1,6 @@
 /* sampler.c — see sampler.h. Filters are applied in the usual order: temperature scales the
- * logits, then top-k, softmax, min-p (relative to the best), top-p over the sorted
- * survivors, and one draw. */
+ * logits, then top-k, softmax, min-p (relative to the best), top-p over the survivors from the
+ * most likely down, and one draw in that order. Candidates are sorted lazily (sort_head). */
 #include "engine/sampler.h"
 
 #include <math.h>
@@ -114,7 +114,8 @@ static int by_p_desc(const void *a, const void *b)
     return x->id - y->id; /* stable order for equal values keeps draws reproducible */
 }
 
-/* Moves the k largest candidates to the front (sorted), returns k. */
+/* Moves the k largest candidates to the front (sorted) and returns k; the rest follow in no
+ * particular order (c stays a permutation, so a later call can sort a longer head). */
 static int keep_top(cand *c, int n, int k)
 {
     if (k <= 0 || k >= n) {
@@ -128,6 +129,7 @@ static int keep_top(cand *c, int n, int k)
             continue;
         int j = k - 1;
         cand x = c[i];
+        c[i] = c[k - 1]; /* the one pushed out of the head takes x's place */
         while (j > 0 && by_p_desc(&x, &c[j - 1]) < 0) {
             c[j] = c[j - 1];
             j--;
@@ -135,6 +137,20 @@ static int keep_top(cand *c, int n, int k)
         c[j] = x;
     }
     return k;
+}
+
+/* Makes sure c[0..len) (at most n) is the sorted head of c[0..n): the draw and top-p walk the
+ * candidates from the most likely down, and usually stop within a few dozen, so the vocabulary
+ * is sorted only as far as needed — a full sort of 32,000 candidates costs milliseconds per
+ * token. *sorted tracks how much of the head is in order already. */
+static void sort_head(cand *c, int n, int *sorted, int len)
+{
+    if (*sorted >= n || *sorted >= len)
+        return;
+    int want = len < 64 ? 64 : len;
+    if (want < 4 * *sorted)
+        want = 4 * *sorted;
+    *sorted = keep_top(c, n, want < n ? want : n);
 }
 
 int32_t dy_sample(dy_sampler *s, const dy_sampling *cfg, dy_rng *rng, const float *logits)
@@ -146,38 +162,55 @@ int32_t dy_sample(dy_sampler *s, const dy_sampling *cfg, dy_rng *rng, const floa
         c[i].p = logits[i] / cfg->temperature;
         c[i].id = i;
     }
-    int n = keep_top(c, s->vocab, cfg->top_k);
-    /* softmax over the survivors (sorted, so c[0] holds the max) */
-    float max = c[0].p, sum = 0.0f;
+    int n = s->vocab, sorted = 0;
+    if (cfg->top_k > 0 && cfg->top_k < n)
+        n = sorted = keep_top(c, n, cfg->top_k);
+    /* softmax over the survivors; sums in double: over 32,000 terms float sums drift enough
+     * to move a draw across a boundary */
+    float max = c[0].p;
+    double sum = 0.0;
+    for (int i = 1; i < n; i++)
+        max = c[i].p > max ? c[i].p : max;
     for (int i = 0; i < n; i++) {
         c[i].p = expf(c[i].p - max);
         sum += c[i].p;
     }
     for (int i = 0; i < n; i++)
-        c[i].p /= sum;
-    if (cfg->min_p > 0.0f) {
-        float floor = cfg->min_p * c[0].p;
-        int m = 1;
-        while (m < n && c[m].p >= floor)
-            m++;
-        n = m;
-    }
-    if (cfg->top_p < 1.0f) {
-        float cum = 0.0f;
+        c[i].p = (float)(c[i].p / sum);
+    if (cfg->min_p > 0.0f) { /* keep p >= min_p × the best (expf(0) / sum); order is kept */
+        float floor = cfg->min_p * (float)(1.0 / sum);
         int m = 0;
-        while (m < n && cum < cfg->top_p)
-            cum += c[m++].p;
+        for (int i = 0; i < n; i++)
+            if (c[i].p >= floor)
+                c[m++] = c[i];
+        if (m == 0) { /* rounding: keep the best */
+            sort_head(c, n, &sorted, 1);
+            m = 1;
+        }
+        if (sorted > m)
+            sorted = m;
         n = m;
     }
-    float total = 0.0f;
-    for (int i = 0; i < n; i++)
-        total += c[i].p;
-    float r = dy_rng_float(rng) * total, acc = 0.0f;
+    double total = 0.0;
+    if (cfg->top_p < 1.0f) {
+        int m = 0;
+        while (m < n && total < cfg->top_p) {
+            sort_head(c, n, &sorted, m + 1);
+            total += c[m++].p;
+        }
+        n = m;
+    } else {
+        for (int i = 0; i < n; i++)
+            total += c[i].p;
+    }
+    double r = dy_rng_float(rng) * total, acc = 0.0;
     for (int i = 0; i < n; i++) {
+        sort_head(c, n, &sorted, i + 1);
         acc += c[i].p;
         if (r < acc)
             return c[i].id;
     }
+    sort_head(c, n, &sorted, n);
     return c[n - 1].id;
 }
 
