@@ -126,7 +126,9 @@ static void point_load(const bench *b, int i, dyb_point *p, dyb_run_config *rc)
         p->concurrency = (int)o->sweep_values[i];
     else if (o->sweep == DYB_SWEEP_RATE)
         p->rate = o->sweep_values[i];
-    bool timed = p->rate <= 0 && p->concurrency == 0 && dyb_workload_timed(b->wl);
+    /* A timed trace is replayed at its times unless a rate is given; a concurrency then only
+     * caps the requests in flight. */
+    bool timed = p->rate <= 0 && dyb_workload_timed(b->wl);
     if (p->rate <= 0 && !timed && p->concurrency == 0)
         p->concurrency = 1;
     p->mode = p->rate > 0 ? "open loop" : timed ? "trace replay" : "closed loop";
