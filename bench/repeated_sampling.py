@@ -159,8 +159,8 @@ def main():
         run(cached, "server", 1, 999)  # warm-up: page in the weights
         for n in NS:
             for rep in range(REPS):
-                for way, srv in ways:
-                    r = run(srv, way, n, seed=1000 * n + 10 * rep + len(way))
+                for k, (way, srv) in enumerate(ways):  # distinct seeds: distinct prompts
+                    r = run(srv, way, n, seed=100000 * n + 100 * rep + k)
                     results.setdefault((n, way), []).append(r)
                     print(json.dumps(r), file=sys.stderr)
     finally:

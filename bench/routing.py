@@ -5,8 +5,8 @@ disaggregated (2 prefill + 2 decode workers x 1 thread), on 2 cores.
 
 Scaling to fit this machine (stated in docs/routing.md): the first ROWS rows of the trace
 (default 1000), --length-scale 1/32 (a trace block of 512 tokens becomes 16 tokens, one KV
-block; prompts average ~430 tokens, outputs ~11), --time-scale 0.2 (five times faster than
-recorded). Model: generated 15m q8_0 with a 4096-token context; --kv-mem 128 MiB per worker.
+block; prompts average ~430 tokens, outputs ~11), --time-scale 0.5 (twice as fast as
+recorded). Model: generated 15m q8_0 with a 4096-token context; --kv-mem 512 MiB per worker.
 
 Per run it reports the prefix hit rate (prompt tokens the chosen workers found cached / prompt
 tokens sent) against the trace's upper bound (the share of block references seen earlier
@@ -30,7 +30,7 @@ TRACE = os.environ.get("TRACE", os.path.join(ROOT, "..", "shared", "traces",
                                              "mooncake_conversation_trace.jsonl"))
 MODEL = os.path.join(ROOT, "models", "generated", "15m-q8_0-ctx4k.gguf")
 ROWS = int(os.environ.get("ROWS", "1000"))
-TIME_SCALE, LENGTH_SCALE = float(os.environ.get("TIME_SCALE", "0.2")), 1 / 32
+TIME_SCALE, LENGTH_SCALE = float(os.environ.get("TIME_SCALE", "0.5")), 1 / 32
 POLICIES = os.environ.get("POLICIES", "round-robin,least-loaded,kv-aware").split(",")
 OUT = os.environ.get("OUT", os.path.join(ROOT, "docs", "bench"))
 DEPLOYMENTS = {
@@ -52,7 +52,7 @@ def upper_bound(path):
 class Server:
     def __init__(self, args):
         self.log = tempfile.NamedTemporaryFile("w+", prefix="dyad-route-", suffix=".log")
-        self.proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "128",
+        self.proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "512",
                                       "--port", "0", *args], stderr=self.log)
         for _ in range(600):
             self.log.seek(0)
@@ -169,7 +169,7 @@ def main():
           f"length scale 1/32; upper bound of the prefix hit rate: {ub:.3f}")
     rows = []
     try:
-        for deploy in DEPLOYMENTS:
+        for deploy in [d for d in DEPLOYMENTS if d in os.environ.get("DEPLOY", ",".join(DEPLOYMENTS))]:
             for policy in POLICIES:
                 r = run(deploy, policy, trace.name)
                 r["upper_bound"] = ub

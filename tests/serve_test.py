@@ -175,27 +175,35 @@ def test_prefix_cache(s):
     assert cached >= 32 and cached % 16 == 0, r["usage"]
 
 
-def test_disconnect_cancels(s):
-    before = s.metrics()['dyad_requests_total{outcome="cancelled"}']
-    c = s.conn()
-    c.request("POST", "/v1/completions", body=json.dumps(
-        {"model": MODEL, "prompt": "Once", "max_tokens": 400, "stream": True, "ignore_eos": True}),
-        headers={"Content-Type": "application/json"})
-    r = c.getresponse()
-    r.read1(100)
-    c.sock.shutdown(socket.SHUT_RDWR)
-    c.close()
-    assert s.wait_for(lambda: s.metrics()['dyad_requests_total{outcome="cancelled"}'] > before)
-    assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
-    # non-streaming request abandoned too
-    c = s.conn()
-    c.request("POST", "/v1/completions", body=json.dumps(
-        {"model": MODEL, "prompt": "Once", "max_tokens": 400, "ignore_eos": True}),
-        headers={"Content-Type": "application/json"})
-    time.sleep(0.2)
-    c.sock.shutdown(socket.SHUT_RDWR)
-    c.close()
-    assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
+def test_disconnect_cancels():
+    # One sequence at a time, and 16 samples of 480 tokens: the client leaves while most of
+    # them have not even started, however fast this machine generates.
+    s = Server("--workers", "1", "--threads-per-worker", "1", "--max-running", "1")
+    try:
+        body = {"model": MODEL, "prompt": "Once", "max_tokens": 480, "n": 16, "ignore_eos": True}
+        c = s.conn()
+        c.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read1(100)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        assert s.wait_for(lambda: s.metrics()['dyad_requests_total{outcome="cancelled"}'] == 1)
+        assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0)
+        assert s.metrics()["dyad_generation_tokens_total"] < 16 * 480
+        # a non-streaming request abandoned too
+        c = s.conn()
+        c.request("POST", "/v1/completions", body=json.dumps(body),
+                  headers={"Content-Type": "application/json"})
+        time.sleep(0.2)
+        c.sock.shutdown(socket.SHUT_RDWR)
+        c.close()
+        assert s.wait_for(lambda: s.metrics()['dyad_requests_total{outcome="cancelled"}'] == 2)
+        assert s.wait_for(lambda: s.metrics()["dyad_requests_running"] == 0 and
+                          s.metrics()["dyad_requests_waiting"] == 0)
+        assert s.metrics()["dyad_generation_tokens_total"] < 2 * 16 * 480
+    finally:
+        assert s.stop() == 0
 
 
 def test_killed_worker_is_replaced(s):

@@ -1,7 +1,8 @@
 /* http.h — the HTTP frontend of `dyad serve` on libmicrohttpd: routes, authentication,
- * body limits, turning OpenAI requests into jobs for the workers, and answering them (whole
- * JSON or an SSE stream flushed per token). A connection gets its own thread; a client that
- * goes away cancels its sequences at once. */
+ * body limits, and the transport of generation requests (gen.h turns an OpenAI request into
+ * a job for the workers and the job's events into the answer): one JSON body, or an SSE
+ * stream flushed per token. A connection gets its own thread; a client that goes away
+ * cancels its sequences at once. */
 #ifndef DYAD_HTTP_H
 #define DYAD_HTTP_H
 

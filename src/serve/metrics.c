@@ -216,7 +216,8 @@ static void router_metrics(text *t, const dy_router_totals *r, const dy_worker_i
            "decisions (divide by decisions for the mean).");
     out(t, "dyad_router_predicted_overlap_blocks_total %llu\n", (unsigned long long)r->overlap_blocks);
     header(t, "dyad_router_cached_tokens_total", "counter",
-           "Prompt tokens the chosen workers then found in their prefix caches.");
+           "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
+           "worker when the KV moved).");
     out(t, "dyad_router_cached_tokens_total %llu\n", (unsigned long long)r->cached_tokens);
     header(t, "dyad_router_resyncs_total", "counter",
            "Full KV snapshots asked of workers (event gaps, errors).");

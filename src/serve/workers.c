@@ -40,6 +40,8 @@ typedef struct {
     double t_sent;
     bool cancel_decode;    /* FL_PREFILL: the client left; cancel at the decode worker after */
     bool has_ticket;       /* FL_GEN, a prompt's first sample: the router's load accounting */
+    bool prefilled_remotely; /* FL_GEN: a prefill worker computed its prompt (its cache hits
+                              * are the ones that saved work, counted at PREFILL_DONE) */
     dy_router_ticket ticket;
 } flight;
 
@@ -399,7 +401,8 @@ static void on_done(dy_workers *w, slot *s, const dy_msg_done *d)
     flight *f = find_flight(s, d->id);
     if (f && f->has_ticket) {
         dy_router_on_finished(w->router, &f->ticket);
-        w->rt.cached_tokens += d->cached_tokens;
+        if (!f->prefilled_remotely)
+            w->rt.cached_tokens += d->cached_tokens;
     }
     if (f) {
         dy_job *j = f->job;
@@ -503,6 +506,10 @@ static void on_prefill_done(dy_workers *w, slot *p, const dy_msg_prefill_done *m
     flight *f = find_flight(p, m->id);
     if (f && f->kind == FL_PREFILL) {
         if (m->ok) {
+            flight *df = find_flight(&w->slots[f->decode_slot], f->decode_id);
+            if (df)
+                df->prefilled_remotely = true;
+            w->rt.cached_tokens += m->cached_tokens;
             w->xfer.transfers++;
             w->xfer.bytes += m->bytes;
             w->xfer.seconds += m->transfer_seconds;

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""bench/disagg_sweep.py [DYAD] — aggregated vs disaggregated serving on equal cores, each
+ISL x OSL cell swept over the request rate (open loop, Poisson) up to saturation: the
+measurement of docs/disaggregation.md ("Rate sweeps").
+
+Configurations (2 cores in all): agg 1x2 (one worker, 2 threads), agg 2x1 (two workers, 1
+thread each), disagg 1+1 (one prefill + one decode worker, 1 thread each, the default
+conditional disaggregation). Model: generated 110m q8_0 with a 4096-token context. For each
+cell and configuration, `dyad bench --sweep rate=...` at RATES x the cell's estimated
+capacity, each point bounded by --duration and --requests; goodput per request under the
+SLO (TTFT and TPOT, stated on the first line).
+
+Writes docs/bench/disagg_sweep.csv (one row per point), docs/bench/disagg_sweep.svg (small
+multiples: one panel per cell, output tok/s per core against tok/s per user, one line per
+configuration, the Pareto frontier of each), and prints the win / tie / lose table: per cell,
+the best goodput and the best frontier throughput of each configuration, and disagg's ratio
+to the best aggregated one. A benchmark: it asserts nothing. Standard library only.
+
+  CELLS="512x128 2048x512" RATES="0.25,0.5,1,2" DURATION=30 bench/disagg_sweep.py"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
+OUT = os.environ.get("OUT", os.path.join(ROOT, "docs", "bench"))
+# Requests/s one aggregated 1x2 server sustains per cell, from the closed-loop runs in
+# docs/disaggregation.md (OSL 512: extrapolated); the sweep goes from a quarter to twice that.
+CAPACITY = {(64, 16): 13.0, (64, 128): 3.3, (64, 512): 0.8, (512, 16): 2.0, (512, 128): 1.0,
+            (512, 512): 0.3, (2048, 16): 0.38, (2048, 128): 0.25, (2048, 512): 0.1}
+CELLS = [tuple(int(x) for x in c.split("x")) for c in
+         os.environ.get("CELLS", " ".join(f"{i}x{o}" for i, o in CAPACITY)).split()]
+RATES = [float(x) for x in os.environ.get("RATES", "0.25,0.5,1,2").split(",")]
+DURATION = float(os.environ.get("DURATION", "30"))
+MAX_REQ = int(os.environ.get("REQUESTS", "32"))
+SLO_TTFT, SLO_TPOT = float(os.environ.get("SLO_TTFT_MS", "5000")), float(os.environ.get("SLO_TPOT_MS", "50"))
+CONFIGS = {
+    "agg 1x2": ["--workers", "1", "--threads-per-worker", "2"],
+    "agg 2x1": ["--workers", "2", "--threads-per-worker", "1"],
+    "disagg 1+1": ["--prefill-workers", "1", "--decode-workers", "1", "--threads-per-worker", "1"],
+}
+
+
+def start(args):
+    log = tempfile.NamedTemporaryFile("w+", prefix="dyad-sweep-", suffix=".log")
+    proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "1536", "--port", "0",
+                             *args], stderr=log)
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"http://([\d.]+:\d+)", log.read())
+        if m:
+            return proc, log, "http://" + m.group(1)
+        time.sleep(0.1)
+    raise RuntimeError("server did not start")
+
+
+def sweep(url, isl, osl):
+    cap = CAPACITY.get((isl, osl), 1.0)
+    rates = ",".join(f"{cap * r:.4g}" for r in RATES)
+    out = subprocess.run([DYAD, "bench", "--url", url, "--isl", str(isl), "--osl", str(osl),
+                          "--sweep", f"rate={rates}", "--duration", str(DURATION),
+                          "--requests", str(MAX_REQ), "--cores", "2", "--seed", f"{isl}{osl}",
+                          "--slo", f"ttft_ms={SLO_TTFT:g},tpot_ms={SLO_TPOT:g}", "--json"],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+
+
+def frontier(points):
+    """Points (per user, per core) not dominated by another, sorted by per-user speed."""
+    pts = sorted(points, key=lambda p: (-p[0], -p[1]))
+    front, best = [], -1.0
+    for u, c in pts:
+        if c > best:
+            front.append((u, c))
+            best = c
+    return sorted(front)
+
+
+def svg(rows, path):
+    cells = sorted({(r["isl"], r["osl"]) for r in rows})
+    cols, pw, ph, m = 3, 260, 190, 42
+    W, H = cols * pw + 20, ((len(cells) + cols - 1) // cols) * ph + 40
+    colors = {"agg 1x2": "#1f77b4", "agg 2x1": "#ff7f0e", "disagg 1+1": "#2ca02c"}
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
+           f'<text x="10" y="14" font-size="12">output tok/s per core (y) against tok/s per user (x); '
+           f'lines: Pareto frontiers</text>']
+    for k, name in enumerate(CONFIGS):
+        out.append(f'<text x="{W - 260 + 85 * k}" y="14" fill="{colors[name]}">{name}</text>')
+    for i, (isl, osl) in enumerate(cells):
+        x0, y0 = 10 + (i % cols) * pw, 24 + (i // cols) * ph
+        rs = [r for r in rows if (r["isl"], r["osl"]) == (isl, osl) and r["tok_s_per_user"] > 0]
+        xmax = max([r["tok_s_per_user"] for r in rs] + [1]) * 1.1
+        ymax = max([r["out_tok_s_per_core"] for r in rs] + [1]) * 1.1
+        px = lambda v: x0 + m + (pw - m - 10) * v / xmax  # noqa: E731
+        py = lambda v: y0 + ph - 28 - (ph - 50) * v / ymax  # noqa: E731
+        out.append(f'<text x="{x0 + m}" y="{y0 + 12}">ISL {isl}, OSL {osl}</text>')
+        out.append(f'<line x1="{px(0)}" y1="{py(0)}" x2="{px(xmax)}" y2="{py(0)}" stroke="black"/>')
+        out.append(f'<line x1="{px(0)}" y1="{py(0)}" x2="{px(0)}" y2="{py(ymax)}" stroke="black"/>')
+        out.append(f'<text x="{px(xmax)}" y="{py(0) + 12}" text-anchor="end">{xmax:.0f}</text>')
+        out.append(f'<text x="{px(0) - 3}" y="{py(ymax) + 8}" text-anchor="end">{ymax:.0f}</text>')
+        for name in CONFIGS:
+            pts = [(r["tok_s_per_user"], r["out_tok_s_per_core"]) for r in rs if r["config"] == name]
+            for u, c in pts:
+                out.append(f'<circle cx="{px(u):.1f}" cy="{py(c):.1f}" r="2.5" fill="{colors[name]}"/>')
+            f = frontier(pts)
+            if len(f) > 1:
+                d = " ".join(f"{px(u):.1f},{py(c):.1f}" for u, c in f)
+                out.append(f'<polyline points="{d}" fill="none" stroke="{colors[name]}"/>')
+    out.append("</svg>")
+    open(path, "w").write("\n".join(out))
+
+
+def main():
+    if not os.path.exists(MODEL):
+        subprocess.run([DYAD, "gen-model", "--shape", "110m", "--type", "q8_0", "--ctx", "4096",
+                        "-o", MODEL], check=True)
+    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
+          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; SLO TTFT <= {SLO_TTFT:g} ms, "
+          f"TPOT <= {SLO_TPOT:g} ms; rates {RATES} x capacity; {DURATION:g} s or {MAX_REQ} requests a point")
+    rows = []
+    for name, args in CONFIGS.items():
+        proc, log, url = start(args)
+        try:
+            for isl, osl in CELLS:
+                for p in sweep(url, isl, osl):
+                    g = p.get("goodput") or {}
+                    row = {"config": name, "isl": isl, "osl": osl, "rate": p["load"]["rate"],
+                           "completed": p["completed"], "failed": p["failed"],
+                           "ttft_p50_ms": p["ttft_ms"]["p50"], "ttft_p99_ms": p["ttft_ms"]["p99"],
+                           "itl_p50_ms": p["itl_ms"]["p50"], "itl_p99_ms": p["itl_ms"]["p99"],
+                           "tpot_mean_ms": p["tpot_ms"]["mean"],
+                           "out_tok_s_per_core": p["output_throughput_per_core"],
+                           "tok_s_per_user": p["tokens_per_s_per_user"],
+                           "goodput_req_s": g.get("request_throughput", 0.0),
+                           "slo_met": g.get("met", 0)}
+                    rows.append(row)
+                    print(json.dumps(row), file=sys.stderr, flush=True)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=120)
+    os.makedirs(OUT, exist_ok=True)
+    keys = list(rows[0].keys())
+    with open(os.path.join(OUT, "disagg_sweep.csv"), "w") as f:
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) for k in keys) + "\n")
+    svg(rows, os.path.join(OUT, "disagg_sweep.svg"))
+    print("| ISL | OSL | best goodput req/s: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | "
+          "max tok/s/core: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | verdict |")
+    print("|---|---|---|---|---|---|---|")
+    for isl, osl in CELLS:
+        def best(name, key):
+            return max([r[key] for r in rows if (r["isl"], r["osl"], r["config"]) == (isl, osl, name)] + [0.0])
+        gp = [best(n, "goodput_req_s") for n in CONFIGS]
+        tp = [best(n, "out_tok_s_per_core") for n in CONFIGS]
+        rg = gp[2] / max(gp[0], gp[1]) if max(gp[0], gp[1]) > 0 else float("inf") if gp[2] > 0 else 1.0
+        rt = tp[2] / max(tp[0], tp[1]) if max(tp[0], tp[1]) > 0 else 1.0
+        verdict = "wins" if rg > 1.1 else "loses" if rg < 0.9 else "ties"
+        print(f"| {isl} | {osl} | {gp[0]:.3f} / {gp[1]:.3f} / {gp[2]:.3f} | {rg:.2f} | "
+              f"{tp[0]:.1f} / {tp[1]:.1f} / {tp[2]:.1f} | {rt:.2f} | {verdict} (goodput) |")
+
+
+main()
