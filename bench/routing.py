@@ -151,7 +151,30 @@ def svg(rows, path):
     open(path, "w").write("\n".join(parts))
 
 
+def report(rows, ub):
+    print("| deployment | router | hit rate (bound %.3f) | TTFT p50 ms | TTFT p90 ms | out tok/s | "
+          "engine busy s (sum) | busy max/min | decisions max/min | failed |" % ub)
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['deployment']} | {r['policy']} | {r['hit_rate']:.3f} | {r['ttft_p50_ms']:.0f} | "
+              f"{r['ttft_p90_ms']:.0f} | {r['output_tok_s']:.1f} | {sum(r['busy_s']):.1f} | "
+              f"{r['busy_spread']:.2f} | {r['routed_spread']:.2f} | {r['failed']} |")
+    os.makedirs(OUT, exist_ok=True)
+    with open(os.path.join(OUT, "routing.csv"), "w") as f:
+        keys = ["deployment", "policy", "hit_rate", "upper_bound", "ttft_p50_ms", "ttft_p90_ms",
+                "output_tok_s", "busy_spread", "routed_spread", "completed", "failed"]
+        f.write(",".join(keys) + "\n")
+        for r in rows:
+            f.write(",".join(str(r[k]) for k in keys) + "\n")
+    svg(rows, os.path.join(OUT, "routing.svg"))
+
+
 def main():
+    if os.environ.get("FROM_JSON"):  # re-render saved runs (the JSON lines printed on stderr)
+        rows = [json.loads(line) for f in os.environ["FROM_JSON"].split(",") for line in open(f)
+                if line.startswith("{")]
+        report(rows, rows[0]["upper_bound"])
+        return
     if not os.path.exists(MODEL):
         subprocess.run([DYAD, "gen-model", "--shape", "15m", "--type", "q8_0", "--ctx", "4096",
                         "-o", MODEL], check=True)
@@ -177,21 +200,7 @@ def main():
                 print(json.dumps(r), file=sys.stderr, flush=True)
     finally:
         os.unlink(trace.name)
-    print("| deployment | router | hit rate (bound %.3f) | TTFT p50 ms | TTFT p90 ms | out tok/s | "
-          "busy max/min | decisions max/min | failed |" % ub)
-    print("|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['deployment']} | {r['policy']} | {r['hit_rate']:.3f} | {r['ttft_p50_ms']:.0f} | "
-              f"{r['ttft_p90_ms']:.0f} | {r['output_tok_s']:.1f} | {r['busy_spread']:.2f} | "
-              f"{r['routed_spread']:.2f} | {r['failed']} |")
-    os.makedirs(OUT, exist_ok=True)
-    with open(os.path.join(OUT, "routing.csv"), "w") as f:
-        keys = ["deployment", "policy", "hit_rate", "upper_bound", "ttft_p50_ms", "ttft_p90_ms",
-                "output_tok_s", "busy_spread", "routed_spread", "completed", "failed"]
-        f.write(",".join(keys) + "\n")
-        for r in rows:
-            f.write(",".join(str(r[k]) for k in keys) + "\n")
-    svg(rows, os.path.join(OUT, "routing.svg"))
+    report(rows, ub)
 
 
 main()
