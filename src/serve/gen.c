@@ -793,6 +793,8 @@ size_t dy_gen_take(dy_gen *g, char *buf, size_t max)
     size_t n = g->pend_len - g->pend_pos;
     if (n > max)
         n = max;
+    if (n == 0) /* nothing queued: pend may be NULL */
+        return 0;
     memcpy(buf, g->pend + g->pend_pos, n);
     g->pend_pos += n;
     return n;
