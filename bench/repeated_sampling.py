@@ -13,16 +13,15 @@ import http.client
 import json
 import os
 import random
-import re
-import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import dyad_http  # noqa: E402  (the test suite's server helper)
 DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
 MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
 ISL, OSL, KV_BLOCKS = 512, 128, 1024
@@ -30,47 +29,9 @@ NS = [int(x) for x in os.environ.get("NS", "1,2,4,8,16").split(",")]
 REPS = int(os.environ.get("REPS", "2"))
 
 
-class Server:
-    def __init__(self, *args):
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="dyad-rs-", suffix=".log")
-        self.proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--workers", "1",
-                                      "--threads-per-worker", "2", "--kv-blocks", str(KV_BLOCKS),
-                                      "--port", "0", *args], stderr=self.log)
-        for _ in range(600):
-            self.log.seek(0)
-            m = re.search(r"http://([\d.]+):(\d+)", self.log.read())
-            if m:
-                self.host, self.port = m.group(1), int(m.group(2))
-                self.name = [line for line in open(self.log.name) if "http://" in line][0].strip()
-                return
-            time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def metrics(self):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-        vals = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                vals[k] = float(v)
-        return vals
-
-    def settled(self, name):
-        last = None
-        for _ in range(40):
-            v = self.metrics()[name]
-            if v == last:
-                return v
-            last = v
-            time.sleep(0.25)
-        return last
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=60)
+def Server(*args):
+    return dyad_http.Server(DYAD, "--model", MODEL, "--workers", "1", "--threads-per-worker", "2",
+                            "--kv-blocks", str(KV_BLOCKS), *args)
 
 
 def stream(srv, body, t0, ttft, ends):
@@ -149,7 +110,7 @@ def main():
         subprocess.run([DYAD, "gen-model", "--shape", "110m", "--type", "q8_0", "--ctx", "4096",
                         "-o", MODEL], check=True)
     cached, nocache = Server(), Server("--no-prefix-cache")
-    print(f"# {cached.name}")
+    print(f"# {cached.banner}")
     print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, "
           f"load before: {' '.join(open('/proc/loadavg').read().split()[:3])}")
     print(f"# ISL {ISL}, OSL {OSL}, one worker x 2 threads, {KV_BLOCKS} KV blocks of 16 positions")

@@ -14,17 +14,16 @@ anywhere in the replayed rows), TTFT p50/p90, output throughput, and the spread 
 the workers (max/min of their engine busy time, and of routing decisions). Prints a Markdown
 table, --json lines on stderr, and writes docs/bench/routing.csv (and routing.svg). A
 benchmark: it asserts nothing. Standard library only."""
-import http.client
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import dyad_http  # noqa: E402  (the test suite's server helper)
 DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
 TRACE = os.environ.get("TRACE", os.path.join(ROOT, "..", "shared", "traces",
                                              "mooncake_conversation_trace.jsonl"))
@@ -49,35 +48,8 @@ def upper_bound(path):
     return hits / refs
 
 
-class Server:
-    def __init__(self, args):
-        self.log = tempfile.NamedTemporaryFile("w+", prefix="dyad-route-", suffix=".log")
-        self.proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "512",
-                                      "--port", "0", *args], stderr=self.log)
-        for _ in range(600):
-            self.log.seek(0)
-            m = re.search(r"http://([\d.]+):(\d+)", self.log.read())
-            if m:
-                self.host, self.port = m.group(1), int(m.group(2))
-                return
-            time.sleep(0.1)
-        raise RuntimeError("server did not start")
-
-    def metrics(self):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=30)
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-        vals = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                k, v = line.rsplit(" ", 1)
-                vals[k] = float(v)
-        return vals
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(timeout=120)
+def Server(args):
+    return dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "512", *args)
 
 
 def per_worker(m, name):

@@ -1,12 +1,15 @@
 """dyad_http.py — a `dyad serve` under test: starts it on a free port, and speaks HTTP, SSE
-and /metrics to it (Python standard library only). Used by tests/serve_*.py."""
+and /metrics to it; run_tests runs a test file's test_* functions against servers (Python
+standard library only). Used by tests/serve_*.py and the benchmarks in bench/."""
 import http.client
 import json
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import time
+import traceback
 
 MODEL = "stories260K"
 
@@ -28,6 +31,8 @@ class Server:
             self.log.seek(0)
             raise RuntimeError("server did not start: " + self.log.read())
         self.host, self.port = m.group(1), int(m.group(2))
+        self.log.seek(0)
+        self.banner = next((line.strip() for line in self.log if "http://" in line), "")
 
     def conn(self, timeout=60):
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
@@ -76,6 +81,17 @@ class Server:
                 vals[name] = float(value)
         return vals
 
+    def settled(self, name, tries=40):
+        """A counter once the workers' periodic reports have caught up with what finished."""
+        last = None
+        for _ in range(tries):
+            v = self.metrics()[name]
+            if v == last:
+                return v
+            last = v
+            time.sleep(0.25)
+        return last
+
     def wait_for(self, pred, timeout=30):
         end = time.time() + timeout
         while time.time() < end:
@@ -102,3 +118,29 @@ class Server:
             print(text[:5000])
             return 99
         return self.proc.returncode
+
+
+def run_tests(namespace, servers):
+    """Runs every test_* function of a test file in name order — those taking arguments get
+    the first servers, those taking none start their own — then stops the servers (a
+    sanitizer report or a bad exit status fails the run). Prints 'N passed, N failed' and
+    exits non-zero on any failure."""
+    tests = [t for name, t in sorted(namespace.items()) if name.startswith("test_")]
+    passed = failed = 0
+    try:
+        for t in tests:
+            try:
+                t(*servers[:t.__code__.co_argcount])
+                passed += 1
+            except Exception:  # noqa: BLE001
+                failed += 1
+                print("FAIL:", t.__name__)
+                traceback.print_exc()
+    finally:
+        for s in servers:
+            rc = s.stop()
+            if rc != 0:
+                failed += 1
+                print("FAIL: server exit status", rc)
+    print(f"{passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)

@@ -12,12 +12,11 @@ import signal
 import sys
 import threading
 import time
-import traceback
 import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server  # noqa: E402
+from dyad_http import MODEL, Server, run_tests  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
@@ -148,30 +147,9 @@ def test_stalled_prefill_falls_back():
 
 
 def main():
-    agg = Server(DYAD, "--workers", "1")
-    dis = Server(DYAD)  # the default: 1 prefill + 1 decode, conditional disaggregation
-    tcp = Server(DYAD, "--kv-transfer", "tcp")
-    passed = failed = 0
-    tests = [t for name, t in sorted(globals().items()) if name.startswith("test_")]
-    try:
-        for t in tests:
-            try:
-                if t.__code__.co_argcount == 3:
-                    t(agg, dis, tcp)
-                else:
-                    t()
-                passed += 1
-            except Exception:  # noqa: BLE001
-                failed += 1
-                print("FAIL:", t.__name__)
-                traceback.print_exc()
-    finally:
-        for s in (agg, dis, tcp):
-            if s.stop() != 0:
-                failed += 1
-                print("FAIL: server exit status")
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    run_tests(globals(), [Server(DYAD, "--workers", "1"),
+                          Server(DYAD),  # the default: 1 prefill + 1 decode, conditional disaggregation
+                          Server(DYAD, "--kv-transfer", "tcp")])
 
 
 main()

@@ -10,10 +10,9 @@ import os
 import signal
 import sys
 import threading
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server  # noqa: E402
+from dyad_http import MODEL, Server, run_tests  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 BLOCK = 16
@@ -147,28 +146,8 @@ def test_disagg_prefill_pool_by_overlap(kv, rr, approx):
 
 def main():
     common = ("--workers", "4", "--threads-per-worker", "1")
-    kv = Server(DYAD, *common)
-    rr = Server(DYAD, *common, "--router", "round-robin")
-    approx = Server(DYAD, *common, "--no-kv-events")
-    tests = [t for name, t in sorted(globals().items()) if name.startswith("test_")]
-    passed = failed = 0
-    try:
-        for t in tests:
-            try:
-                t(kv, rr, approx)
-                passed += 1
-            except Exception:
-                failed += 1
-                print("FAIL:", t.__name__)
-                traceback.print_exc()
-    finally:
-        for s in (kv, rr, approx):
-            rc = s.stop()
-            if rc != 0:
-                failed += 1
-                print("FAIL: server exit status", rc)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    run_tests(globals(), [Server(DYAD, *common), Server(DYAD, *common, "--router", "round-robin"),
+                          Server(DYAD, *common, "--no-kv-events")])
 
 
 main()

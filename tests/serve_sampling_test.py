@@ -10,11 +10,9 @@ moves once for all its samples. Standard library only; prints 'N passed, N faile
 import os
 import re
 import sys
-import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server  # noqa: E402
+from dyad_http import MODEL, Server, run_tests  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 _unique = [0]
@@ -39,23 +37,11 @@ def prompt_tokens_computed(s):
     return s.metrics()["dyad_prompt_tokens_total"]
 
 
-def settled(s, name):
-    """A counter once the workers' periodic reports have caught up with finished requests."""
-    last = None
-    for _ in range(50):
-        v = s.metrics()[name]
-        if v == last:
-            return v
-        last = v
-        time.sleep(0.25)
-    return last
-
-
 # ---------------------------------------------------------------- aggregated
 
 def test_prompt_computed_once(agg):
     for n in (1, 4, 9):
-        before = settled(agg, "dyad_prompt_tokens_total")
+        before = agg.settled("dyad_prompt_tokens_total")
         r = complete(agg, n=n)
         p = r["usage"]["prompt_tokens"]
         assert len(r["choices"]) == n and r["usage"]["completion_tokens"] == 12 * n
@@ -147,7 +133,7 @@ def test_limits(agg):
 def test_disagg_moves_kv_once(agg, dis):
     body = {"model": MODEL, "prompt": unique_prompt() * 3, "max_tokens": 10, "temperature": 0.8,
             "seed": 8, "n": 4}
-    before = settled(dis, "dyad_kv_transfers_total")
+    before = dis.settled("dyad_kv_transfers_total")
     r = dis.request("POST", "/v1/completions", body)[1]
     assert dis.metrics()["dyad_kv_transfers_total"] - before == 1
     for c in r["dyad"]["choices"]:
@@ -157,27 +143,9 @@ def test_disagg_moves_kv_once(agg, dis):
 
 
 def main():
-    agg = Server(DYAD, "--workers", "1", "--threads-per-worker", "1")
-    dis = Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1", "--disagg-min-tokens", "16")
-    tests = [t for name, t in sorted(globals().items()) if name.startswith("test_")]
-    passed = failed = 0
-    try:
-        for t in tests:
-            try:
-                t(*(agg, dis)[:t.__code__.co_argcount])
-                passed += 1
-            except Exception:
-                failed += 1
-                print("FAIL:", t.__name__)
-                traceback.print_exc()
-    finally:
-        for s in (agg, dis):
-            rc = s.stop()
-            if rc != 0:
-                failed += 1
-                print("FAIL: server exit status", rc)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    run_tests(globals(), [Server(DYAD, "--workers", "1", "--threads-per-worker", "1"),
+                          Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1",
+                                 "--disagg-min-tokens", "16")])
 
 
 main()

@@ -13,10 +13,9 @@ import socket
 import subprocess
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server as _Server  # noqa: E402
+from dyad_http import MODEL, Server as _Server, run_tests  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 
@@ -268,28 +267,7 @@ def test_queue_full():
 
 
 def main():
-    s = Server("--workers", "2", "--threads-per-worker", "1")
-    tests = [t for name, t in sorted(globals().items()) if name.startswith("test_")]
-    passed = failed = 0
-    try:
-        for t in tests:
-            try:
-                if t.__code__.co_argcount == 1:
-                    t(s)
-                else:
-                    t()
-                passed += 1
-            except Exception:
-                failed += 1
-                print("FAIL:", t.__name__)
-                traceback.print_exc()
-    finally:
-        rc = s.stop()
-        if rc != 0:
-            failed += 1
-            print("FAIL: server exit status", rc)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    run_tests(globals(), [Server("--workers", "2", "--threads-per-worker", "1")])
 
 
 main()

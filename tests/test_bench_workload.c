@@ -347,6 +347,40 @@ static void test_prefix_groups(void **st)
     dyb_workload_free(w);
 }
 
+/* Sweep rounds: round 0 is the seed's own prompts; another round draws fresh ones (no shared
+ * prefix with round 0's), and sharing inside the round — prefix groups — is kept. */
+static void test_rounds_draw_fresh_prompts(void **st)
+{
+    (void)st;
+    dyb_workload_config c = base_config();
+    c.isl = 200;
+    c.prefix_groups = 2;
+    c.prefix_len = 64;
+    dyb_workload *w = must_load(&c);
+    dyb_request a0, a1, b1[10];
+    assert_int_equal(dyb_workload_make(w, 0, false, &a0), 0);
+    dyb_workload_set_round(w, 1);
+    assert_int_equal(dyb_workload_make(w, 0, false, &a1), 0);
+    assert_true(common_prefix(&a0, &a1) < 3);
+    int shared = 0;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(dyb_workload_make(w, i + 1, false, &b1[i]), 0);
+        assert_true(common_prefix(&a0, &b1[i]) < 3);
+        shared += common_prefix(&a1, &b1[i]) == 64;
+    }
+    assert_true(shared > 0); /* the round's own groups still share their prefix */
+    dyb_workload_set_round(w, 0);
+    dyb_request again;
+    assert_int_equal(dyb_workload_make(w, 0, false, &again), 0);
+    assert_int_equal(common_prefix(&a0, &again), 200);
+    dyb_request_free(&a0);
+    dyb_request_free(&a1);
+    dyb_request_free(&again);
+    for (int i = 0; i < 10; i++)
+        dyb_request_free(&b1[i]);
+    dyb_workload_free(w);
+}
+
 static void test_datetime(void **st)
 {
     (void)st;
@@ -438,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_lengths_csv_columns),
         cmocka_unit_test(test_table_workload_is_deterministic),
         cmocka_unit_test(test_prefix_groups),
+        cmocka_unit_test(test_rounds_draw_fresh_prompts),
         cmocka_unit_test(test_datetime),
         cmocka_unit_test(test_arrival_gaps),
         cmocka_unit_test(test_shared_traces_parse),

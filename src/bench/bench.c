@@ -155,6 +155,7 @@ static int run_point(bench *b, int i)
     char err[512];
     *p = (dyb_point){0};
     point_load(b, i, p, &rc);
+    dyb_workload_set_round(b->wl, (uint64_t)i); /* fresh prompts: no help from earlier points */
     dyb_stats_init(&st);
     int r = dyb_run(&rc, &st, &out, err, sizeof err);
     if (r == 0 && dyb_stats_summarize(&st, out.duration_s, &b->o.slo, (int)b->o.cores,

@@ -15,6 +15,7 @@
 
 struct dyb_workload {
     dyb_workload_config c;
+    uint64_t seed;      /* c.seed, moved on for each sweep point (dyb_workload_set_round) */
     dyb_trace rows;     /* length table or trace; empty for fixed lengths */
     bool table, trace;
     long block_tokens;  /* trace block size after length scaling */
@@ -34,6 +35,7 @@ dyb_workload *dyb_workload_new(const dyb_workload_config *c, char *err, size_t e
         return NULL;
     }
     w->c = *c;
+    w->seed = c->seed;
     w->trace = c->trace != NULL;
     w->table = !w->trace && c->lengths_csv != NULL;
     long bt = lround(DYB_TRACE_BLOCK * c->length_scale);
@@ -57,6 +59,11 @@ void dyb_workload_free(dyb_workload *w)
         return;
     dyb_trace_free(&w->rows);
     free(w);
+}
+
+void dyb_workload_set_round(dyb_workload *w, uint64_t round)
+{
+    w->seed = w->c.seed + round * 0x9e3779b97f4a7c15ull;
 }
 
 long dyb_workload_rows(const dyb_workload *w)
@@ -123,11 +130,11 @@ static void trace_tokens(const dyb_workload *w, const dyb_trace_row *row, long i
     const uint64_t *h = w->rows.hashes + row->hash_off;
     for (size_t j = 0; j < row->n_hash && pos < out->isl; j++) {
         long n = out->isl - pos < w->block_tokens ? out->isl - pos : w->block_tokens;
-        dyb_rng r = dyb_rng_keyed(w->c.seed, DYB_DOMAIN_BLOCK, h[j]);
+        dyb_rng r = dyb_rng_keyed(w->seed, DYB_DOMAIN_BLOCK, h[j]);
         dyb_fill_tokens(&r, out->tokens + pos, n, w->c.vocab_size);
         pos += n;
     }
-    dyb_rng r = dyb_rng_keyed(w->c.seed, DYB_DOMAIN_REQUEST, (uint64_t)index);
+    dyb_rng r = dyb_rng_keyed(w->seed, DYB_DOMAIN_REQUEST, (uint64_t)index);
     dyb_fill_tokens(&r, out->tokens + pos, out->isl - pos, w->c.vocab_size);
 }
 
@@ -137,7 +144,7 @@ static void synthetic_tokens(const dyb_workload *w, dyb_rng *r, bool warmup, dyb
     long pos = 0;
     if (w->c.prefix_groups > 0 && !warmup) {
         uint64_t g = dyb_rng_below(r, (uint64_t)w->c.prefix_groups);
-        dyb_rng gr = dyb_rng_keyed(w->c.seed, DYB_DOMAIN_GROUP, g);
+        dyb_rng gr = dyb_rng_keyed(w->seed, DYB_DOMAIN_GROUP, g);
         pos = w->c.prefix_len < out->isl ? w->c.prefix_len : out->isl;
         dyb_fill_tokens(&gr, out->tokens, pos, w->c.vocab_size);
     }
@@ -149,7 +156,7 @@ int dyb_workload_make(const dyb_workload *w, long index, bool warmup, dyb_reques
     *out = (dyb_request){0};
     if (index < 0 || (w->trace && !warmup && (size_t)index >= w->rows.n))
         return -1;
-    dyb_rng r = dyb_rng_keyed(w->c.seed, warmup ? DYB_DOMAIN_WARMUP : DYB_DOMAIN_REQUEST,
+    dyb_rng r = dyb_rng_keyed(w->seed, warmup ? DYB_DOMAIN_WARMUP : DYB_DOMAIN_REQUEST,
                               (uint64_t)index);
     const dyb_trace_row *row = NULL;
     if (w->trace)

@@ -40,6 +40,10 @@ typedef struct dyb_workload dyb_workload;
 dyb_workload *dyb_workload_new(const dyb_workload_config *c, char *err, size_t errlen);
 void dyb_workload_free(dyb_workload *w);
 
+/* Draws round `round`'s prompts from now on (round 0: the seed's own). A sweep gives each
+ * point its own round, so no point finds an earlier point's prompts in the server's prefix
+ * cache; sharing inside a round (prefix groups, a trace's blocks) is kept. */
+void dyb_workload_set_round(dyb_workload *w, uint64_t round);
 /* Number of trace rows, or -1 when requests are generated without end. */
 long dyb_workload_rows(const dyb_workload *w);
 /* True when rows carry arrival times (trace replay). */

@@ -1,6 +1,7 @@
 /* sampler.c — see sampler.h. Filters are applied in the usual order: temperature scales the
  * logits, then top-k, softmax, min-p (relative to the best), top-p over the survivors from the
- * most likely down, and one draw in that order. Candidates are sorted lazily (sort_head). */
+ * most likely down, and one draw. Candidates are sorted only when a filter needs the order,
+ * and then lazily (sort_head). */
 #include "engine/sampler.h"
 
 #include <math.h>
@@ -147,9 +148,9 @@ static void sort_head(cand *c, int n, int *sorted, int len)
 {
     if (*sorted >= n || *sorted >= len)
         return;
-    int want = len < 64 ? 64 : len;
-    if (want < 4 * *sorted)
-        want = 4 * *sorted;
+    /* A head of 64, then 256; past that (a flat distribution, where the draw lands deep) the
+     * insertion into the head would cost more than sorting everything once. */
+    int want = *sorted == 0 && len <= 64 ? 64 : len <= 256 && *sorted < 256 ? 256 : n;
     *sorted = keep_top(c, n, want < n ? want : n);
 }
 
@@ -179,14 +180,14 @@ int32_t dy_sample(dy_sampler *s, const dy_sampling *cfg, dy_rng *rng, const floa
         c[i].p = (float)(c[i].p / sum);
     if (cfg->min_p > 0.0f) { /* keep p >= min_p × the best (expf(0) / sum); order is kept */
         float floor = cfg->min_p * (float)(1.0 / sum);
-        int m = 0;
-        for (int i = 0; i < n; i++)
+        int m = 0, best = 0;
+        for (int i = 0; i < n; i++) {
+            best = c[i].p > c[best].p ? i : best;
             if (c[i].p >= floor)
                 c[m++] = c[i];
-        if (m == 0) { /* rounding: keep the best */
-            sort_head(c, n, &sorted, 1);
-            m = 1;
         }
+        if (m == 0) /* rounding: keep the best */
+            c[m++] = c[best];
         if (sorted > m)
             sorted = m;
         n = m;
@@ -203,14 +204,20 @@ int32_t dy_sample(dy_sampler *s, const dy_sampling *cfg, dy_rng *rng, const floa
         for (int i = 0; i < n; i++)
             total += c[i].p;
     }
+    /* The draw walks the survivors from the most likely down when top-k or top-p ordered them,
+     * else in id order: the same distribution, without sorting 32,000 candidates of a flat
+     * one (which cost more than the whole decode step of a small model). */
+    const bool ordered = sorted > 0 || cfg->top_p < 1.0f;
     double r = dy_rng_float(rng) * total, acc = 0.0;
     for (int i = 0; i < n; i++) {
-        sort_head(c, n, &sorted, i + 1);
+        if (ordered)
+            sort_head(c, n, &sorted, i + 1);
         acc += c[i].p;
         if (r < acc)
             return c[i].id;
     }
-    sort_head(c, n, &sorted, n);
+    if (ordered)
+        sort_head(c, n, &sorted, n);
     return c[n - 1].id;
 }
 
