@@ -11,6 +11,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import sys
 import time
 
@@ -146,6 +147,23 @@ def test_errors(s):
     assert st == 405
     st, r, _ = s.request("POST", "/v1/chat/completions", {"model": MODEL, "messages": []})
     assert st == 400 and r["error"]["param"] == "messages"
+
+
+def test_bench_replays_trace_times(s):
+    """dyad bench replays a timed trace at its (scaled) times even with --concurrency, which
+    then only caps the requests in flight."""
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl") as f:
+        for i, t in enumerate((0, 400, 800)):
+            f.write(json.dumps({"timestamp": t, "input_length": 20, "output_length": 2,
+                                "hash_ids": [i % 2]}) + "\n")
+        f.flush()
+        out = subprocess.run([DYAD, "bench", "--url", f"http://{s.host}:{s.port}", "--trace", f.name,
+                              "--vocab-size", "512", "--concurrency", "4", "--json"],
+                             capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["load"]["mode"] == "trace replay" and r["completed"] == 3, r
+    assert r["duration_s"] >= 0.8, r["duration_s"]
 
 
 def test_models_health_metrics(s):
