@@ -756,6 +756,11 @@ bool dy_gen_streams(const dy_gen *g)
     return g->req.stream;
 }
 
+bool dy_gen_votes(const dy_gen *g)
+{
+    return g->votes != NULL;
+}
+
 void dy_gen_progress(dy_gen *g)
 {
     settle_votes(g);

@@ -38,6 +38,9 @@ dy_job *dy_gen_job(const dy_gen *g);
 /* The client asked for an SSE stream. */
 bool dy_gen_streams(const dy_gen *g);
 
+/* The request votes among its samples (dyad.select = "majority"), so dy_gen_progress has
+ * work to do while the job runs. */
+bool dy_gen_votes(const dy_gen *g);
 /* While the job runs, without its lock: counts the votes of samples that ended and cancels
  * the samples a settled vote no longer needs. */
 void dy_gen_progress(dy_gen *g);

@@ -226,10 +226,12 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             dy_gen_record(st->g);
             return MHD_CONTENT_READER_END_OF_STREAM;
         }
-        /* cancelling samples takes the pool's lock, which comes before the job's */
-        pthread_mutex_unlock(&j->mu);
-        dy_gen_progress(st->g);
-        pthread_mutex_lock(&j->mu);
+        if (dy_gen_votes(st->g)) { /* cancelling samples takes the pool's lock, which
+                                    * comes before the job's: let go of the job's first */
+            pthread_mutex_unlock(&j->mu);
+            dy_gen_progress(st->g);
+            pthread_mutex_lock(&j->mu);
+        }
         dy_gen_collect(st->g);
         if ((n = dy_gen_take(st->g, buf, max)) > 0)
             break;
