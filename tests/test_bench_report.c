@@ -155,6 +155,39 @@ static void test_csv_rows_and_frontier(void **st)
     free(buf);
 }
 
+/* A point whose prompts dyad prefilled remotely reports the transfer in text and JSON. */
+static void test_kv_transfer_reported(void **st)
+{
+    (void)st;
+    dyb_point pts[4];
+    make_points(pts);
+    dyb_summary *s = &pts[0].sum;
+    s->placed = 4;
+    s->kv_moved = 3;
+    s->kv_bytes = 113246208;
+    s->kv_ms_mean = 27.5;
+    s->kv_gb_per_s = 1.37;
+    s->kv_ttft_share = 0.036;
+    dyb_run_info ri = {"http://h/v1/completions", "m", "completions", "w", 1};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    dyb_report_text(f, &ri, &pts[0]);
+    fclose(f);
+    assert_non_null(strstr(buf, "KV transfer   3 of 4 prompts prefilled remotely; 113.2 MB moved, "
+                                "27.50 ms each, 1.37 GB/s, 3.6% of their TTFT\n"));
+    free(buf);
+    char *text = dyb_report_json(&ri, &pts[0], false);
+    json_t *o = json_loads(text, 0, NULL), *k = json_object_get(o, "kv_transfer");
+    assert_int_equal(json_integer_value(json_object_get(k, "remote_prefills")), 3);
+    assert_int_equal(json_integer_value(json_object_get(k, "placed")), 4);
+    assert_float_equal(json_real_value(json_object_get(k, "bytes")), 113246208, 0);
+    assert_float_equal(json_real_value(json_object_get(k, "gb_per_s")), 1.37, 1e-12);
+    assert_float_equal(json_real_value(json_object_get(k, "ttft_share")), 0.036, 1e-12);
+    json_decref(o);
+    free(text);
+}
+
 static void test_json_round_trip(void **st)
 {
     (void)st;
@@ -194,6 +227,7 @@ static void test_json_round_trip(void **st)
     assert_string_equal(json_string_value(json_object_get(e, "message")),
                         "HTTP 404: The model `x` does not exist.");
     assert_true(json_is_false(json_object_get(o, "pareto_dominated")));
+    assert_true(json_is_null(json_object_get(o, "kv_transfer"))); /* nothing placed */
     assert_string_equal(json_string_value(json_object_get(json_object_get(o, "sweep"), "param")),
                         "concurrency");
     json_decref(o);
@@ -217,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_svg_well_formed),
         cmocka_unit_test(test_csv_rows_and_frontier),
         cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_kv_transfer_reported),
         cmocka_unit_test(test_nice_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

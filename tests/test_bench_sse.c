@@ -156,6 +156,41 @@ static void test_stream_chat_and_no_usage(void **st)
     dyb_stream_free(&s);
 }
 
+/* dyad's extension object on the finishing chunk says where the prompt was prefilled and what
+ * moving its KV cost; a malformed report counts as placed but not moved. */
+static void test_stream_dyad_kv_transfer(void **st)
+{
+    (void)st;
+    const char *finals[] = {
+        "{\"choices\":[{\"text\":\"b\",\"finish_reason\":\"length\"}],\"dyad\":{\"choices\":"
+        "[{\"index\":0,\"worker\":1,\"prefill_worker\":0,\"kv_transfer\":{\"bytes\":37748736,"
+        "\"seconds\":0.027,\"prefill_seconds\":0.7}}]}}",
+        "{\"choices\":[{\"text\":\"b\"}],\"dyad\":{\"choices\":[{\"index\":0,\"worker\":1,"
+        "\"prefill_worker\":null}]}}",
+        "{\"choices\":[{\"text\":\"b\"}],\"dyad\":{\"choices\":[{\"prefill_worker\":0,"
+        "\"kv_transfer\":{\"bytes\":-5,\"seconds\":0.1}}]}}",
+        "{\"choices\":[{\"text\":\"b\"}],\"dyad\":[1,2]}",
+    };
+    const bool placed[] = {true, true, true, false}, moved[] = {true, false, false, false};
+    for (int i = 0; i < 4; i++) {
+        dyb_stream s;
+        dyb_stream_init(&s, 0);
+        ev(&s, "{\"choices\":[{\"text\":\"a\"}]}", 10);
+        ev(&s, finals[i], 20);
+        dyb_result r = {0};
+        dyb_stream_result(&s, 30, &r);
+        assert_true(r.ok);
+        assert_int_equal(r.placed, placed[i]);
+        assert_int_equal(r.kv_moved, moved[i]);
+        if (moved[i]) {
+            assert_float_equal(r.kv_bytes, 37748736, 0);
+            assert_float_equal(r.kv_ms, 27, 1e-9);
+        }
+        dyb_result_free(&r);
+        dyb_stream_free(&s);
+    }
+}
+
 /* Chunks of several tokens: k tokens in a chunk count as k gaps of gap/k. */
 static void test_stream_multi_token_chunks(void **st)
 {
@@ -270,6 +305,7 @@ int main(void)
         cmocka_unit_test(test_stream_completions_with_usage),
         cmocka_unit_test(test_stream_chat_and_no_usage),
         cmocka_unit_test(test_stream_multi_token_chunks),
+        cmocka_unit_test(test_stream_dyad_kv_transfer),
         cmocka_unit_test(test_stream_errors),
         cmocka_unit_test(test_parser_feeds_stream_split_everywhere),
     };

@@ -93,6 +93,42 @@ static void test_summary_tpot_goodput_throughput(void **st)
     dyb_stats_free(&s);
 }
 
+/* KV transfers: sums over the requests whose KV moved; rate = bytes / time; share of TTFT =
+ * transfer time over those requests' TTFT. */
+static void test_summary_kv_transfer(void **st)
+{
+    (void)st;
+    dyb_stats s;
+    dyb_stats_init(&s);
+    dyb_result a = ok_result(100, 200, 10, 512), b = ok_result(300, 400, 10, 512);
+    dyb_result local = ok_result(50, 150, 10, 64), other = ok_result(60, 160, 10, 64);
+    a.placed = b.placed = local.placed = true;
+    a.kv_moved = b.kv_moved = true;
+    a.kv_bytes = 1e6, a.kv_ms = 2;
+    b.kv_bytes = 3e6, b.kv_ms = 6;
+    local.kv_bytes = 99, local.kv_ms = 99; /* not moved: ignored */
+    assert_int_equal(dyb_stats_add(&s, &a), 0);
+    assert_int_equal(dyb_stats_add(&s, &b), 0);
+    assert_int_equal(dyb_stats_add(&s, &local), 0);
+    assert_int_equal(dyb_stats_add(&s, &other), 0);
+    dyb_summary sum;
+    assert_int_equal(dyb_stats_summarize(&s, 1.0, NULL, 2, &sum), 0);
+    assert_int_equal(sum.placed, 3);
+    assert_int_equal(sum.kv_moved, 2);
+    assert_float_equal(sum.kv_bytes, 4e6, 0);
+    assert_float_equal(sum.kv_ms_mean, 4, 1e-12);
+    assert_float_equal(sum.kv_gb_per_s, 0.5, 1e-12);       /* 4 MB in 8 ms */
+    assert_float_equal(sum.kv_ttft_share, 8.0 / 400, 1e-12); /* TTFT 100 + 300 */
+    dyb_stats_free(&s);
+    /* nothing placed (not a dyad server): all zero */
+    dyb_stats_init(&s);
+    assert_int_equal(dyb_stats_add(&s, &other), 0);
+    assert_int_equal(dyb_stats_summarize(&s, 1.0, NULL, 2, &sum), 0);
+    assert_int_equal(sum.placed, 0);
+    assert_float_equal(sum.kv_gb_per_s, 0, 0);
+    dyb_stats_free(&s);
+}
+
 static void test_slo_parse(void **st)
 {
     (void)st;
@@ -136,6 +172,7 @@ int main(void)
         cmocka_unit_test(test_percentile_matches_numpy),
         cmocka_unit_test(test_dist_sorts_and_summarises),
         cmocka_unit_test(test_summary_tpot_goodput_throughput),
+        cmocka_unit_test(test_summary_kv_transfer),
         cmocka_unit_test(test_slo_parse),
         cmocka_unit_test(test_pareto_marking),
     };

@@ -116,6 +116,11 @@ void dyb_report_text(FILE *f, const dyb_run_info *ri, const dyb_point *p)
     dist_line(f, "TPOT", &s->tpot);
     dist_line(f, "ITL", &s->itl);
     dist_line(f, "E2E", &s->e2e);
+    if (s->placed)
+        fprintf(f, "KV transfer   %ld of %ld prompts prefilled remotely; %.1f MB moved, "
+                   "%.2f ms each, %.2f GB/s, %.1f%% of their TTFT\n",
+                s->kv_moved, s->placed, s->kv_bytes / 1e6, s->kv_ms_mean, s->kv_gb_per_s,
+                100.0 * s->kv_ttft_share);
     errors_text(f, p);
 }
 
@@ -177,6 +182,17 @@ static json_t *slo_json(const dyb_point *p)
     return o;
 }
 
+/* null for servers that do not say where they prefilled (not dyad). */
+static json_t *kv_json(const dyb_summary *s)
+{
+    if (!s->placed)
+        return json_null();
+    return json_pack("{s:I, s:I, s:f, s:f, s:f, s:f}", "placed", (json_int_t)s->placed,
+                     "remote_prefills", (json_int_t)s->kv_moved, "bytes", s->kv_bytes,
+                     "mean_ms", s->kv_ms_mean, "gb_per_s", s->kv_gb_per_s, "ttft_share",
+                     s->kv_ttft_share);
+}
+
 static json_t *errors_json(const dyb_point *p)
 {
     json_t *a = json_array();
@@ -208,6 +224,7 @@ char *dyb_report_json(const dyb_run_info *ri, const dyb_point *p, bool with_pare
         dist_json(&s->e2e), "errors", errors_json(p));
     if (!o)
         return NULL;
+    json_object_set_new(o, "kv_transfer", kv_json(s));
     if (p->sweep_param)
         json_object_set_new(o, "sweep", json_pack("{s:s, s:f}", "param", p->sweep_param,
                                                   "value", p->sweep_value));
@@ -233,7 +250,7 @@ int dyb_report_csv(FILE *f, const dyb_point *pts, size_t n)
     const char *d[4] = {"ttft", "tpot", "itl", "e2e"};
     for (int i = 0; i < 4; i++)
         fprintf(f, ",%s_mean_ms,%s_p50_ms,%s_p90_ms,%s_p99_ms", d[i], d[i], d[i], d[i]);
-    fputs(",pareto\n", f);
+    fputs(",kv_remote_prefills,kv_bytes,kv_mean_ms,kv_gb_per_s,kv_ttft_share,pareto\n", f);
     for (size_t i = 0; i < n; i++) {
         const dyb_point *p = &pts[i];
         const dyb_summary *s = &p->sum;
@@ -248,6 +265,8 @@ int dyb_report_csv(FILE *f, const dyb_point *pts, size_t n)
         csv_dist(f, &s->tpot);
         csv_dist(f, &s->itl);
         csv_dist(f, &s->e2e);
+        fprintf(f, ",%ld,%.0f,%.4f,%.4f,%.5f", s->kv_moved, s->kv_bytes, s->kv_ms_mean,
+                s->kv_gb_per_s, s->kv_ttft_share);
         fprintf(f, ",%s\n", p->dominated ? "dominated" : "frontier");
     }
     return ferror(f) ? -1 : 0;

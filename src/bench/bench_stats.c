@@ -140,6 +140,13 @@ int dyb_stats_add(dyb_stats *s, const dyb_result *r)
     s->n_itl += r->n_itl;
     s->input_tokens += r->prompt_tokens;
     s->output_tokens += r->output_tokens;
+    s->placed += r->placed;
+    if (r->kv_moved) {
+        s->kv_moved++;
+        s->kv_bytes += r->kv_bytes;
+        s->kv_ms += r->kv_ms;
+        s->kv_ttft_ms += r->ttft_ms;
+    }
     return 0;
 }
 
@@ -196,6 +203,14 @@ int dyb_stats_summarize(const dyb_stats *s, double duration_s, const dyb_slo *sl
         dist_copy(s->itl, s->n_itl, sizeof *s->itl, &out->itl))
         return -1;
     out->tok_per_s_per_user = out->tpot.n && out->tpot.mean > 0 ? 1000.0 / out->tpot.mean : 0;
+    out->placed = s->placed;
+    out->kv_moved = s->kv_moved;
+    out->kv_bytes = s->kv_bytes;
+    if (s->kv_moved) {
+        out->kv_ms_mean = s->kv_ms / (double)s->kv_moved;
+        out->kv_gb_per_s = s->kv_ms > 0 ? s->kv_bytes / (s->kv_ms * 1e6) : 0;
+        out->kv_ttft_share = s->kv_ttft_ms > 0 ? s->kv_ms / s->kv_ttft_ms : 0;
+    }
     return 0;
 }
 

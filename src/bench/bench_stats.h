@@ -52,6 +52,8 @@ typedef struct {
     size_t n_itl, itl_cap;
     long failed;
     long input_tokens, output_tokens; /* of completed requests */
+    long placed, kv_moved;     /* completed requests dyad placed; of those, whose KV moved */
+    double kv_bytes, kv_ms, kv_ttft_ms; /* sums over the moved ones (TTFT: for the share) */
     dyb_error_count errors[DYB_MAX_ERRORS]; /* distinct messages, first seen first */
     size_t n_errors;
     long other_errors; /* failures whose message did not fit in errors[] */
@@ -74,6 +76,11 @@ typedef struct {
     int cores;
     double output_tok_per_s_per_core;
     double tok_per_s_per_user; /* 1000 / mean TPOT ms; 0 without TPOT samples */
+    /* KV transfers (dyad servers only; placed == 0 for others): requests prefilled on a
+     * prefill worker, their KV bytes, mean transfer time, the rate (bytes / time), and
+     * transfer time as a share of those requests' TTFT (sum over sum). */
+    long placed, kv_moved;
+    double kv_bytes, kv_ms_mean, kv_gb_per_s, kv_ttft_share;
 } dyb_summary;
 
 /* The run's summary; the stats are left as they were. -1 when out of memory. */

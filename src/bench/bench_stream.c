@@ -120,6 +120,24 @@ static void content_chunk(dyb_stream *s, long prev_usage, long usage, double now
     s->n_chunks++;
 }
 
+/* dyad's extension object, on the finishing chunk: choices[0].prefill_worker and kv_transfer
+ * {bytes, seconds} (docs/api.md). Other servers send none; then nothing is recorded. */
+static void read_dyad(dyb_stream *s, json_t *o)
+{
+    json_t *c = json_array_get(json_object_get(json_object_get(o, "dyad"), "choices"), 0);
+    if (!json_is_object(c) || !json_object_get(c, "prefill_worker"))
+        return;
+    s->placed = true;
+    json_t *x = json_object_get(c, "kv_transfer");
+    json_t *bytes = json_object_get(x, "bytes"), *secs = json_object_get(x, "seconds");
+    if (!json_is_integer(json_object_get(c, "prefill_worker")) || !json_is_number(bytes) ||
+        !json_is_number(secs) || json_number_value(bytes) < 0 || json_number_value(secs) < 0)
+        return;
+    s->kv_moved = true;
+    s->kv_bytes = json_number_value(bytes);
+    s->kv_ms = json_number_value(secs) * 1000.0;
+}
+
 void dyb_stream_event(dyb_stream *s, const char *data, size_t len, double now)
 {
     if (len == 6 && !memcmp(data, "[DONE]", 6)) {
@@ -143,6 +161,7 @@ void dyb_stream_event(dyb_stream *s, const char *data, size_t len, double now)
         content_chunk(s, prev, usage, now);
     if (usage >= 0)
         s->usage_completion = usage;
+    read_dyad(s, o);
     json_decref(o);
 }
 
@@ -196,6 +215,10 @@ void dyb_stream_result(dyb_stream *s, double t_end, dyb_result *out)
     out->output_tokens = s->usage_completion >= 0 ? s->usage_completion : counted;
     if (s->usage_prompt >= 0)
         out->prompt_tokens = s->usage_prompt;
+    out->placed = s->placed;
+    out->kv_moved = s->kv_moved;
+    out->kv_bytes = s->kv_bytes;
+    out->kv_ms = s->kv_ms;
     if (!s->error && s->n_chunks == 0)
         dyb_stream_fail(s, "the stream ended without any generated text");
     if (!s->error && build_itl(s, out->output_tokens, out) != 0)

@@ -1,6 +1,7 @@
 /* bench_stream.h — one streamed completion's measurements, from the SSE events' payloads and
  * the times they arrived: when the first content token came (TTFT), the gaps between content
- * chunks (ITL), the usage the server reported, errors inside the stream. Works for
+ * chunks (ITL), the usage the server reported, where dyad says the prompt was prefilled and
+ * what moving its KV cost (the `dyad` extension object), errors inside the stream. Works for
  * /v1/completions (choices[0].text) and /v1/chat/completions (choices[0].delta.content or
  * .reasoning_content). Pure: times are passed in; JSON through jansson. */
 #ifndef DYAD_BENCH_STREAM_H
@@ -21,6 +22,10 @@ typedef struct {
     double e2e_ms;        /* send → end of stream */
     double *itl;          /* per-token gaps after the first token, ms (owned) */
     size_t n_itl;
+    /* dyad's report (docs/api.md): placed = the server said where it ran the request;
+     * kv_moved = a prefill worker computed the prompt and its KV moved (bytes, time). */
+    bool placed, kv_moved;
+    double kv_bytes, kv_ms;
     char *error;          /* why it failed (owned; NULL when ok) */
 } dyb_result;
 
@@ -33,6 +38,8 @@ typedef struct {
     long *gap_tokens;       /* tokens chunk i+1 carried, when usage told (else 0) */
     size_t n_gap, gap_cap;
     long usage_prompt, usage_completion; /* -1: not reported */
+    bool placed, kv_moved;  /* from the `dyad` object of the first choice (see dyb_result) */
+    double kv_bytes, kv_ms;
     bool done;              /* saw data: [DONE] */
     char *error;            /* the first error (error event, bad JSON); owned */
 } dyb_stream;
