@@ -65,6 +65,8 @@ class Server:
             buf += chunk
             while "\n\n" in buf:
                 frame, buf = buf.split("\n\n", 1)
+                if frame.startswith(":"):  # an SSE comment (keep-alive)
+                    continue
                 assert frame.startswith("data: "), frame
                 payload = frame[len("data: "):]
                 events.append(payload if payload == "[DONE]" else json.loads(payload))

@@ -4,12 +4,15 @@
 Same answers as aggregated serving (greedy and sampled, shared memory and TCP), short prompts
 kept local, transfer bytes and time reported, and the faults: a prefill worker killed while
 prefilling (no token lost or duplicated), a decode worker killed (clear error, replaced), a
-stalled prefill worker (falls back to local prefill after --xfer-timeout). Standard library
+stalled prefill worker (falls back to local prefill after --xfer-timeout); the transfer in
+the request log and in `dyad bench` reports. Standard library
 only; prints 'N passed, N failed'."""
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -144,6 +147,41 @@ def test_stalled_prefill_falls_back():
     finally:
         s.stop()
         agg.stop()
+
+
+def test_request_log_and_bench_report():
+    """--request-log writes a line per request with where it ran and its KV transfer (rejected
+    requests too); `dyad bench` reports the transfers of the prompts it sent."""
+    with tempfile.NamedTemporaryFile("r", suffix=".jsonl") as log:
+        s = Server(DYAD, "--request-log", log.name)
+        try:
+            ask(s, prompt=fresh())
+            ask(s, prompt=SHORT)
+            st, _, _ = s.request("POST", "/v1/completions", {"model": MODEL, "prompt": "x", "max_tokens": -1})
+            assert st == 400
+            out = subprocess.run([DYAD, "bench", "--url", f"http://{s.host}:{s.port}", "--isl", "200",
+                                  "--osl", "4", "--vocab-size", "512", "--requests", "3", "--json"],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, out.stderr
+            kv = json.loads(out.stdout)["kv_transfer"]
+            assert kv["placed"] == 3 and kv["remote_prefills"] == 3, kv
+            assert kv["bytes"] > 0 and kv["gb_per_s"] > 0 and 0 < kv["ttft_share"] < 1, kv
+        finally:
+            rc = s.stop()
+        assert rc == 0, rc
+        lines = [json.loads(line) for line in log.read().splitlines()]
+    assert len(lines) == 6, lines  # 2 asked, 1 rejected, 3 from the bench
+    remote, local, bad = lines[0], lines[1], lines[2]
+    for e in lines:
+        assert e["time"].endswith("Z"), e
+    assert remote["status"] == 200 and remote["outcome"] == "length" and remote["endpoint"] == "completions"
+    assert remote["completion_tokens"] == 40 and remote["ttft_ms"] > 0 and remote["e2e_ms"] >= remote["ttft_ms"]
+    x = remote["samples"][0]
+    assert x["worker"] == 1 and x["prefill_worker"] == 0, x
+    assert x["kv_transfer"]["bytes"] > 0 and x["kv_transfer"]["gb_per_s"] > 0, x
+    assert local["samples"][0]["prefill_worker"] is None and "kv_transfer" not in local["samples"][0]
+    assert bad["status"] == 400 and bad["outcome"] == "rejected" and bad["error"]["param"] == "max_tokens", bad
+    assert all(e["samples"][0]["prefill_worker"] == 0 and e["stream"] for e in lines[3:]), lines[3:]
 
 
 def main():

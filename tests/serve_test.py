@@ -223,6 +223,40 @@ def test_disconnect_cancels():
         assert s.stop() == 0
 
 
+def test_long_wait_keeps_the_connection():
+    """A request that waits longer than the idle --timeout for its tokens (here: the worker is
+    stopped for 3 s) keeps its connection: a stream gets SSE keep-alive comments, a whole
+    answer has its timeout suspended while it is computed."""
+    s = Server("--workers", "1", "--timeout", "1")
+    try:
+        completion(s)  # warm up
+        pid = s.request("GET", "/health")[1]["workers"][0]["pid"]
+        body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 20, "temperature": 0}
+        want = completion(s)[1]["choices"][0]["text"]
+        streamed = s.conn(30)
+        whole = s.conn(30)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            streamed.request("POST", "/v1/completions", body=json.dumps({**body, "stream": True}),
+                             headers={"Content-Type": "application/json"})
+            whole.request("POST", "/v1/completions", body=json.dumps(body),
+                          headers={"Content-Type": "application/json"})
+            time.sleep(3)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        r = streamed.getresponse()
+        raw = r.read().decode()
+        assert ": keep-alive\n\n" in raw, raw[:200]
+        frames = [f[len("data: "):] for f in raw.split("\n\n") if f.startswith("data: ")]
+        assert frames[-1] == "[DONE]", raw[-200:]
+        assert "".join(json.loads(f)["choices"][0]["text"] for f in frames[:-1]) == want
+        r = whole.getresponse()
+        assert r.status == 200
+        assert json.loads(r.read())["choices"][0]["text"] == want
+    finally:
+        assert s.stop() == 0
+
+
 def test_killed_worker_is_replaced(s):
     st, h, _ = s.request("GET", "/health")
     pid = h["workers"][0]["pid"]

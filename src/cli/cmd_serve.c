@@ -61,10 +61,12 @@ static const char serve_usage[] =
     "  --max-connections N       concurrent HTTP connections (default 256)\n"
     "  --timeout S               idle connection timeout in seconds (default 60)\n"
     "  --drain-timeout S         on shutdown, how long in-flight requests may finish (default 30)\n"
+    "  --request-log PATH        append one JSON line per request (where it ran, its KV\n"
+    "                            transfer, latencies) to PATH; '-' for standard error\n"
     "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
 
 typedef struct {
-    const char *model, *tokenizer, *model_name, *host, *api_key, *chat;
+    const char *model, *tokenizer, *model_name, *host, *api_key, *chat, *request_log;
     int port, max_body, max_connections, timeout, drain;
     dy_workers_config w;
 } serve_opts;
@@ -97,6 +99,7 @@ static int parse(int argc, char **argv, serve_opts *o)
         else if (arg_take("serve", argc, argv, &i, "--host", &v, &bad)) o->host = v;
         else if (arg_take("serve", argc, argv, &i, "--api-key", &v, &bad)) o->api_key = v;
         else if (arg_take("serve", argc, argv, &i, "--chat-template", &v, &bad)) o->chat = v;
+        else if (arg_take("serve", argc, argv, &i, "--request-log", &v, &bad)) o->request_log = v;
         INT("--port", o->port, 0, 65535);
         INT("--workers", agg, 1, 64);
         INT("--prefill-workers", pre, 0, 63);
@@ -237,6 +240,12 @@ int cmd_serve(int argc, char **argv)
     o.w.exe = exe;
     o.w.model = o.model;
     o.w.tokenizer = o.tokenizer;
+    dy_reqlog *reqlog = o.request_log ? dy_reqlog_open(o.request_log, err, sizeof err) : NULL;
+    if (o.request_log && !reqlog) {
+        fprintf(stderr, "dyad serve: %s\n", err);
+        dy_model_free(m);
+        return 2;
+    }
     dy_workers *workers = dy_workers_start(&o.w, err, sizeof err);
     dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
     dy_http *http = NULL;
@@ -246,7 +255,7 @@ int cmd_serve(int argc, char **argv)
             .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,
             .limits = dy_api_limits_default(m->hp.ctx_len), .max_connections = o.max_connections,
             .connection_timeout_s = o.timeout, .workers = workers, .metrics = metrics,
-            .started = (int64_t)time(NULL)};
+            .reqlog = reqlog, .started = (int64_t)time(NULL)};
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.vocab_size = m->hp.vocab_size;
         http = dy_http_start(&hc, err, sizeof err);
@@ -258,6 +267,7 @@ int cmd_serve(int argc, char **argv)
             dy_workers_free(workers);
         }
         dy_metrics_free(metrics);
+        dy_reqlog_close(reqlog);
         dy_model_free(m);
         return 1;
     }
@@ -283,6 +293,7 @@ int cmd_serve(int argc, char **argv)
     dy_http_stop(http);
     dy_workers_free(workers);
     dy_metrics_free(metrics);
+    dy_reqlog_close(reqlog);
     dy_model_free(m);
     return 0;
 }

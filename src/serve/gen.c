@@ -567,6 +567,60 @@ out:
 
 /* ---------------------------------------------------------------- metrics per request */
 
+static const dy_choice *failed_choice(const dy_job *j);
+static void error_for(const dy_choice *c, dy_api_error *e);
+
+/* One choice in the request log: where it ran, its queue time, and what moving its KV cost. */
+static json_t *choice_log(const dy_choice *c, int i, double t_arrival)
+{
+    json_t *o = json_pack("{s:i, s:i, s:s, s:i, s:f, s:f}", "index", i, "worker", c->worker,
+                          "finish", finish_name(c->finish), "completion_tokens",
+                          (int)c->completion_tokens, "queue_ms", c->queue_us / 1e3, "ttft_ms",
+                          c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0);
+    if (o && c->prefill_worker >= 0) {
+        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
+        json_object_set_new(o, "kv_transfer", json_pack(
+            "{s:I, s:f, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes, "ms",
+            c->xfer_seconds * 1e3, "gb_per_s",
+            c->xfer_seconds > 0 ? (double)c->xfer_bytes / c->xfer_seconds / 1e9 : 0.0,
+            "prefill_ms", c->prefill_seconds * 1e3));
+    } else if (o)
+        json_object_set_new(o, "prefill_worker", json_null());
+    return o;
+}
+
+/* The request log's line for this request (docs/serving.md): the HTTP status the client got
+ * (a stream is 200 even when a choice fails in it), the outcome the metrics counted, tokens,
+ * latencies, and every generated sample. */
+static json_t *log_entry(const gen *g, dy_outcome worst, double e2e)
+{
+    static const char *const outcomes[] = {"stop", "length", "cancelled", "error", "rejected"};
+    const dy_choice *bad = failed_choice(g->job);
+    dy_api_error e = {.status = 200};
+    if (bad && !g->req.stream)
+        error_for(bad, &e);
+    dy_api_usage u = usage(g);
+    double ttft = -1;
+    for (int i = 0; i < g->job->n_choices; i++) {
+        const dy_choice *c = &g->job->choices[i];
+        if (c->n_toks && (ttft < 0 || c->toks[0].t - g->t_arrival < ttft))
+            ttft = c->toks[0].t - g->t_arrival;
+    }
+    json_t *samples = json_array();
+    for (int i = 0; samples && i < g->job->n_choices; i++)
+        json_array_append_new(samples, choice_log(&g->job->choices[i], i, g->t_arrival));
+    json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:b, s:i, s:i, s:i, s:i, s:f, s:f, s:o*}", "id",
+                          g->id, "endpoint", g->req.kind == DY_API_CHAT ? "chat" : "completions",
+                          "status", e.status, "outcome", outcomes[worst], "stream", g->req.stream,
+                          "prompts", g->n_prompts, "prompt_tokens", u.prompt_tokens,
+                          "cached_tokens", u.cached_tokens, "completion_tokens",
+                          u.completion_tokens, "ttft_ms", ttft >= 0 ? ttft * 1e3 : -1.0, "e2e_ms",
+                          e2e * 1e3, "samples", samples);
+    if (o && bad)
+        json_object_set_new(o, "error", json_string(bad->tail ? bad->tail : "generation failed"));
+    return o;
+}
+
 static void record(gen *g)
 {
     if (g->recorded)
@@ -595,8 +649,11 @@ static void record(gen *g)
             worst = o;
     }
     (void)last;
-    dy_metrics_e2e(m, now_s() - g->t_arrival);
+    double e2e = now_s() - g->t_arrival;
+    dy_metrics_e2e(m, e2e);
     dy_metrics_request(m, worst);
+    if (g->env.reqlog)
+        dy_reqlog_write(g->env.reqlog, log_entry(g, worst, e2e));
 }
 
 /* A choice ended in error: the message, and whether the server (not the request) is at fault. */

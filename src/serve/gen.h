@@ -14,6 +14,7 @@
 #include "serve/job.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/reqlog.h"
 #include "serve/workers.h"
 
 /* What a request needs from the server (borrowed; must outlive the request). */
@@ -24,6 +25,7 @@ typedef struct {
     const char *model_id;
     dy_workers *workers;
     dy_metrics *metrics;
+    dy_reqlog *reqlog;   /* NULL: no request log */
 } dy_gen_env;
 
 typedef struct dy_gen dy_gen;
@@ -58,7 +60,8 @@ size_t dy_gen_take(dy_gen *g, char *buf, size_t max);
 /* [DONE] has been queued and taken. */
 bool dy_gen_stream_over(const dy_gen *g);
 
-/* Observes the request's latencies and outcome in the metrics (once; later calls do nothing). */
+/* Observes the request's latencies and outcome in the metrics and writes its line to the
+ * request log (once; later calls do nothing). */
 void dy_gen_record(dy_gen *g);
 
 #endif

@@ -45,9 +45,24 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *jso
     return send_text(c, status, "application/json", json);
 }
 
-static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const dy_api_error *e)
+/* A client's text as a JSON string (a placeholder when it is not UTF-8). */
+static json_t *text_or(const char *s)
+{
+    json_t *j = json_string(s);
+    return j ? j : json_string("(not UTF-8)");
+}
+
+/* A refused request: counted, logged, and answered with an OpenAI-style error object. */
+static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const char *url,
+                                  const dy_api_error *e)
 {
     dy_metrics_request(h->cfg.metrics, DY_OUTCOME_REJECTED);
+    if (h->cfg.reqlog)
+        dy_reqlog_write(h->cfg.reqlog, json_pack("{s:o, s:i, s:s, s:{s:s, s:s, s:s, s:o}}",
+                                                 "path", text_or(url), "status", e->status,
+                                                 "outcome", "rejected", "error", "type", e->type,
+                                                 "code", e->code, "param", e->param, "message",
+                                                 text_or(e->message)));
     return send_json(c, e->status, dy_api_error_json(e));
 }
 
@@ -132,7 +147,7 @@ static enum MHD_Result route_models(dy_http *h, struct MHD_Connection *c, const 
         return send_json(c, 200, dy_api_model_json(&m));
     dy_api_error e;
     dy_api_error_model_not_found(&e, url + strlen("/v1/models/"));
-    return send_error(h, c, &e);
+    return send_error(h, c, url, &e);
 }
 
 static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
@@ -182,6 +197,10 @@ static enum MHD_Result answer_whole(dy_http *h, dy_gen *g, struct MHD_Connection
     dy_job *j = dy_gen_job(g);
     int fd = connection_fd(c);
     bool cancelled = false;
+    /* Nothing moves on the connection while the answer is computed, which may take longer
+     * than the idle timeout (a long queue): suspend the timeout meanwhile (a client that goes
+     * away is seen by fd_gone). Setting it again restarts its clock. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     pthread_mutex_lock(&j->mu);
     while (!dy_job_all_done(j)) {
         wait_job(j, 200);
@@ -196,6 +215,8 @@ static enum MHD_Result answer_whole(dy_http *h, dy_gen *g, struct MHD_Connection
         }
     }
     pthread_mutex_unlock(&j->mu);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)h->cfg.connection_timeout_s);
     int status;
     char *json = dy_gen_answer(g, &status);
     enum MHD_Result r = cancelled ? MHD_NO /* nobody to answer */ : send_json(c, status, json);
@@ -211,7 +232,27 @@ typedef struct {
     dy_http *h;
     dy_gen *g;
     int client_fd;  /* to notice a client that left while we wait for tokens */
+    double last_sent; /* monotonic seconds: when the reader last returned bytes */
 } stream;
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* An SSE comment, which clients ignore: sent when no token came for a third of the idle
+ * timeout, so a request that waits long for its first token (a long queue) or between two
+ * tokens keeps its connection (and proxies in between keep theirs). A client that stops
+ * reading stops the comments from going out too, and is then timed out as before. */
+static const char keep_alive[] = ": keep-alive\n\n";
+
+static bool keep_alive_due(const stream *st)
+{
+    double every = st->h->cfg.connection_timeout_s / 3.0;
+    return mono_s() - st->last_sent >= (every < 0.2 ? 0.2 : every);
+}
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
 {
@@ -242,8 +283,14 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             pthread_mutex_unlock(&j->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
         }
+        if (keep_alive_due(st) && max >= sizeof keep_alive - 1) {
+            memcpy(buf, keep_alive, sizeof keep_alive - 1);
+            n = sizeof keep_alive - 1;
+            break;
+        }
     }
     pthread_mutex_unlock(&j->mu);
+    st->last_sent = mono_s();
     return (ssize_t)n;
 }
 
@@ -280,7 +327,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
         free(st);
         return MHD_NO;
     }
-    *st = (stream){h, g, connection_fd(c)};
+    *st = (stream){h, g, connection_fd(c), mono_s()};
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
@@ -292,14 +339,15 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
                                       const conn_ctx *x)
 {
     dy_api_error e;
+    const char *path = kind == DY_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
     dy_gen_env env = {h->cfg.tok, h->cfg.chat, &h->cfg.limits, h->cfg.model_id, h->cfg.workers,
-                      h->cfg.metrics};
+                      h->cfg.metrics, h->cfg.reqlog};
     pthread_mutex_lock(&h->mu);
     uint64_t serial = h->next_id++;
     pthread_mutex_unlock(&h->mu);
     dy_gen *g = dy_gen_new(&env, x->body ? x->body : "", x->len, kind, serial, &e);
     if (!g)
-        return send_error(h, c, &e);
+        return send_error(h, c, path, &e);
     char msg[256];
     int rc = dy_workers_submit(h->cfg.workers, dy_gen_job(g), msg, sizeof msg);
     if (rc != 0) {
@@ -308,7 +356,7 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
         else
             dy_api_error_unavailable(&e, msg);
         dy_gen_free(g);
-        return send_error(h, c, &e);
+        return send_error(h, c, path, &e);
     }
     return dy_gen_streams(g) ? answer_stream(h, g, c) : answer_whole(h, g, c);
 }
@@ -325,17 +373,17 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
                      !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
     if (!gen_route && !get_route) {
         dy_api_error_route_not_found(&e, method, url);
-        return send_error(h, c, &e);
+        return send_error(h, c, url, &e);
     }
     if ((gen_route && !post) || (get_route && !get)) {
         dy_api_error_method_not_allowed(&e, method, url);
-        return send_error(h, c, &e);
+        return send_error(h, c, url, &e);
     }
     if (!strcmp(url, "/health"))
         return route_health(h, c);
     if (!authorized(h, c)) {
         dy_api_error_unauthorized(&e);
-        return send_error(h, c, &e);
+        return send_error(h, c, url, &e);
     }
     if (!strcmp(url, "/metrics"))
         return route_metrics(h, c);
@@ -343,7 +391,7 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
         return route_models(h, c, url);
     if (x->too_large) {
         dy_api_error_too_large(&e, h->cfg.limits.max_body_bytes);
-        return send_error(h, c, &e);
+        return send_error(h, c, url, &e);
     }
     return route_generate(h, c, !strcmp(url, "/v1/completions") ? DY_API_COMPLETIONS : DY_API_CHAT, x);
 }

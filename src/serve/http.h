@@ -11,6 +11,7 @@
 #include "engine/tokenizer.h"
 #include "serve/metrics.h"
 #include "serve/openai.h"
+#include "serve/reqlog.h"
 #include "serve/workers.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ typedef struct {
     int connection_timeout_s; /* idle connections are closed after this */
     dy_workers *workers;
     dy_metrics *metrics;
+    dy_reqlog *reqlog;        /* NULL: no request log */
     int64_t started;          /* unix time, for /v1/models */
 } dy_http_config;
 
