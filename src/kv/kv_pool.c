@@ -26,11 +26,13 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
     p->kv_dim = kv_dim;
     p->data_bytes = (size_t)n_blocks * floats_per_block * sizeof(float);
     if (shm_name) {
-        /* Shared memory, zero-filled and paged in on first touch like calloc. */
+        /* Shared memory, zero-filled, allocated now (see the header) so that the prefill
+         * worker's copies into it run at memcpy speed. */
         snprintf(p->shm_name, sizeof p->shm_name, "%s", shm_name);
         int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         if (fd >= 0 && ftruncate(fd, (off_t)p->data_bytes) == 0) {
-            void *m = mmap(NULL, p->data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+            void *m = mmap(NULL, p->data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                           fd, 0);
             p->data = m == MAP_FAILED ? NULL : m;
         }
         if (fd >= 0)
