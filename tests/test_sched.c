@@ -134,6 +134,31 @@ static void test_prefix_cache_hit(void **st)
     free_rig(&r);
 }
 
+/* The load a worker reports: a waiting prompt counts without its cached prefix (what the
+ * router counts for it), a running one by what is left of it. */
+static void test_queued_prefill_tokens(void **st)
+{
+    (void)st;
+    rig r = make_rig(64, 8, 8);
+    int32_t t[18];
+    prompt(t, 18, 6);
+    dy_seq *q1 = dy_sched_add(r.s, 1, t, 18, 64, NULL);
+    assert_int_equal(dy_sched_queued_prefill_tokens(r.s), 18);
+    step(&r); /* 8 of 18 computed */
+    assert_int_equal(dy_sched_queued_prefill_tokens(r.s), 10);
+    step(&r);
+    step(&r);
+    assert_int_equal(dy_sched_queued_prefill_tokens(r.s), 0); /* decoding */
+    dy_sched_finish(r.s, q1);
+    t[17] = 5; /* 4 full blocks (16 tokens) cached */
+    uint64_t lookups = dy_kv_cache_get_stats(r.kv).lookups;
+    dy_sched_add(r.s, 2, t, 18, 64, NULL);
+    assert_int_equal(dy_sched_queued_prefill_tokens(r.s), 2);
+    assert_int_equal(dy_kv_cache_get_stats(r.kv).lookups, lookups); /* looked at, not taken */
+    assert_int_equal(dy_kv_cache_available(r.kv), 64);
+    free_rig(&r);
+}
+
 /* With the prefix cache off (for measurements), a repeated prompt is computed in full. */
 static void test_prefix_cache_off(void **st)
 {
@@ -590,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_chunked_prefill_then_decode),
         cmocka_unit_test(test_decode_and_prefill_mix_fcfs),
         cmocka_unit_test(test_prefix_cache_hit),
+        cmocka_unit_test(test_queued_prefill_tokens),
         cmocka_unit_test(test_prefix_cache_off),
         cmocka_unit_test(test_preempts_youngest_and_recovers),
         cmocka_unit_test(test_limits_and_starvation),

@@ -226,6 +226,14 @@ int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *b
     return found;
 }
 
+int dy_kv_cache_peek(const dy_kv_cache *c, const uint64_t *hashes, int n)
+{
+    int found = 0;
+    while (found < n && index_find(c, hashes[found]) >= 0)
+        found++;
+    return found;
+}
+
 int32_t dy_kv_cache_alloc(dy_kv_cache *c)
 {
     int32_t b = dy_kv_alloc(c->pool);

@@ -41,6 +41,9 @@ void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_
 /* The longest run of leading blocks already cached: their ids go to blocks[], each gains a
  * reference. Returns how many. */
 int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *blocks);
+/* How many leading blocks a lookup would find now, without taking them (no references, no
+ * statistics, the LRU order unchanged). */
+int dy_kv_cache_peek(const dy_kv_cache *c, const uint64_t *hashes, int n);
 /* A block for new data (reference count 1): a free one, else the least recently released
  * cached one (which leaves the index). -1 when every block is in use. */
 int32_t dy_kv_cache_alloc(dy_kv_cache *c);

@@ -508,11 +508,22 @@ int dy_sched_n_running(const dy_sched *s) { return s->running.n; }
 uint64_t dy_sched_total_preemptions(const dy_sched *s) { return s->preemptions; }
 dy_kv_cache *dy_sched_kv(const dy_sched *s) { return s->kv; }
 
-int64_t dy_sched_queued_prefill_tokens(const dy_sched *s)
+/* Prompt tokens a waiting sequence still has to compute; for one not yet holding blocks, the
+ * prefix cache is looked at (not taken) as attach_cached_prefix will. */
+static int64_t waiting_prefill_tokens(dy_sched *s, dy_seq *q)
+{
+    if (q->n_blocks > 0 || s->cfg.no_prefix_cache)
+        return q->n_tokens - q->n_computed;
+    int n_lookup = (q->n_tokens - 1) / s->bs;
+    ensure_hashes(s, q, n_lookup, 0);
+    return q->n_tokens - (int64_t)dy_kv_cache_peek(s->kv, q->hashes, n_lookup) * s->bs;
+}
+
+int64_t dy_sched_queued_prefill_tokens(dy_sched *s)
 {
     int64_t n = 0;
-    for (const dy_seq *q = s->waiting.head; q; q = q->next)
-        n += q->n_tokens - q->n_computed;
+    for (dy_seq *q = s->waiting.head; q; q = q->next)
+        n += waiting_prefill_tokens(s, q);
     for (const dy_seq *q = s->running.head; q; q = q->next)
         if (q->n_tokens - q->n_computed > 1)
             n += q->n_tokens - q->n_computed;

@@ -127,8 +127,11 @@ int dy_sched_n_running(const dy_sched *s);
 /* Blocks in the running sequences' tables, shared prefixes counted per sequence: what one
  * decode step reads (the router's decode load). */
 int dy_sched_running_blocks(const dy_sched *s);
-/* Prompt tokens still to compute over waiting and running sequences (load reporting). */
-int64_t dy_sched_queued_prefill_tokens(const dy_sched *s);
+/* Prompt tokens still to compute over waiting and running sequences (load reporting). A
+ * waiting prompt counts without the prefix its admission will find in the prefix cache, as
+ * the router counts it when it routes (a report taken before admission would otherwise
+ * overstate the load by the cached part until the next one). */
+int64_t dy_sched_queued_prefill_tokens(dy_sched *s);
 uint64_t dy_sched_total_preemptions(const dy_sched *s);
 dy_kv_cache *dy_sched_kv(const dy_sched *s);
 
