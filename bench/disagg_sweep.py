@@ -10,7 +10,9 @@ cell and configuration, `dyad bench --sweep rate=...` at RATES x the cell's esti
 capacity, each point bounded by --duration and --requests; goodput per request under the
 SLO (TTFT and TPOT, stated on the first line).
 
-Writes docs/bench/disagg_sweep.csv (one row per point), docs/bench/disagg_sweep.svg (small
+Writes docs/bench/disagg_sweep.csv (one row per point; rows of cells not run this time are
+kept from the file already there, so cells can be run in several sittings),
+docs/bench/disagg_sweep.svg (small
 multiples: one panel per cell, output tok/s per core against tok/s per user, one line per
 configuration, the Pareto frontier of each), and prints the win / tie / lose table: per cell,
 the best goodput and the best frontier throughput of each configuration, and disagg's ratio
@@ -118,6 +120,23 @@ def svg(rows, path):
     open(path, "w").write("\n".join(out))
 
 
+def kept_rows(path):
+    """The rows of an earlier run for the cells this run does not measure."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        lines = f.read().splitlines()
+    keys, kept = lines[0].split(","), []
+    for line in lines[1:]:
+        r = dict(zip(keys, line.split(",")))
+        for k in r:
+            if k not in ("config",):
+                r[k] = float(r[k]) if "." in r[k] else int(r[k])
+        if (r["isl"], r["osl"]) not in CELLS:
+            kept.append(r)
+    return kept
+
+
 def main():
     if not os.path.exists(MODEL):
         subprocess.run([DYAD, "gen-model", "--shape", "110m", "--type", "q8_0", "--ctx", "4096",
@@ -147,6 +166,7 @@ def main():
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=120)
     os.makedirs(OUT, exist_ok=True)
+    rows = kept_rows(os.path.join(OUT, "disagg_sweep.csv")) + rows
     keys = list(rows[0].keys())
     with open(os.path.join(OUT, "disagg_sweep.csv"), "w") as f:
         f.write(",".join(keys) + "\n")
@@ -156,7 +176,7 @@ def main():
     print("| ISL | OSL | best goodput req/s: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | "
           "max tok/s/core: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | verdict |")
     print("|---|---|---|---|---|---|---|")
-    for isl, osl in CELLS:
+    for isl, osl in sorted({(r["isl"], r["osl"]) for r in rows}):
         def best(name, key):
             return max([r[key] for r in rows if (r["isl"], r["osl"], r["config"]) == (isl, osl, name)] + [0.0])
         gp = [best(n, "goodput_req_s") for n in CONFIGS]

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""bench/disagg_balance.py [DYAD] — how busy each pool of a 1:1 disaggregated server is, and
+the prefill:decode worker ratio that would keep both busy: the "Balance" measurement of
+docs/disaggregation.md.
+
+For each ISL x OSL cell, one `dyad serve --prefill-workers 1 --decode-workers 1` (110m q8_0,
+4096-token context, one thread a worker; every prompt prefilled remotely however long the
+prefill backlog, so the split itself is measured) takes a closed-loop load (`dyad bench
+--concurrency C`), and /metrics is read before and after. Worker 0 is the prefill worker,
+worker 1 the decode worker (`dyad_worker_step_seconds_total{worker}`). Per cell it prints:
+each worker's busy share of the wall time, its engine seconds per request, the rates it ran
+at while busy (prompt tokens per prefill-busy second, output tokens per decode-busy second),
+TTFT and TPOT, and the ratio prefill seconds / decode seconds per request = the number of
+prefill workers one decode worker needs at this load for both to be busy all the time.
+A benchmark: it asserts nothing. Standard library only.
+
+  CELLS="512x128 2048x128" CONCURRENCY=8 REQUESTS=24 bench/disagg_balance.py"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
+CELLS = [tuple(int(x) for x in c.split("x")) for c in
+         os.environ.get("CELLS", "512x16 512x128 2048x128").split()]
+CONC = int(os.environ.get("CONCURRENCY", "8"))
+REQUESTS = int(os.environ.get("REQUESTS", "24"))
+
+
+def start():
+    log = tempfile.NamedTemporaryFile("w+", prefix="dyad-balance-", suffix=".log")
+    proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "1536", "--port", "0",
+                             "--prefill-workers", "1", "--decode-workers", "1",
+                             "--threads-per-worker", "1", "--prefill-busy-tokens", str(1 << 30)],
+                            stderr=log)
+    for _ in range(600):
+        log.seek(0)
+        m = re.search(r"http://([\d.]+:\d+)", log.read())
+        if m:
+            return proc, log, "http://" + m.group(1)
+        time.sleep(0.1)
+    raise RuntimeError("server did not start")
+
+
+def metrics(url):
+    vals = {}
+    with urllib.request.urlopen(url + "/metrics") as r:
+        for line in r.read().decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                vals[name] = float(value)
+    return vals
+
+
+def measure(url, isl, osl):
+    before, t0 = metrics(url), time.monotonic()
+    out = subprocess.run([DYAD, "bench", "--url", url, "--isl", str(isl), "--osl", str(osl),
+                          "--concurrency", str(CONC), "--requests", str(REQUESTS), "--cores", "2",
+                          "--seed", f"{isl}{osl}", "--json"], capture_output=True, text=True)
+    wall, after = time.monotonic() - t0, metrics(url)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    r = json.loads(out.stdout.splitlines()[-1])
+    d = lambda k: after.get(k, 0.0) - before.get(k, 0.0)  # noqa: E731
+    pre, dec = d('dyad_worker_step_seconds_total{worker="0"}'), d('dyad_worker_step_seconds_total{worker="1"}')
+    n = r["completed"]
+    return {"isl": isl, "osl": osl, "concurrency": CONC, "completed": n, "wall_s": wall,
+            "remote_prefills": d('dyad_prefill_total{where="remote"}'),
+            "prefill_busy": pre / wall, "decode_busy": dec / wall,
+            "prefill_s_per_req": pre / n, "decode_s_per_req": dec / n,
+            "prompt_tok_s_busy": d("dyad_prompt_tokens_total") / pre if pre else 0.0,
+            "out_tok_s_busy": d("dyad_generation_tokens_total") / dec if dec else 0.0,
+            "ttft_p50_ms": r["ttft_ms"]["p50"], "tpot_mean_ms": r["tpot_ms"]["mean"],
+            "prefill_per_decode": pre / dec if dec else 0.0}
+
+
+def main():
+    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
+          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; disagg 1+1, closed loop "
+          f"concurrency {CONC}, {REQUESTS} requests a cell")
+    print("| ISL | OSL | busy: prefill / decode worker | engine s per request: prefill / decode | "
+          "prompt tok/s per busy s | output tok/s per busy s | TTFT p50 ms | TPOT ms | "
+          "prefill workers per decode worker |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    proc, log, url = start()
+    try:
+        for isl, osl in CELLS:
+            m = measure(url, isl, osl)
+            print(json.dumps(m), file=sys.stderr, flush=True)
+            print(f"| {isl} | {osl} | {m['prefill_busy']:.0%} / {m['decode_busy']:.0%} | "
+                  f"{m['prefill_s_per_req']:.3f} / {m['decode_s_per_req']:.3f} | "
+                  f"{m['prompt_tok_s_busy']:.0f} | {m['out_tok_s_busy']:.0f} | "
+                  f"{m['ttft_p50_ms']:.0f} | {m['tpot_mean_ms']:.1f} | "
+                  f"{m['prefill_per_decode']:.1f} |", flush=True)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+
+
+main()
