@@ -17,13 +17,12 @@ A benchmark: it asserts nothing. Standard library only.
   CELLS="512x128 2048x128" CONCURRENCY=8 REQUESTS=24 bench/disagg_balance.py"""
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import dyad_http  # noqa: E402  (the test suite's server helper)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
@@ -35,36 +34,18 @@ REQUESTS = int(os.environ.get("REQUESTS", "24"))
 
 
 def start():
-    log = tempfile.NamedTemporaryFile("w+", prefix="dyad-balance-", suffix=".log")
-    proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "1536", "--port", "0",
-                             "--prefill-workers", "1", "--decode-workers", "1",
-                             "--threads-per-worker", "1", "--prefill-busy-tokens", str(1 << 30)],
-                            stderr=log)
-    for _ in range(600):
-        log.seek(0)
-        m = re.search(r"http://([\d.]+:\d+)", log.read())
-        if m:
-            return proc, log, "http://" + m.group(1)
-        time.sleep(0.1)
-    raise RuntimeError("server did not start")
+    return dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", "--prefill-workers", "1",
+                            "--decode-workers", "1", "--threads-per-worker", "1",
+                            "--prefill-busy-tokens", str(1 << 30))
 
 
-def metrics(url):
-    vals = {}
-    with urllib.request.urlopen(url + "/metrics") as r:
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, value = line.rsplit(" ", 1)
-                vals[name] = float(value)
-    return vals
-
-
-def measure(url, isl, osl):
-    before, t0 = metrics(url), time.monotonic()
+def measure(server, isl, osl):
+    url = f"http://{server.host}:{server.port}"
+    before, t0 = server.metrics(), time.monotonic()
     out = subprocess.run([DYAD, "bench", "--url", url, "--isl", str(isl), "--osl", str(osl),
                           "--concurrency", str(CONC), "--requests", str(REQUESTS), "--cores", "2",
                           "--seed", f"{isl}{osl}", "--json"], capture_output=True, text=True)
-    wall, after = time.monotonic() - t0, metrics(url)
+    wall, after = time.monotonic() - t0, server.metrics()
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     r = json.loads(out.stdout.splitlines()[-1])
@@ -89,10 +70,10 @@ def main():
           "prompt tok/s per busy s | output tok/s per busy s | TTFT p50 ms | TPOT ms | "
           "prefill workers per decode worker |")
     print("|---|---|---|---|---|---|---|---|---|")
-    proc, log, url = start()
+    server = start()
     try:
         for isl, osl in CELLS:
-            m = measure(url, isl, osl)
+            m = measure(server, isl, osl)
             print(json.dumps(m), file=sys.stderr, flush=True)
             print(f"| {isl} | {osl} | {m['prefill_busy']:.0%} / {m['decode_busy']:.0%} | "
                   f"{m['prefill_s_per_req']:.3f} / {m['decode_s_per_req']:.3f} | "
@@ -100,8 +81,7 @@ def main():
                   f"{m['ttft_p50_ms']:.0f} | {m['tpot_mean_ms']:.1f} | "
                   f"{m['prefill_per_decode']:.1f} |", flush=True)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
+        server.stop()
 
 
 main()

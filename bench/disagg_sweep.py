@@ -21,12 +21,12 @@ to the best aggregated one. A benchmark: it asserts nothing. Standard library on
   CELLS="512x128 2048x512" RATES="0.25,0.5,1,2" DURATION=30 bench/disagg_sweep.py"""
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import dyad_http  # noqa: E402  (the test suite's server helper)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
@@ -49,17 +49,6 @@ CONFIGS = {
 }
 
 
-def start(args):
-    log = tempfile.NamedTemporaryFile("w+", prefix="dyad-sweep-", suffix=".log")
-    proc = subprocess.Popen([DYAD, "serve", "--model", MODEL, "--kv-mem", "1536", "--port", "0",
-                             *args], stderr=log)
-    for _ in range(600):
-        log.seek(0)
-        m = re.search(r"http://([\d.]+:\d+)", log.read())
-        if m:
-            return proc, log, "http://" + m.group(1)
-        time.sleep(0.1)
-    raise RuntimeError("server did not start")
 
 
 def sweep(url, isl, osl):
@@ -146,7 +135,8 @@ def main():
           f"TPOT <= {SLO_TPOT:g} ms; rates {RATES} x capacity; {DURATION:g} s or {MAX_REQ} requests a point")
     rows = []
     for name, args in CONFIGS.items():
-        proc, log, url = start(args)
+        server = dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", *args)
+        url = f"http://{server.host}:{server.port}"
         try:
             for isl, osl in CELLS:
                 for p in sweep(url, isl, osl):
@@ -163,8 +153,7 @@ def main():
                     rows.append(row)
                     print(json.dumps(row), file=sys.stderr, flush=True)
         finally:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=120)
+            server.stop()
     os.makedirs(OUT, exist_ok=True)
     rows = kept_rows(os.path.join(OUT, "disagg_sweep.csv")) + rows
     keys = list(rows[0].keys())
