@@ -6,14 +6,19 @@
 # Writes one CSV row per run to $OUT (default docs/bench/disagg.csv) with the transfer
 # counters read from /metrics. A benchmark: prints figures, asserts nothing.
 #   ISLS="64 512 2048" OSLS="16 128 512" CONCS="1 4 16" bench/disagg.sh
+# MODEL=path picks another model (default: the generated 110m q8_0 with a 4096 context,
+# made when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dyad=${1:-build/dyad}
-model=models/generated/110m-q8_0-ctx4k.gguf
+model=${MODEL:-models/generated/110m-q8_0-ctx4k.gguf}
 out=${OUT:-docs/bench/disagg.csv}
 isls=${ISLS:-64 512 2048}; osls=${OSLS:-16 128}; concs=${CONCS:-1 4 16}
 mkdir -p models/generated "$(dirname "$out")"
-[ -f "$model" ] || "$dyad" gen-model --shape 110m --type q8_0 --ctx 4096 -o "$model"
+if [ ! -f "$model" ]; then
+  [ -z "${MODEL:-}" ] || { echo "bench/disagg.sh: no model at $model" >&2; exit 2; }
+  "$dyad" gen-model --shape 110m --type q8_0 --ctx 4096 -o "$model"
+fi
 declare -A cfg=(
   [agg1x2]="--workers 1 --threads-per-worker 2"
   [agg2x1]="--workers 2 --threads-per-worker 1"

@@ -2,9 +2,13 @@
 """disagg_table.py CSV... — renders bench/disagg.sh's CSV rows as the markdown table of
 docs/disaggregation.md: per cell, each configuration's output tok/s per core, TTFT p50, ITL p50,
 TPOT mean; the throughput ratio of disaggregated to the best aggregated configuration; and
-which configurations meet a TTFT p50 <= 5 s and TPOT mean <= 40 ms objective."""
+which configurations meet a TTFT p50 and TPOT mean objective (SLO_TTFT_MS, default 5000, and
+SLO_TPOT_MS, default 40)."""
 import csv
+import os
 import sys
+
+SLO_TTFT, SLO_TPOT = float(os.environ.get("SLO_TTFT_MS", "5000")), float(os.environ.get("SLO_TPOT_MS", "40"))
 
 rows = []
 for f in sys.argv[1:]:
@@ -15,7 +19,7 @@ for r in rows:
 
 
 def ok(r):
-    return float(r["ttft_p50_ms"]) <= 5000 and float(r["tpot_mean_ms"]) <= 40
+    return float(r["ttft_p50_ms"]) <= SLO_TTFT and float(r["tpot_mean_ms"]) <= SLO_TPOT
 
 
 print("| ISL | OSL | conc | agg 1×2 | agg 2×1 | disagg 1+1 | tok/s/core: disagg ÷ best agg | meets SLO |")

@@ -567,8 +567,23 @@ out:
 
 /* ---------------------------------------------------------------- metrics per request */
 
-static const dy_choice *failed_choice(const dy_job *j);
-static void error_for(const dy_choice *c, dy_api_error *e);
+/* A choice ended in error: the message, and whether the server (not the request) is at fault. */
+static const dy_choice *failed_choice(const dy_job *j)
+{
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->choices[i].done && j->choices[i].finish == DY_END_ERROR)
+            return &j->choices[i];
+    return NULL;
+}
+
+static void error_for(const dy_choice *c, dy_api_error *e)
+{
+    const char *msg = c->tail ? c->tail : "generation failed";
+    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15))
+        dy_api_error_unavailable(e, msg);
+    else
+        dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
+}
 
 /* One choice in the request log: where it ran, its queue time, and what moving its KV cost. */
 static json_t *choice_log(const dy_choice *c, int i, double t_arrival)
@@ -655,25 +670,6 @@ static void record(gen *g)
     if (g->env.reqlog)
         dy_reqlog_write(g->env.reqlog, log_entry(g, worst, e2e));
 }
-
-/* A choice ended in error: the message, and whether the server (not the request) is at fault. */
-static const dy_choice *failed_choice(const dy_job *j)
-{
-    for (int i = 0; i < j->n_choices; i++)
-        if (j->choices[i].done && j->choices[i].finish == DY_END_ERROR)
-            return &j->choices[i];
-    return NULL;
-}
-
-static void error_for(const dy_choice *c, dy_api_error *e)
-{
-    const char *msg = c->tail ? c->tail : "generation failed";
-    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15))
-        dy_api_error_unavailable(e, msg);
-    else
-        dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
-}
-
 
 static bool pend_add(gen *g, char *frame)
 {
