@@ -10,8 +10,8 @@ cell and configuration, `dyad bench --sweep rate=...` at RATES x the cell's esti
 capacity, each point bounded by --duration and --requests; goodput per request under the
 SLO (TTFT and TPOT, stated on the first line).
 
-Writes docs/bench/disagg_sweep.csv (one row per point; rows of cells not run this time are
-kept from the file already there, so cells can be run in several sittings),
+Writes docs/bench/disagg_sweep.csv (one row per point; rows of cells and configurations not
+run this time are kept from the file already there, so cells can be run in several sittings),
 docs/bench/disagg_sweep.svg (small
 multiples: one panel per cell, output tok/s per core against tok/s per user, one line per
 configuration, the Pareto frontier of each), and prints the win / tie / lose table: per cell,
@@ -47,6 +47,8 @@ CONFIGS = {
     "agg 2x1": ["--workers", "2", "--threads-per-worker", "1"],
     "disagg 1+1": ["--prefill-workers", "1", "--decode-workers", "1", "--threads-per-worker", "1"],
 }
+# ONLY="disagg 1+1" re-runs one configuration (after a change to it); the others' rows stay.
+RUN = [c for c in CONFIGS if c in os.environ.get("ONLY", ",".join(CONFIGS)).split(",")]
 
 
 
@@ -121,7 +123,7 @@ def kept_rows(path):
         for k in r:
             if k not in ("config",):
                 r[k] = float(r[k]) if "." in r[k] else int(r[k])
-        if (r["isl"], r["osl"]) not in CELLS:
+        if (r["isl"], r["osl"]) not in CELLS or r["config"] not in RUN:
             kept.append(r)
     return kept
 
@@ -134,7 +136,8 @@ def main():
           f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; SLO TTFT <= {SLO_TTFT:g} ms, "
           f"TPOT <= {SLO_TPOT:g} ms; rates {RATES} x capacity; {DURATION:g} s or {MAX_REQ} requests a point")
     rows = []
-    for name, args in CONFIGS.items():
+    for name in RUN:
+        args = CONFIGS[name]
         server = dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", *args)
         url = f"http://{server.host}:{server.port}"
         try:
@@ -156,6 +159,7 @@ def main():
             server.stop()
     os.makedirs(OUT, exist_ok=True)
     rows = kept_rows(os.path.join(OUT, "disagg_sweep.csv")) + rows
+    rows.sort(key=lambda r: list(CONFIGS).index(r["config"]))
     keys = list(rows[0].keys())
     with open(os.path.join(OUT, "disagg_sweep.csv"), "w") as f:
         f.write(",".join(keys) + "\n")

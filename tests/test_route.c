@@ -25,7 +25,7 @@ static void test_defaults(void **st)
 {
     (void)st;
     dy_route_config c = dy_route_config_default();
-    assert_int_equal(c.disagg_min_tokens, 128);
+    assert_int_equal(c.disagg_min_tokens, 32);
     assert_int_equal(c.prefill_busy_tokens, 1024);
 }
 

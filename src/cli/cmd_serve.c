@@ -26,7 +26,7 @@ static const char serve_usage[] =
     "  --prefill-workers P       prefill workers (default 1); 0 = aggregated serving\n"
     "  --decode-workers D        decode workers (default 1)\n"
     "  --disagg-min-tokens N     prompts with fewer tokens prefill on their decode worker\n"
-    "                            (default 128)\n"
+    "                            (default 32)\n"
     "  --prefill-busy-tokens N   prefill backlog above which prompts stay local (default 1024)\n"
     "  --kv-transfer shm|tcp     how KV moves from prefill to decode workers (default shm)\n"
     "  --kv-host ADDR            TCP: the address decode workers receive KV on (127.0.0.1)\n"

@@ -6,7 +6,7 @@ dy_route_config dy_route_config_default(void)
     /* Below ~128 uncached tokens a prompt costs about as much as the step it would ride in
      * locally, while shipping its KV adds a round trip; a backlog of two full prefill chunks
      * means a remote prefill would wait longer than computing here. */
-    dy_route_config c = {.disagg_min_tokens = 128, .prefill_busy_tokens = 1024};
+    dy_route_config c = {.disagg_min_tokens = 32, .prefill_busy_tokens = 1024};
     return c;
 }
 
