@@ -8,6 +8,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels refuse it (pages then fault in) */
+#endif
+
 struct dy_xfer_peer {
     dy_xfer_kind kind;
     char name[DY_WIRE_MAX_PEER + 1];
@@ -23,9 +29,28 @@ struct dy_xfer_peer {
     /* shm */
     uint8_t *map;
     size_t map_size;
+    pthread_t populator;
+    bool populating;   /* the populator thread was started (joined before unmapping) */
     /* tcp */
     int fd;
 };
+
+/* Maps every page of the peer's pool into this process, a chunk at a time, beside the
+ * transfers. The decode worker allocated the pages when it made the pool; without this the
+ * first copy into each page takes a fault, which held copies to ~3 GB/s, and mapping it all
+ * up front (MAP_POPULATE, ~80 ms for 1.5 GiB) would land on the first request's clock
+ * (docs/disaggregation.md, "Transfer cost"). */
+static void *populate_map(void *arg)
+{
+    const dy_xfer_peer *p = arg;
+    const size_t chunk = (size_t)64 << 20;
+    for (size_t off = 0; off < p->map_size; off += chunk) {
+        size_t n = p->map_size - off < chunk ? p->map_size - off : chunk;
+        if (madvise(p->map + off, n, MADV_POPULATE_WRITE) != 0)
+            break;
+    }
+    return NULL;
+}
 
 static int open_shm(dy_xfer_peer *p, char *err, size_t errlen)
 {
@@ -38,17 +63,14 @@ static int open_shm(dy_xfer_peer *p, char *err, size_t errlen)
         return -1;
     }
     p->map_size = (size_t)st.st_size;
-    /* The decode worker allocated the pages when it made the pool; populating maps all of
-     * them into this process now (page tables only: ~80 ms for 1.5 GiB, once per decode
-     * worker, on the first transfer's clock) instead of a fault per page on each block's
-     * first transfer, which held copies to ~3 GB/s (docs/disaggregation.md, "Transfer cost"). */
-    void *m = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    void *m = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
         snprintf(err, errlen, "mapping '%s': %s", p->name, strerror(errno));
         return -1;
     }
     p->map = m;
+    p->populating = pthread_create(&p->populator, NULL, populate_map, p) == 0;
     return 0;
 }
 
@@ -110,6 +132,8 @@ void dy_xfer_close(dy_xfer_peer *p)
 {
     if (!p)
         return;
+    if (p->populating)
+        pthread_join(p->populator, NULL);
     if (p->map)
         munmap(p->map, p->map_size);
     if (p->fd >= 0)
