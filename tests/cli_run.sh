@@ -56,6 +56,9 @@ expect_fail "checkpoint without tokenizer" 1 "--tokenizer" "$dyad" run --model "
 expect_fail "bad flag value" 2 "--max-tokens" "$dyad" run --max-tokens lots
 expect_fail "unknown flag" 2 "--frobnicate" "$dyad" run --frobnicate
 expect_fail "unknown command" 2 "unknown command" "$dyad" frobnicate
+# serve refuses a request log it cannot open, naming it, before starting any worker.
+expect_fail "unwritable request log" 2 "--request-log '$tmp/no/such/dir.jsonl'" \
+  "$dyad" serve --port 0 --request-log "$tmp/no/such/dir.jsonl"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

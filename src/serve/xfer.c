@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ struct dy_xfer_peer {
     size_t map_size;
     pthread_t populator;
     bool populating;   /* the populator thread was started (joined before unmapping) */
+    atomic_bool stop;  /* tells the populator to quit early (the peer is being closed) */
     /* tcp */
     int fd;
 };
@@ -42,9 +44,9 @@ struct dy_xfer_peer {
  * (docs/disaggregation.md, "Transfer cost"). */
 static void *populate_map(void *arg)
 {
-    const dy_xfer_peer *p = arg;
+    dy_xfer_peer *p = arg;
     const size_t chunk = (size_t)64 << 20;
-    for (size_t off = 0; off < p->map_size; off += chunk) {
+    for (size_t off = 0; off < p->map_size && !atomic_load(&p->stop); off += chunk) {
         size_t n = p->map_size - off < chunk ? p->map_size - off : chunk;
         if (madvise(p->map + off, n, MADV_POPULATE_WRITE) != 0)
             break;
@@ -118,6 +120,7 @@ dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, size_t block_byt
     }
     p->kind = kind;
     p->fd = -1;
+    atomic_init(&p->stop, false);
     p->block_bytes = block_bytes;
     snprintf(p->name, sizeof p->name, "%s", peer);
     int rc = kind == DY_XFER_SHM ? open_shm(p, err, errlen) : open_tcp(p, err, errlen);
@@ -132,8 +135,10 @@ void dy_xfer_close(dy_xfer_peer *p)
 {
     if (!p)
         return;
-    if (p->populating)
+    if (p->populating) {
+        atomic_store(&p->stop, true);
         pthread_join(p->populator, NULL);
+    }
     if (p->map)
         munmap(p->map, p->map_size);
     if (p->fd >= 0)
