@@ -286,6 +286,14 @@ def test_workers_die_with_the_frontend():
                 pass
         return True
     assert s.wait_for(gone, 10), pids
+    # The decode worker's shared-memory KV pool outlived it; the next server removes it.
+    pool = f"/dev/shm/dyad-kv-{pids[1]}-1"
+    assert os.path.exists(pool)
+    s2 = Server()
+    try:
+        assert not os.path.exists(pool)
+    finally:
+        assert s2.stop() == 0
 
 
 def test_api_key():

@@ -30,7 +30,10 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
          * worker's copies into it run at memcpy speed. */
         snprintf(p->shm_name, sizeof p->shm_name, "%s", shm_name);
         int fd = shm_open(shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)p->data_bytes) == 0) {
+        /* posix_fallocate reserves the pages now: a /dev/shm too small for the pool is an
+         * error here, not a SIGBUS at the first write past its room. */
+        if (fd >= 0 && ftruncate(fd, (off_t)p->data_bytes) == 0 &&
+            posix_fallocate(fd, 0, (off_t)p->data_bytes) == 0) {
             void *m = mmap(NULL, p->data_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
                            fd, 0);
             p->data = m == MAP_FAILED ? NULL : m;

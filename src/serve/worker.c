@@ -450,6 +450,12 @@ static int setup(worker *w, char *err, size_t errlen)
         char name[64];
         snprintf(name, sizeof name, "/dyad-kv-%d-%d", (int)getpid(), c->worker_id);
         w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
+        if (!w->pool) {
+            snprintf(err, errlen, "cannot allocate %d KV blocks (%zu MiB) in shared memory "
+                     "(/dev/shm full or too small? lower --kv-mem)", blocks,
+                     (size_t)blocks * block_bytes >> 20);
+            return -1;
+        }
     } else
         w->pool = dy_kv_pool_new(blocks, c->block_size, hp->n_layers, kvd);
     if (w->pool && c->kv_listen) {

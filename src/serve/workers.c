@@ -9,6 +9,7 @@
 #include "kv/kv_cache.h"
 #include "serve/wire_io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -871,6 +872,28 @@ static bool wait_for_hellos(dy_workers *w, char *err, size_t errlen)
     return true;
 }
 
+/* Decode workers' KV pools are named shared-memory objects (/dev/shm/dyad-kv-PID-ID) that a
+ * worker removes when it exits and the frontend when it reaps a dead one; a frontend killed
+ * outright (SIGKILL, OOM) takes its workers with it before either can. Their memory stays
+ * committed until someone unlinks the name, so each start removes the pools of processes that
+ * no longer exist. (A pid reused by an unrelated process keeps its stale pool: safe.) */
+static void remove_stale_pools(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int pid, id, end = 0;
+        if (sscanf(e->d_name, "dyad-kv-%d-%d%n", &pid, &id, &end) != 2 || e->d_name[end] ||
+            pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(d);
+}
+
 dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t errlen)
 {
     dy_workers *w = calloc(1, sizeof *w);
@@ -879,6 +902,8 @@ dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t err
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
+    if (cfg->n_prefill > 0)
+        remove_stale_pools();
     w->cfg = *cfg;
     w->next_id = 1;
     w->rt.policy = dy_router_policy_name(cfg->router.policy);
