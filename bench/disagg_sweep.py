@@ -111,6 +111,13 @@ def svg(rows, path):
     open(path, "w").write("\n".join(out))
 
 
+def number(text):
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
 def kept_rows(path):
     """The rows of an earlier run for the cells this run does not measure."""
     if not os.path.exists(path):
@@ -121,8 +128,8 @@ def kept_rows(path):
     for line in lines[1:]:
         r = dict(zip(keys, line.split(",")))
         for k in r:
-            if k not in ("config",):
-                r[k] = float(r[k]) if "." in r[k] else int(r[k])
+            if k != "config":
+                r[k] = number(r[k])
         if (r["isl"], r["osl"]) not in CELLS or r["config"] not in RUN:
             kept.append(r)
     return kept

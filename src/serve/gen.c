@@ -11,13 +11,6 @@
 
 typedef struct dy_gen gen;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---------------------------------------------------------------- the request */
 
 struct dy_gen {
@@ -193,7 +186,7 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
         return NULL;
     }
     g->env = *env;
-    g->t_arrival = now_s();
+    g->t_arrival = dy_job_now();
     if (dy_api_parse(body, len, kind, env->limits, &g->req, err) != 0)
         goto fail;
     if (strcmp(g->req.model, env->model_id) != 0) {
@@ -642,7 +635,6 @@ static void record(gen *g)
         return;
     g->recorded = true;
     dy_metrics *m = g->env.metrics;
-    double last = g->t_arrival;
     dy_outcome worst = DY_OUTCOME_STOP;
     for (int i = 0; i < g->job->n_choices; i++) {
         const dy_choice *c = &g->job->choices[i];
@@ -650,8 +642,6 @@ static void record(gen *g)
             dy_metrics_ttft(m, c->toks[0].t - g->t_arrival);
             for (int k = 1; k < c->n_toks; k++)
                 dy_metrics_itl(m, c->toks[k].t - c->toks[k - 1].t);
-            if (c->toks[c->n_toks - 1].t > last)
-                last = c->toks[c->n_toks - 1].t;
         }
         if (c->finish != DY_END_ERROR)
             dy_metrics_queue(m, c->queue_us / 1e6);
@@ -663,8 +653,7 @@ static void record(gen *g)
         if (o > worst)
             worst = o;
     }
-    (void)last;
-    double e2e = now_s() - g->t_arrival;
+    double e2e = dy_job_now() - g->t_arrival;
     dy_metrics_e2e(m, e2e);
     dy_metrics_request(m, worst);
     if (g->env.reqlog)

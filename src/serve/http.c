@@ -235,13 +235,6 @@ typedef struct {
     double last_sent; /* monotonic seconds: when the reader last returned bytes */
 } stream;
 
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* An SSE comment, which clients ignore: sent when no token came for a third of the idle
  * timeout, so a request that waits long for its first token (a long queue) or between two
  * tokens keeps its connection (and proxies in between keep theirs). A client that stops
@@ -251,7 +244,7 @@ static const char keep_alive[] = ": keep-alive\n\n";
 static bool keep_alive_due(const stream *st)
 {
     double every = st->h->cfg.connection_timeout_s / 3.0;
-    return mono_s() - st->last_sent >= (every < 0.2 ? 0.2 : every);
+    return dy_job_now() - st->last_sent >= (every < 0.2 ? 0.2 : every);
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -290,7 +283,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         }
     }
     pthread_mutex_unlock(&j->mu);
-    st->last_sent = mono_s();
+    st->last_sent = dy_job_now();
     return (ssize_t)n;
 }
 
@@ -327,7 +320,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
         free(st);
         return MHD_NO;
     }
-    *st = (stream){h, g, connection_fd(c), mono_s()};
+    *st = (stream){h, g, connection_fd(c), dy_job_now()};
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     enum MHD_Result ok = MHD_queue_response(c, 200, r);

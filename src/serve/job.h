@@ -62,6 +62,10 @@ bool dy_job_all_done(const dy_job *j);
 
 /* Appends a token event (called by the pool with mu held). false if out of memory. */
 bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now);
+
+/* The frontend's clock (monotonic seconds): request arrivals, token arrivals and ends are all
+ * read from it, so their differences are latencies. */
+double dy_job_now(void);
 /* Marks the choice done (called by the pool with mu held). */
 void dy_choice_finish(dy_choice *c, const dy_msg_done *d);
 /* Marks the choice failed with a message (worker died, no worker). */

@@ -9,8 +9,7 @@
 #include <time.h>
 
 struct dy_reqlog {
-    FILE *f;
-    int owned; /* opened here (not stderr) */
+    FILE *f;           /* stderr, or a file opened here */
     pthread_mutex_t mu;
 };
 
@@ -23,10 +22,8 @@ dy_reqlog *dy_reqlog_open(const char *path, char *err, size_t errlen)
     }
     if (!strcmp(path, "-"))
         l->f = stderr;
-    else {
+    else
         l->f = fopen(path, "ae");
-        l->owned = 1;
-    }
     if (!l->f) {
         snprintf(err, errlen, "--request-log '%s': %s", path, strerror(errno));
         free(l);
@@ -40,7 +37,7 @@ void dy_reqlog_close(dy_reqlog *l)
 {
     if (!l)
         return;
-    if (l->owned)
+    if (l->f != stderr)
         fclose(l->f);
     pthread_mutex_destroy(&l->mu);
     free(l);

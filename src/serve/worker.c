@@ -448,7 +448,7 @@ static int setup(worker *w, char *err, size_t errlen)
     if (c->role == DY_ROLE_DECODE) {
         /* Prefill workers on this host write finished blocks straight into this pool. */
         char name[64];
-        snprintf(name, sizeof name, "/dyad-kv-%d-%d", (int)getpid(), c->worker_id);
+        snprintf(name, sizeof name, "/" DY_KV_SHM_NAME, (int)getpid(), c->worker_id);
         w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
         if (!w->pool) {
             snprintf(err, errlen, "cannot allocate %d KV blocks (%zu MiB) in shared memory "

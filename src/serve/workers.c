@@ -8,6 +8,7 @@
 #include "serve/workers.h"
 #include "kv/kv_cache.h"
 #include "serve/wire_io.h"
+#include "serve/worker.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,13 +88,6 @@ struct dy_workers {
     pthread_t janitor;
     bool janitor_started;
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static void w_count_local(dy_workers *w)
 {
@@ -288,7 +282,7 @@ static placement place(dy_workers *w, const dy_msg_request *r, bool remote, dy_r
         free(members);
         return p;
     }
-    const double now = now_s();
+    const double now = dy_job_now();
     const bool disagg = w->cfg.n_prefill > 0;
     const int bs = block_size(w);
     int n = pool_members(w, false, members);
@@ -331,7 +325,7 @@ static int pick_prefill(dy_workers *w, const dy_msg_request *r)
     int pick = -1;
     if (nb >= 0)
         pick = dy_router_pick(w->router, DY_POOL_PREFILL, members, pool_members(w, true, members),
-                              hashes, nb, (int)r->n_prompt, now_s()).worker;
+                              hashes, nb, (int)r->n_prompt, dy_job_now()).worker;
     free(hashes);
     free(members);
     return pick;
@@ -389,7 +383,7 @@ static void on_token(dy_workers *w, slot *s, const dy_msg_token *t)
     if (f) {
         dy_job *j = f->job;
         pthread_mutex_lock(&j->mu);
-        dy_choice_push_token(&j->choices[f->choice], t, now_s());
+        dy_choice_push_token(&j->choices[f->choice], t, dy_job_now());
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
     }
@@ -475,7 +469,7 @@ static void on_kv_alloc(dy_workers *w, slot *s, const dy_msg_kv_alloc *m)
         pf->decode_id = m->id;
         pf->tokens = (int64_t)pm.n_prompt - m->cached_tokens;
         pf->n_blocks = m->n_blocks;
-        pf->t_sent = now_s();
+        pf->t_sent = dy_job_now();
         w->xfer.remote++;
         pthread_mutex_lock(&f->job->mu);
         f->job->refs++; /* the prefill flight holds the job too */
@@ -546,7 +540,7 @@ static void *janitor_main(void *arg)
         nanosleep(&ts, NULL);
         pthread_mutex_lock(&w->mu);
         bool stop = w->stopping;
-        double now = now_s();
+        double now = dy_job_now();
         for (int i = 0; !stop && i < w->cfg.n_workers; i++) {
             slot *p = &w->slots[i];
             for (int k = 0; p->alive && k < p->n_fl; k++)
@@ -839,7 +833,7 @@ static void *reader_main(void *arg)
 
 static bool wait_for_hellos(dy_workers *w, char *err, size_t errlen)
 {
-    double deadline = now_s() + w->cfg.startup_timeout_s;
+    double deadline = dy_job_now() + w->cfg.startup_timeout_s;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         int ready = 0;
@@ -854,7 +848,7 @@ static bool wait_for_hellos(dy_workers *w, char *err, size_t errlen)
                 pthread_mutex_unlock(&w->mu);
                 return false;
             }
-        if (now_s() > deadline) {
+        if (dy_job_now() > deadline) {
             snprintf(err, errlen, "workers did not start within %.0f s", w->cfg.startup_timeout_s);
             pthread_mutex_unlock(&w->mu);
             return false;
@@ -884,7 +878,7 @@ static void remove_stale_pools(void)
         return;
     for (struct dirent *e; (e = readdir(d));) {
         int pid, id, end = 0;
-        if (sscanf(e->d_name, "dyad-kv-%d-%d%n", &pid, &id, &end) != 2 || e->d_name[end] ||
+        if (sscanf(e->d_name, DY_KV_SHM_NAME "%n", &pid, &id, &end) != 2 || e->d_name[end] ||
             pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
             continue;
         char name[300];
@@ -1103,8 +1097,8 @@ void dy_workers_stop(dy_workers *w, double timeout_s)
 {
     pthread_mutex_lock(&w->mu);
     w->stopping = true;
-    double deadline = now_s() + timeout_s;
-    while (total_flights(w) > 0 && now_s() < deadline) {
+    double deadline = dy_job_now() + timeout_s;
+    while (total_flights(w) > 0 && dy_job_now() < deadline) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
@@ -1128,8 +1122,8 @@ void dy_workers_stop(dy_workers *w, double timeout_s)
     }
     /* A worker that does not exit (stopped, stuck in a step) is killed after a grace period,
      * so shutting down never hangs on it. */
-    double grace = now_s() + 5;
-    while (alive_workers(w) > 0 && now_s() < grace) {
+    double grace = dy_job_now() + 5;
+    while (alive_workers(w) > 0 && dy_job_now() < grace) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 100 * 1000 * 1000;
