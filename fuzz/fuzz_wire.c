@@ -2,7 +2,7 @@
  * stream cut into frames exactly as a socket reader would, and every frame goes through the
  * decoder of its type. Decoders must accept or reject, never crash or over-read.
  *   ./build-fuzz/fuzz_wire -max_total_time=600 fuzz/corpus-wire */
-#include "serve/wire.h"
+#include "serve/wire/wire.h"
 
 #include <string.h>
 

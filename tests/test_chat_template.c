@@ -8,7 +8,7 @@
  * from the model's published template (quoted in the detection tests below). A leading BOS
  * is never part of our rendering (see chat_template.h), so it is absent from every vector. */
 #include "testutil.h"
-#include "serve/chat_template.h"
+#include "serve/front/chat_template.h"
 
 #include <stdlib.h>
 #include <string.h>

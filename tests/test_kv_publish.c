@@ -4,7 +4,7 @@
  * start, after random traffic with overflows and resyncs, and past one frame's capacity. */
 #include "testutil.h"
 #include "kv/kv_cache.h"
-#include "serve/kv_publish.h"
+#include "serve/worker/kv_publish.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *
  * Request bodies are written with ' for " to keep them readable (J() swaps them back). */
 #include "testutil.h"
-#include "serve/openai.h"
+#include "serve/front/openai.h"
 
 #include <math.h>
 #include <stdio.h>

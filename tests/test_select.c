@@ -2,7 +2,7 @@
  * and by a capture group, the vote table on a crafted case, settling early once the lead
  * cannot be overturned, ties, abstentions, and ranking by mean log-probability. */
 #include "testutil.h"
-#include "serve/select.h"
+#include "serve/front/select.h"
 
 #include <math.h>
 #include <string.h>

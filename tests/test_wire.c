@@ -3,8 +3,8 @@
  * boundary yields the same frames; KV events, snapshots and resync requests round-trip and
  * every count in them is checked against the bytes. */
 #include "testutil.h"
-#include "serve/wire.h"
-#include "serve/wire_io.h"
+#include "serve/wire/wire.h"
+#include "serve/wire/wire_io.h"
 
 #include <stdlib.h>
 #include <string.h>

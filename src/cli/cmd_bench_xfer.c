@@ -5,7 +5,7 @@
  * (16 positions × layers × 2 × KV width × 4 bytes). A benchmark: prints, asserts nothing. */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "serve/xfer.h"
+#include "serve/worker/xfer.h"
 
 #include <stdio.h>
 #include <stdlib.h>

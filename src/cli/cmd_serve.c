@@ -4,7 +4,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "engine/model.h"
-#include "serve/http.h"
+#include "serve/front/http.h"
 
 #include <limits.h>
 #include <signal.h>

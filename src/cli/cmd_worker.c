@@ -2,8 +2,8 @@
  * each one end of a socket pair (--fd); there is rarely a reason to start one by hand. */
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "serve/wire.h"
-#include "serve/worker.h"
+#include "serve/wire/wire.h"
+#include "serve/worker/worker.h"
 
 #include <fcntl.h>
 #include <stdio.h>

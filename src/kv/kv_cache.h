@@ -7,14 +7,14 @@
  *
  * Optionally it keeps an event log of every change to the index (a block stored under its
  * hash, a block removed, everything cleared), which the worker drains after each step and
- * publishes so the router can mirror the index (src/serve/kv_publish.h). */
+ * publishes so the router can mirror the index (src/serve/worker/kv_publish.h). */
 #ifndef DYAD_KV_CACHE_H
 #define DYAD_KV_CACHE_H
 
 #include <stdbool.h>
 #include <stdint.h>
 #include "kv/kv_pool.h"
-#include "route/kv_event.h"
+#include "kv/kv_event.h"
 
 typedef struct dy_kv_cache dy_kv_cache;
 

@@ -1,5 +1,5 @@
 /* kv_index.h — the router's global prefix index: for every KV block hash, which workers hold
- * it. Built only from the workers' published events (route/kv_event.h) and snapshots, plus,
+ * it. Built only from the workers' published events (kv/kv_event.h) and snapshots, plus,
  * for workers that publish nothing, the router's own predictions of what it sent there.
  *
  * Because block hashes are chained (h_i covers every token up to block i), the index is a
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "route/kv_event.h"
+#include "kv/kv_event.h"
 
 typedef struct dy_kv_index dy_kv_index;
 

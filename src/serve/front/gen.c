@@ -1,0 +1,858 @@
+/* gen.c — see gen.h. Read in order: the request (prompts → the job's choices), building
+ * answers (texts, log-probabilities, usage, the `dyad` object), selection among samples,
+ * metrics per request, the whole answer, and SSE frames. */
+#include "serve/front/gen.h"
+#include "serve/front/select.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct dy_gen gen;
+
+/* ---------------------------------------------------------------- the request */
+
+struct dy_gen {
+    dy_gen_env env;
+    dy_api_request req;
+    dy_job *job;
+    int n_prompts, per_prompt; /* per_prompt: samples generated per prompt (n or best_of) */
+    int out_per_prompt;     /* choices returned per prompt: n, or 1 with dyad.select */
+    int *chosen;            /* returned choice → job choice (identity unless selecting) */
+    dy_vote **votes;        /* per prompt, with dyad.select = "majority" */
+    bool *counted;          /* per job choice: its end was seen by the selection */
+    bool *dropped;          /* per job choice: cancelled because the vote was settled */
+    bool selected;          /* chosen[] is final */
+    int *prompt_tokens;     /* per prompt */
+    char **echo;            /* per prompt: the prompt text, when echo is on */
+    char id[64];
+    int64_t created;
+    double t_arrival;
+    /* streaming */
+    int *next_tok;          /* per choice: next token event to send */
+    bool *first_sent, *end_sent;
+    char *pend;
+    size_t pend_len, pend_pos;
+    bool stream_over, recorded;
+};
+
+static void gen_free(gen *g)
+{
+    if (g->job)
+        dy_job_unref(g->job);
+    for (int i = 0; g->votes && i < g->n_prompts; i++)
+        dy_vote_free(g->votes[i]);
+    free(g->votes);
+    free(g->chosen);
+    free(g->counted);
+    free(g->dropped);
+    dy_api_request_free(&g->req);
+    if (g->echo)
+        for (int i = 0; i < g->n_prompts; i++)
+            free(g->echo[i]);
+    free(g->echo);
+    free(g->prompt_tokens);
+    free(g->next_tok);
+    free(g->first_sent);
+    free(g->end_sent);
+    free(g->pend);
+    free(g);
+}
+
+/* Token ids of one prompt: given ids, or the text tokenized (chat templates carry special
+ * tokens as text, so they are parsed as such there). */
+static int32_t *tokenize(const dy_gen_env *h, const char *text, bool special, int *n)
+{
+    const dy_tokenizer *t = h->tok;
+    bool bos = dy_tokenizer_add_bos(t);
+    int k = dy_tokenize(t, text, strlen(text), bos, special, NULL, 0);
+    int32_t *ids = k > 0 ? malloc(sizeof(int32_t) * (size_t)k) : NULL;
+    if (!ids || dy_tokenize(t, text, strlen(text), bos, special, ids, k) != k) {
+        free(ids);
+        return NULL;
+    }
+    *n = k;
+    return ids;
+}
+
+static char *render_chat(const dy_gen_env *h, const dy_api_request *r)
+{
+    const dy_tokenizer *t = h->tok;
+    const char *bos = dy_tokenizer_bos(t) >= 0 ? dy_tokenizer_token_text(t, dy_tokenizer_bos(t)) : NULL;
+    const char *eos = dy_tokenizer_eos(t) >= 0 ? dy_tokenizer_token_text(t, dy_tokenizer_eos(t)) : NULL;
+    return dy_chat_render(h->chat, r->messages, r->n_messages, true, bos, eos);
+}
+
+/* The wire request for one prompt (everything but its random stream). */
+static dy_msg_request wire_request(const gen *g, int32_t *ids, int n, int max_new)
+{
+    const dy_api_request *r = &g->req;
+    dy_msg_request m = {0};
+    m.max_tokens = (uint32_t)max_new;
+    m.temperature = r->sampling.temperature;
+    m.top_p = r->sampling.top_p;
+    m.min_p = r->sampling.min_p;
+    m.top_k = r->sampling.top_k;
+    m.seed = r->has_seed ? r->sampling.seed : ((uint64_t)time(NULL) << 20) ^ (uint64_t)(uintptr_t)g;
+    m.ignore_eos = r->ignore_eos;
+    /* Ranking samples needs every token's log-probability, asked for or not. */
+    m.want_logprobs = r->logprobs || r->select == DY_SELECT_LOGPROB || r->best_of > r->n;
+    m.n_logprobs = (uint8_t)r->top_logprobs;
+    m.n_stops = (uint8_t)r->n_stop;
+    for (int i = 0; i < r->n_stop; i++)
+        snprintf(m.stops[i], sizeof m.stops[i], "%s", r->stop[i]);
+    m.n_prompt = (uint32_t)n;
+    m.prompt = ids;
+    return m;
+}
+
+/* Fills prompt i's choices of the job. -1 with err set on a bad prompt. */
+static int setup_prompt(gen *g, int i, dy_api_error *err)
+{
+    const dy_gen_env *h = &g->env;
+    const dy_api_request *r = &g->req;
+    int n = 0;
+    int32_t *ids = NULL;
+    const char *text = NULL;
+    char *chat = NULL;
+    if (r->kind == DY_API_CHAT) {
+        if (!(chat = render_chat(h, r))) {
+            dy_api_error_internal(err, "rendering the chat template");
+            return -1;
+        }
+        text = chat;
+    } else if (r->prompts[i].text)
+        text = r->prompts[i].text;
+    if (text)
+        ids = tokenize(h, text, r->kind == DY_API_CHAT, &n);
+    else {
+        n = r->prompts[i].n_ids;
+        ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+        if (ids)
+            memcpy(ids, r->prompts[i].ids, sizeof(int32_t) * (size_t)n);
+    }
+    free(chat);
+    if (!ids) {
+        dy_api_error_set(err, 400, "invalid_request_error", NULL,
+                         r->kind == DY_API_CHAT ? "messages" : "prompt",
+                         "the prompt is empty or could not be tokenized");
+        return -1;
+    }
+    int max_new = dy_api_max_new_tokens(r, n, h->limits, err);
+    if (max_new < 0) {
+        free(ids);
+        return -1;
+    }
+    g->prompt_tokens[i] = n;
+    if (r->echo && r->kind == DY_API_COMPLETIONS) {
+        g->echo[i] = text ? strdup(text) : NULL;
+        if (!g->echo[i]) { /* token-id prompt: echo its detokenized text */
+            size_t cap = 16 * (size_t)n + 1, len = 0;
+            g->echo[i] = calloc(cap, 1);
+            for (int k = 0; g->echo[i] && k < n; k++) {
+                char piece[256];
+                int pl = dy_token_to_piece(h->tok, k ? ids[k - 1] : -1, ids[k], piece, sizeof piece);
+                if (pl > 0 && len + (size_t)pl < cap && pl < (int)sizeof piece) {
+                    memcpy(g->echo[i] + len, piece, (size_t)pl);
+                    len += (size_t)pl;
+                }
+            }
+        }
+    }
+    dy_msg_request m = wire_request(g, ids, n, max_new);
+    bool ok = true;
+    for (int k = 0; k < g->per_prompt; k++)
+        ok = ok && dy_job_set_request(g->job, i * g->per_prompt + k, &m, (uint32_t)k);
+    free(ids);
+    if (!ok)
+        dy_api_error_internal(err, "out of memory");
+    return ok ? 0 : -1;
+}
+
+static const char *unsupported(const dy_api_request *r)
+{
+    if (r->echo && r->logprobs)
+        return "echo";
+    return NULL;
+}
+
+dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_kind kind,
+                   uint64_t serial, dy_api_error *err)
+{
+    gen *g = calloc(1, sizeof *g);
+    if (!g) {
+        dy_api_error_internal(err, "out of memory");
+        return NULL;
+    }
+    g->env = *env;
+    g->t_arrival = dy_job_now();
+    if (dy_api_parse(body, len, kind, env->limits, &g->req, err) != 0)
+        goto fail;
+    if (strcmp(g->req.model, env->model_id) != 0) {
+        dy_api_error_model_not_found(err, g->req.model);
+        goto fail;
+    }
+    const char *u = unsupported(&g->req);
+    if (u) {
+        dy_api_error_set(err, 400, "invalid_request_error", "unsupported", u,
+                         "'%s' is not supported by this server yet (see docs/api.md)", u);
+        goto fail;
+    }
+    g->n_prompts = kind == DY_API_CHAT ? 1 : g->req.n_prompts;
+    g->per_prompt = g->req.best_of > g->req.n ? g->req.best_of : g->req.n;
+    g->out_per_prompt = g->req.select != DY_SELECT_NONE ? 1 : g->req.n;
+    int nc = g->n_prompts * g->per_prompt, n_out = g->n_prompts * g->out_per_prompt;
+    g->job = dy_job_new(nc);
+    g->chosen = calloc((size_t)n_out, sizeof *g->chosen);
+    g->counted = calloc((size_t)nc, sizeof *g->counted);
+    g->dropped = calloc((size_t)nc, sizeof *g->dropped);
+    if (g->req.select == DY_SELECT_MAJORITY) {
+        char verr[256];
+        g->votes = calloc((size_t)g->n_prompts, sizeof *g->votes);
+        for (int i = 0; g->votes && i < g->n_prompts; i++)
+            if (!(g->votes[i] = dy_vote_new(g->req.answer_regex, g->per_prompt, verr, sizeof verr))) {
+                dy_api_error_set(err, 400, "invalid_request_error", NULL, "dyad.answer_regex", "%s", verr);
+                goto fail;
+            }
+        if (!g->votes) {
+            dy_api_error_internal(err, "out of memory");
+            goto fail;
+        }
+    }
+    if (!g->job || !g->chosen || !g->counted || !g->dropped) {
+        dy_api_error_internal(err, "out of memory");
+        goto fail;
+    }
+    g->job->group = g->per_prompt;
+    for (int i = 0; i < n_out; i++) /* until a selection says otherwise */
+        g->chosen[i] = (i / g->out_per_prompt) * g->per_prompt + i % g->out_per_prompt;
+    g->prompt_tokens = calloc((size_t)g->n_prompts, sizeof *g->prompt_tokens);
+    g->echo = calloc((size_t)g->n_prompts, sizeof *g->echo);
+    g->next_tok = calloc((size_t)nc, sizeof *g->next_tok);
+    g->first_sent = calloc((size_t)nc, sizeof *g->first_sent);
+    g->end_sent = calloc((size_t)nc, sizeof *g->end_sent);
+    if (!g->job || !g->prompt_tokens || !g->echo || !g->next_tok || !g->first_sent || !g->end_sent) {
+        dy_api_error_internal(err, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < g->n_prompts; i++)
+        if (setup_prompt(g, i, err) != 0)
+            goto fail;
+    snprintf(g->id, sizeof g->id, "%s-%llx%06llx", kind == DY_API_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)time(NULL), (unsigned long long)serial);
+    g->created = (int64_t)time(NULL);
+    return g;
+fail:
+    gen_free(g);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- building answers */
+
+static dy_api_finish api_finish(uint8_t f)
+{
+    return f == DY_END_LENGTH ? DY_FINISH_LENGTH : DY_FINISH_STOP;
+}
+
+static dy_api_meta meta(const gen *g)
+{
+    return (dy_api_meta){g->req.kind, g->id, g->created, g->env.model_id, NULL};
+}
+
+static dy_api_usage usage(const gen *g)
+{
+    dy_api_usage u = {0};
+    for (int i = 0; i < g->n_prompts; i++) {
+        u.prompt_tokens += g->prompt_tokens[i];
+        u.cached_tokens += (int)g->job->choices[i * g->per_prompt].cached_tokens;
+    }
+    for (int i = 0; i < g->job->n_choices; i++)
+        u.completion_tokens += (int)g->job->choices[i].completion_tokens;
+    return u;
+}
+
+/* Token texts and alternatives for logprobs, over events [from, to) of a choice. */
+typedef struct {
+    dy_api_token_lp *lp;
+    dy_api_alt *alts;
+    char *texts; /* 64 bytes per piece */
+    int n;
+} lp_build;
+
+static void lp_free(lp_build *b)
+{
+    free(b->lp);
+    free(b->alts);
+    free(b->texts);
+}
+
+static const char *piece_into(const gen *g, int32_t id, char *slot, size_t *len)
+{
+    int n = dy_token_to_piece(g->env.tok, -1, id, slot, 64);
+    *len = n < 0 ? 0 : n > 63 ? 63 : (size_t)n;
+    return slot;
+}
+
+static bool lp_make(const gen *g, const dy_choice *c, int from, int to, int base_offset,
+                    lp_build *b)
+{
+    int n = to - from, per = 1 + DY_WIRE_MAX_TOP;
+    memset(b, 0, sizeof *b);
+    b->lp = calloc((size_t)(n ? n : 1), sizeof *b->lp);
+    b->alts = calloc((size_t)(n ? n : 1) * DY_WIRE_MAX_TOP, sizeof *b->alts);
+    b->texts = malloc((size_t)(n ? n : 1) * per * 64);
+    if (!b->lp || !b->alts || !b->texts)
+        return false;
+    int offset = base_offset;
+    for (int i = 0; i < n; i++) {
+        const dy_tok_event *e = &c->toks[from + i];
+        char *slots = b->texts + (size_t)i * per * 64;
+        dy_api_token_lp *t = &b->lp[i];
+        t->token = piece_into(g, e->token, slots, &t->len);
+        t->logprob = e->logprob;
+        t->text_offset = offset;
+        offset += (int)e->text_len;
+        t->top = b->alts + (size_t)i * DY_WIRE_MAX_TOP;
+        t->n_top = e->n_top;
+        for (int k = 0; k < e->n_top; k++) {
+            dy_api_alt *a = b->alts + (size_t)i * DY_WIRE_MAX_TOP + k;
+            a->token = piece_into(g, e->top_ids[k], slots + 64 * (k + 1), &a->len);
+            a->logprob = e->top_logprobs[k];
+        }
+    }
+    b->n = n;
+    return true;
+}
+
+/* The whole text of a choice: echo, every token's released text, the tail. */
+static char *choice_text(const gen *g, int ci, size_t *len)
+{
+    const dy_choice *c = &g->job->choices[ci];
+    const char *echo = g->echo[ci / g->per_prompt];
+    size_t n = (echo ? strlen(echo) : 0) + c->tail_len + 1;
+    for (int i = 0; i < c->n_toks; i++)
+        n += c->toks[i].text_len;
+    char *s = malloc(n), *p = s;
+    if (!s)
+        return NULL;
+    if (echo)
+        p = stpcpy(p, echo);
+    for (int i = 0; i < c->n_toks; i++) {
+        memcpy(p, c->toks[i].text, c->toks[i].text_len);
+        p += c->toks[i].text_len;
+    }
+    memcpy(p, c->tail ? c->tail : "", c->tail_len);
+    p += c->tail_len;
+    *p = 0;
+    *len = (size_t)(p - s);
+    return s;
+}
+
+/* ---------------------------------------------------------------- selection */
+
+static bool selecting(const gen *g)
+{
+    return g->req.select != DY_SELECT_NONE || g->per_prompt > g->req.n;
+}
+
+static double choice_mean_logprob(const dy_choice *c)
+{
+    float lp[256];
+    double sum = 0;
+    for (int i = 0; i < c->n_toks; i += 256) {
+        int n = c->n_toks - i < 256 ? c->n_toks - i : 256;
+        for (int k = 0; k < n; k++)
+            lp[k] = c->toks[i + k].logprob;
+        sum += dy_mean_logprob(lp, n) * n;
+    }
+    return c->n_toks ? sum / c->n_toks : dy_mean_logprob(lp, 0);
+}
+
+/* Counts the votes of samples that ended since the last call. When a prompt's vote is
+ * settled, its samples still running are listed in cancel[] (the caller cancels them
+ * without the job's lock: the pool's lock comes first). Call with the job's mu held. */
+static int vote_progress(gen *g, int *cancel)
+{
+    int n_cancel = 0;
+    if (!g->votes)
+        return 0;
+    for (int p = 0; p < g->n_prompts; p++) {
+        bool was = dy_vote_settled(g->votes[p]);
+        for (int k = 0; k < g->per_prompt; k++) {
+            int ci = p * g->per_prompt + k;
+            const dy_choice *c = &g->job->choices[ci];
+            if (!c->done || g->counted[ci])
+                continue;
+            g->counted[ci] = true;
+            size_t len = 0;
+            char *text = c->finish == DY_END_STOP || c->finish == DY_END_LENGTH
+                         ? choice_text(g, ci, &len) : NULL;
+            if (text)
+                dy_vote_add(g->votes[p], k, text, len);
+            else
+                dy_vote_abstain(g->votes[p], k);
+            free(text);
+        }
+        if (!was && dy_vote_settled(g->votes[p]))
+            for (int k = 0; k < g->per_prompt; k++) {
+                int ci = p * g->per_prompt + k;
+                if (!g->job->choices[ci].done) {
+                    g->dropped[ci] = true;
+                    cancel[n_cancel++] = ci;
+                }
+            }
+    }
+    return n_cancel;
+}
+
+/* Lets the votes settle early: cancels the samples no longer needed. Call without locks. */
+static void settle_votes(gen *g)
+{
+    if (!g->votes)
+        return;
+    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
+    if (!cancel)
+        return;
+    pthread_mutex_lock(&g->job->mu);
+    int n = vote_progress(g, cancel);
+    pthread_mutex_unlock(&g->job->mu);
+    for (int i = 0; i < n; i++)
+        dy_workers_cancel_choice(g->env.workers, g->job, cancel[i]);
+    free(cancel);
+}
+
+/* Once every sample has ended: which samples are returned. Call with the job's mu held. */
+static void select_choices(gen *g)
+{
+    if (g->selected || !selecting(g))
+        return;
+    g->selected = true;
+    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
+    if (cancel)
+        vote_progress(g, cancel); /* everything has ended: nothing left to cancel */
+    free(cancel);
+    double *score = malloc(sizeof(double) * (size_t)g->per_prompt);
+    for (int p = 0; score && p < g->n_prompts; p++) {
+        int base = p * g->per_prompt, *out = g->chosen + p * g->out_per_prompt;
+        if (g->votes) {
+            out[0] = base + dy_vote_chosen(g->votes[p]);
+            continue;
+        }
+        for (int k = 0; k < g->per_prompt; k++)
+            score[k] = choice_mean_logprob(&g->job->choices[base + k]);
+        dy_select_best(score, g->per_prompt, g->out_per_prompt, out);
+        for (int k = 0; k < g->out_per_prompt; k++)
+            out[k] += base;
+    }
+    free(score);
+}
+
+static const char *finish_name(uint8_t f)
+{
+    return f == DY_END_LENGTH ? "length" : f == DY_END_STOP ? "stop"
+         : f == DY_END_CANCELLED ? "cancelled" : "error";
+}
+
+/* dyad.selection: per prompt, how the returned choices were picked from the samples. */
+static json_t *selection_json(const gen *g)
+{
+    json_t *arr = json_array();
+    const char *mode = g->req.select == DY_SELECT_MAJORITY ? "majority"
+                     : g->req.select == DY_SELECT_LOGPROB ? "logprob" : "best_of";
+    for (int p = 0; arr && p < g->n_prompts; p++) {
+        json_t *samples = json_array(), *chosen = json_array();
+        for (int k = 0; k < g->per_prompt; k++) {
+            const dy_choice *c = &g->job->choices[p * g->per_prompt + k];
+            double m = choice_mean_logprob(c);
+            json_t *o = json_pack("{s:i, s:s, s:i, s:o}", "index", k, "finish_reason",
+                                  finish_name(c->finish), "completion_tokens",
+                                  (int)c->completion_tokens, "mean_logprob",
+                                  c->n_toks && (g->req.logprobs || !g->votes) ? json_real(m) : json_null());
+            if (g->votes) {
+                const char *a = dy_vote_answer(g->votes[p], k);
+                json_object_set_new(o, "answer", a ? json_string(a) : json_null());
+            }
+            json_array_append_new(samples, o);
+        }
+        for (int k = 0; k < g->out_per_prompt; k++)
+            json_array_append_new(chosen, json_integer(g->chosen[p * g->out_per_prompt + k] -
+                                                       p * g->per_prompt));
+        json_t *e = json_pack("{s:s, s:o, s:o}", "mode", mode, "chosen", chosen, "samples", samples);
+        if (e && g->votes)
+            json_object_set_new(e, "vote", dy_vote_json(g->votes[p]));
+        json_array_append_new(arr, e);
+    }
+    return arr;
+}
+
+/* The documented `dyad` extension object: where each choice ran and what its KV transfer
+ * cost (docs/api.md). */
+static json_t *choice_dyad(const dy_choice *c, int i)
+{
+    json_t *o = json_pack("{s:i, s:i, s:i}", "index", i, "worker", c->worker,
+                          "predicted_overlap_blocks", c->overlap_blocks);
+    if (!o)
+        return NULL;
+    if (c->prefill_worker >= 0) {
+        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
+        json_object_set_new(o, "kv_transfer",
+                            json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes,
+                                      "seconds", c->xfer_seconds, "prefill_seconds",
+                                      c->prefill_seconds));
+    } else
+        json_object_set_new(o, "prefill_worker", json_null());
+    return o;
+}
+
+static json_t *dyad_object(const gen *g)
+{
+    json_t *arr = json_array();
+    int n_out = g->n_prompts * g->out_per_prompt;
+    for (int i = 0; arr && i < n_out; i++)
+        json_array_append_new(arr, choice_dyad(&g->job->choices[g->chosen[i]], i));
+    json_t *o = arr ? json_pack("{s:o}", "choices", arr) : NULL;
+    if (o && selecting(g))
+        json_object_set_new(o, "selection", selection_json(g));
+    return o;
+}
+
+static char *whole_response(const gen *g)
+{
+    int nc = g->n_prompts * g->out_per_prompt;
+    dy_api_choice *ch = calloc((size_t)nc, sizeof *ch);
+    char **texts = calloc((size_t)nc, sizeof *texts);
+    lp_build *lps = calloc((size_t)nc, sizeof *lps);
+    char *json = NULL;
+    if (!ch || !texts || !lps)
+        goto out;
+    for (int i = 0; i < nc; i++) {
+        const dy_choice *c = &g->job->choices[g->chosen[i]];
+        size_t len = 0;
+        if (!(texts[i] = choice_text(g, g->chosen[i], &len)))
+            goto out;
+        ch[i] = (dy_api_choice){.index = i, .text = texts[i], .len = len,
+                                .finish = api_finish(c->finish)};
+        if (g->req.logprobs) {
+            const char *echo = g->echo[g->chosen[i] / g->per_prompt];
+            if (!lp_make(g, c, 0, c->n_toks, echo ? (int)strlen(echo) : 0, &lps[i]))
+                goto out;
+            ch[i].has_logprobs = true;
+            ch[i].logprobs = lps[i].lp;
+            ch[i].n_logprobs = lps[i].n;
+        }
+    }
+    dy_api_meta m = meta(g);
+    dy_api_usage u = usage(g);
+    json_t *dyad = dyad_object(g);
+    json = dy_api_response_json(&m, ch, nc, &u, dyad);
+    json_decref(dyad);
+out:
+    for (int i = 0; ch && texts && lps && i < nc; i++) {
+        free(texts[i]);
+        lp_free(&lps[i]);
+    }
+    free(ch);
+    free(texts);
+    free(lps);
+    return json;
+}
+
+/* ---------------------------------------------------------------- metrics per request */
+
+/* A choice ended in error: the message, and whether the server (not the request) is at fault. */
+static const dy_choice *failed_choice(const dy_job *j)
+{
+    for (int i = 0; i < j->n_choices; i++)
+        if (j->choices[i].done && j->choices[i].finish == DY_END_ERROR)
+            return &j->choices[i];
+    return NULL;
+}
+
+static void error_for(const dy_choice *c, dy_api_error *e)
+{
+    const char *msg = c->tail ? c->tail : "generation failed";
+    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15))
+        dy_api_error_unavailable(e, msg);
+    else
+        dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
+}
+
+/* One choice in the request log: where it ran, its queue time, and what moving its KV cost. */
+static json_t *choice_log(const dy_choice *c, int i, double t_arrival)
+{
+    json_t *o = json_pack("{s:i, s:i, s:s, s:i, s:f, s:f}", "index", i, "worker", c->worker,
+                          "finish", finish_name(c->finish), "completion_tokens",
+                          (int)c->completion_tokens, "queue_ms", c->queue_us / 1e3, "ttft_ms",
+                          c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0);
+    if (o && c->prefill_worker >= 0) {
+        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
+        json_object_set_new(o, "kv_transfer", json_pack(
+            "{s:I, s:f, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes, "ms",
+            c->xfer_seconds * 1e3, "gb_per_s",
+            c->xfer_seconds > 0 ? (double)c->xfer_bytes / c->xfer_seconds / 1e9 : 0.0,
+            "prefill_ms", c->prefill_seconds * 1e3));
+    } else if (o)
+        json_object_set_new(o, "prefill_worker", json_null());
+    return o;
+}
+
+/* The request log's line for this request (docs/serving.md): the HTTP status the client got
+ * (a stream is 200 even when a choice fails in it), the outcome the metrics counted, tokens,
+ * latencies, and every generated sample. */
+static json_t *log_entry(const gen *g, dy_outcome worst, double e2e)
+{
+    static const char *const outcomes[] = {"stop", "length", "cancelled", "error", "rejected"};
+    const dy_choice *bad = failed_choice(g->job);
+    dy_api_error e = {.status = 200};
+    if (bad && !g->req.stream)
+        error_for(bad, &e);
+    dy_api_usage u = usage(g);
+    double ttft = -1;
+    for (int i = 0; i < g->job->n_choices; i++) {
+        const dy_choice *c = &g->job->choices[i];
+        if (c->n_toks && (ttft < 0 || c->toks[0].t - g->t_arrival < ttft))
+            ttft = c->toks[0].t - g->t_arrival;
+    }
+    json_t *samples = json_array();
+    for (int i = 0; samples && i < g->job->n_choices; i++)
+        json_array_append_new(samples, choice_log(&g->job->choices[i], i, g->t_arrival));
+    json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:b, s:i, s:i, s:i, s:i, s:f, s:f, s:o*}", "id",
+                          g->id, "endpoint", g->req.kind == DY_API_CHAT ? "chat" : "completions",
+                          "status", e.status, "outcome", outcomes[worst], "stream", g->req.stream,
+                          "prompts", g->n_prompts, "prompt_tokens", u.prompt_tokens,
+                          "cached_tokens", u.cached_tokens, "completion_tokens",
+                          u.completion_tokens, "ttft_ms", ttft >= 0 ? ttft * 1e3 : -1.0, "e2e_ms",
+                          e2e * 1e3, "samples", samples);
+    if (o && bad)
+        json_object_set_new(o, "error", json_string(bad->tail ? bad->tail : "generation failed"));
+    return o;
+}
+
+static void record(gen *g)
+{
+    if (g->recorded)
+        return;
+    g->recorded = true;
+    dy_metrics *m = g->env.metrics;
+    dy_outcome worst = DY_OUTCOME_STOP;
+    for (int i = 0; i < g->job->n_choices; i++) {
+        const dy_choice *c = &g->job->choices[i];
+        if (c->n_toks > 0) {
+            dy_metrics_ttft(m, c->toks[0].t - g->t_arrival);
+            for (int k = 1; k < c->n_toks; k++)
+                dy_metrics_itl(m, c->toks[k].t - c->toks[k - 1].t);
+        }
+        if (c->finish != DY_END_ERROR)
+            dy_metrics_queue(m, c->queue_us / 1e6);
+        if (g->dropped[i]) /* cancelled by a settled vote, not by the client */
+            continue;
+        dy_outcome o = c->finish == DY_END_LENGTH ? DY_OUTCOME_LENGTH
+                     : c->finish == DY_END_CANCELLED ? DY_OUTCOME_CANCELLED
+                     : c->finish == DY_END_ERROR ? DY_OUTCOME_ERROR : DY_OUTCOME_STOP;
+        if (o > worst)
+            worst = o;
+    }
+    double e2e = dy_job_now() - g->t_arrival;
+    dy_metrics_e2e(m, e2e);
+    dy_metrics_request(m, worst);
+    if (g->env.reqlog)
+        dy_reqlog_write(g->env.reqlog, log_entry(g, worst, e2e));
+}
+
+static bool pend_add(gen *g, char *frame)
+{
+    if (!frame)
+        return false;
+    size_t n = strlen(frame);
+    char *p = realloc(g->pend, g->pend_len + n + 1);
+    if (!p) {
+        free(frame);
+        return false;
+    }
+    memcpy(p + g->pend_len, frame, n + 1);
+    g->pend = p;
+    g->pend_len += n;
+    free(frame);
+    return true;
+}
+
+static void chunk(gen *g, const dy_api_choice *ch)
+{
+    dy_api_meta m = meta(g);
+    json_t *dyad = NULL;
+    if (ch->finish != DY_FINISH_NONE) { /* a choice's last chunk says where it ran */
+        json_t *one = choice_dyad(&g->job->choices[g->chosen[ch->index]], ch->index);
+        dyad = one ? json_pack("{s:[o]}", "choices", one) : NULL;
+        if (dyad && selecting(g))
+            json_object_set_new(dyad, "selection", selection_json(g));
+    }
+    char *json = dyad ? dy_api_chunk_json_dyad(&m, ch, 1, g->req.include_usage, dyad)
+                      : dy_api_chunk_json(&m, ch, 1, g->req.include_usage);
+    json_decref(dyad);
+    pend_add(g, json ? dy_sse_frame(json) : NULL);
+    free(json);
+}
+
+/* Selection modes stream nothing until every sample has ended (or was dropped by a settled
+ * vote); then each returned choice comes as one chunk of text and its finishing chunk. */
+static void stream_selected(gen *g)
+{
+    select_choices(g);
+    for (int r = 0; r < g->n_prompts * g->out_per_prompt; r++) {
+        const dy_choice *c = &g->job->choices[g->chosen[r]];
+        if (c->finish == DY_END_ERROR)
+            continue;
+        if (g->req.kind == DY_API_CHAT) {
+            dy_api_choice first = {.index = r, .text = "", .len = 0, .first = true};
+            chunk(g, &first);
+        }
+        size_t len = 0;
+        char *text = choice_text(g, g->chosen[r], &len);
+        dy_api_choice body = {.index = r, .text = text ? text : "", .len = text ? len : 0};
+        chunk(g, &body);
+        free(text);
+        dy_api_choice end = {.index = r, .finish = api_finish(c->finish)};
+        chunk(g, &end);
+    }
+}
+
+/* Queues SSE frames for the tokens of every choice that arrived since the last call. */
+static void stream_tokens(gen *g)
+{
+    dy_job *j = g->job;
+    for (int i = 0; i < j->n_choices; i++) {
+        const dy_choice *c = &j->choices[i];
+        if (!g->first_sent[i] && (c->n_toks > 0 || c->done) && c->finish != DY_END_ERROR) {
+            g->first_sent[i] = true;
+            const char *echo = g->echo[i / g->per_prompt];
+            if (g->req.kind == DY_API_CHAT || echo) {
+                dy_api_choice ch = {.index = i, .text = echo ? echo : "", .len = echo ? strlen(echo) : 0,
+                                    .first = true};
+                chunk(g, &ch);
+            }
+        }
+        for (; g->next_tok[i] < c->n_toks; g->next_tok[i]++) {
+            const dy_tok_event *e = &c->toks[g->next_tok[i]];
+            dy_api_choice ch = {.index = i, .text = e->text, .len = e->text_len};
+            lp_build lb = {0};
+            if (g->req.logprobs && lp_make(g, c, g->next_tok[i], g->next_tok[i] + 1, 0, &lb)) {
+                ch.has_logprobs = true;
+                ch.logprobs = lb.lp;
+                ch.n_logprobs = lb.n;
+            }
+            chunk(g, &ch);
+            lp_free(&lb);
+        }
+        if (c->done && !g->end_sent[i] && c->finish != DY_END_ERROR) {
+            g->end_sent[i] = true;
+            dy_api_choice ch = {.index = i, .text = c->tail_len ? c->tail : NULL,
+                                .len = c->tail_len, .finish = api_finish(c->finish)};
+            chunk(g, &ch);
+        }
+    }
+}
+
+/* Queues SSE frames for everything that arrived since the last call. Call with job mu held. */
+static void stream_collect(gen *g)
+{
+    dy_job *j = g->job;
+    if (!selecting(g))
+        stream_tokens(g);
+    else if (!g->stream_over && dy_job_all_done(j) && !failed_choice(j))
+        stream_selected(g);
+    if (!g->stream_over && dy_job_all_done(j)) {
+        g->stream_over = true;
+        const dy_choice *bad = failed_choice(j);
+        if (bad) {
+            dy_api_error e;
+            error_for(bad, &e);
+            char *json = dy_api_error_json(&e);
+            pend_add(g, json ? dy_sse_frame(json) : NULL);
+            free(json);
+        } else if (g->req.include_usage) {
+            dy_api_meta m = meta(g);
+            dy_api_usage u = usage(g);
+            char *json = dy_api_usage_chunk_json(&m, &u);
+            pend_add(g, json ? dy_sse_frame(json) : NULL);
+            free(json);
+        }
+        pend_add(g, strdup(DY_SSE_DONE));
+    }
+}
+
+/* ---------------------------------------------------------------- the API */
+
+void dy_gen_free(dy_gen *g)
+{
+    gen_free(g);
+}
+
+dy_job *dy_gen_job(const dy_gen *g)
+{
+    return g->job;
+}
+
+bool dy_gen_streams(const dy_gen *g)
+{
+    return g->req.stream;
+}
+
+bool dy_gen_votes(const dy_gen *g)
+{
+    return g->votes != NULL;
+}
+
+void dy_gen_progress(dy_gen *g)
+{
+    settle_votes(g);
+}
+
+char *dy_gen_answer(dy_gen *g, int *status)
+{
+    pthread_mutex_lock(&g->job->mu);
+    select_choices(g);
+    pthread_mutex_unlock(&g->job->mu);
+    record(g);
+    const dy_choice *bad = failed_choice(g->job);
+    if (bad) {
+        dy_api_error e;
+        error_for(bad, &e);
+        *status = e.status;
+        return dy_api_error_json(&e);
+    }
+    *status = 200;
+    return whole_response(g);
+}
+
+void dy_gen_collect(dy_gen *g)
+{
+    if (g->pend_pos == g->pend_len) {
+        free(g->pend);
+        g->pend = NULL;
+        g->pend_len = g->pend_pos = 0;
+    }
+    stream_collect(g);
+}
+
+size_t dy_gen_take(dy_gen *g, char *buf, size_t max)
+{
+    size_t n = g->pend_len - g->pend_pos;
+    if (n > max)
+        n = max;
+    if (n == 0) /* nothing queued: pend may be NULL */
+        return 0;
+    memcpy(buf, g->pend + g->pend_pos, n);
+    g->pend_pos += n;
+    return n;
+}
+
+bool dy_gen_stream_over(const dy_gen *g)
+{
+    return g->stream_over && g->pend_pos == g->pend_len;
+}
+
+void dy_gen_record(dy_gen *g)
+{
+    record(g);
+}

@@ -1,0 +1,67 @@
+/* gen.h — one generation request as the frontend sees it, apart from HTTP: a validated
+ * OpenAI body (completions or chat) becomes prompts and a job of choices for the workers; the
+ * job's events become the answer — one JSON response, or SSE frames as tokens arrive — with
+ * the selection among repeated samples (votes, log-probability ranking) in between, and the
+ * request's latency and outcome observed in the metrics. http.c does the transport. */
+#ifndef DYAD_GEN_H
+#define DYAD_GEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "engine/tokenizer.h"
+#include "serve/front/chat_template.h"
+#include "serve/front/job.h"
+#include "serve/front/metrics.h"
+#include "serve/front/openai.h"
+#include "serve/front/reqlog.h"
+#include "serve/front/workers.h"
+
+/* What a request needs from the server (borrowed; must outlive the request). */
+typedef struct {
+    const dy_tokenizer *tok;
+    dy_chat_family chat;
+    const dy_api_limits *limits;
+    const char *model_id;
+    dy_workers *workers;
+    dy_metrics *metrics;
+    dy_reqlog *reqlog;   /* NULL: no request log */
+} dy_gen_env;
+
+typedef struct dy_gen dy_gen;
+
+/* Parses and validates the body, tokenizes its prompts and builds the job (not submitted
+ * yet). `serial` makes the response id unique. NULL with *err (a 4xx, or 500 when out of
+ * memory) on failure. */
+dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_kind kind,
+                   uint64_t serial, dy_api_error *err);
+void dy_gen_free(dy_gen *g);
+dy_job *dy_gen_job(const dy_gen *g);
+/* The client asked for an SSE stream. */
+bool dy_gen_streams(const dy_gen *g);
+
+/* The request votes among its samples (dyad.select = "majority"), so dy_gen_progress has
+ * work to do while the job runs. */
+bool dy_gen_votes(const dy_gen *g);
+/* While the job runs, without its lock: counts the votes of samples that ended and cancels
+ * the samples a settled vote no longer needs. */
+void dy_gen_progress(dy_gen *g);
+
+/* Not streaming, once every choice has ended: the response body (malloc'd; NULL if out of
+ * memory) and its HTTP status — 200, or the error of a choice that failed. Records the
+ * request in the metrics. */
+char *dy_gen_answer(dy_gen *g, int *status);
+
+/* Streaming, with the job's mutex held: queues SSE frames for everything that arrived since
+ * the last call (data: [DONE] last, once every choice has ended). */
+void dy_gen_collect(dy_gen *g);
+/* Moves up to max queued bytes into buf; returns how many. */
+size_t dy_gen_take(dy_gen *g, char *buf, size_t max);
+/* [DONE] has been queued and taken. */
+bool dy_gen_stream_over(const dy_gen *g);
+
+/* Observes the request's latencies and outcome in the metrics and writes its line to the
+ * request log (once; later calls do nothing). */
+void dy_gen_record(dy_gen *g);
+
+#endif

@@ -1,0 +1,467 @@
+/* http.c — see http.h. Read in order: connection context and body collection, the small
+ * routes (health, models, metrics), then generation's transport: a request (gen.c) becomes a
+ * job for the workers, answered as one JSON body or as an SSE stream produced by a
+ * content-reader callback. */
+#include "serve/front/http.h"
+#include "serve/front/gen.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct dy_http {
+    dy_http_config cfg;
+    struct MHD_Daemon *d;
+    uint64_t next_id; /* response ids; guarded by mu */
+    pthread_mutex_t mu;
+};
+
+/* ---------------------------------------------------------------- responses */
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type,
+                                 char *body)
+{
+    if (!body)
+        return MHD_NO;
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body,
+                                                             MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", type);
+    enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *json)
+{
+    return send_text(c, status, "application/json", json);
+}
+
+/* A client's text as a JSON string (a placeholder when it is not UTF-8). */
+static json_t *text_or(const char *s)
+{
+    json_t *j = json_string(s);
+    return j ? j : json_string("(not UTF-8)");
+}
+
+/* A refused request: counted, logged, and answered with an OpenAI-style error object. */
+static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const char *url,
+                                  const dy_api_error *e)
+{
+    dy_metrics_request(h->cfg.metrics, DY_OUTCOME_REJECTED);
+    if (h->cfg.reqlog)
+        dy_reqlog_write(h->cfg.reqlog, json_pack("{s:o, s:i, s:s, s:{s:s, s:s, s:s, s:o}}",
+                                                 "path", text_or(url), "status", e->status,
+                                                 "outcome", "rejected", "error", "type", e->type,
+                                                 "code", e->code, "param", e->param, "message",
+                                                 text_or(e->message)));
+    return send_json(c, e->status, dy_api_error_json(e));
+}
+
+/* ---------------------------------------------------------------- connection context */
+
+typedef struct {
+    char *body;
+    size_t len, cap;
+    bool too_large;
+} conn_ctx;
+
+static bool body_append(conn_ctx *x, const char *data, size_t n, size_t limit)
+{
+    if (x->too_large || x->len + n > limit) {
+        x->too_large = true;
+        return true;
+    }
+    if (x->len + n + 1 > x->cap) {
+        size_t cap = (x->len + n + 1) * 2;
+        if (cap > limit + 1)
+            cap = limit + 1;
+        char *b = realloc(x->body, cap);
+        if (!b)
+            return false;
+        x->body = b;
+        x->cap = cap;
+    }
+    memcpy(x->body + x->len, data, n);
+    x->len += n;
+    x->body[x->len] = 0;
+    return true;
+}
+
+static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                              enum MHD_RequestTerminationCode toe)
+{
+    (void)cls, (void)c, (void)toe;
+    conn_ctx *x = *con_cls;
+    if (x) {
+        free(x->body);
+        free(x);
+        *con_cls = NULL;
+    }
+}
+
+/* ---------------------------------------------------------------- small routes */
+
+static bool authorized(const dy_http *h, struct MHD_Connection *c)
+{
+    if (!h->cfg.api_key)
+        return true;
+    const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    return a && !strncmp(a, "Bearer ", 7) && !strcmp(a + 7, h->cfg.api_key);
+}
+
+static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
+{
+    dy_worker_info w[64];
+    int n = dy_workers_info(h->cfg.workers, w, 64), alive = 0;
+    size_t cap = 96 + 64 * (size_t)n, len = 0;
+    char *body = malloc(cap);
+    if (!body)
+        return MHD_NO;
+    for (int i = 0; i < n; i++)
+        alive += w[i].alive;
+    len += (size_t)snprintf(body, cap, "{\"status\":\"%s\",\"workers\":[",
+                            alive ? "ok" : "unavailable");
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(body + len, cap - len, "%s{\"id\":%d,\"pid\":%d,\"up\":%s,"
+                                "\"restarts\":%llu}", i ? "," : "", i, (int)w[i].pid,
+                                w[i].alive ? "true" : "false", (unsigned long long)w[i].restarts);
+    snprintf(body + len, cap - len, "]}");
+    return send_json(c, alive ? 200 : 503, body);
+}
+
+static enum MHD_Result route_models(dy_http *h, struct MHD_Connection *c, const char *url)
+{
+    dy_api_model m = {h->cfg.model_id, h->cfg.started, "dyad"};
+    if (!strcmp(url, "/v1/models"))
+        return send_json(c, 200, dy_api_models_json(&m, 1));
+    if (!strcmp(url + strlen("/v1/models/"), h->cfg.model_id))
+        return send_json(c, 200, dy_api_model_json(&m));
+    dy_api_error e;
+    dy_api_error_model_not_found(&e, url + strlen("/v1/models/"));
+    return send_error(h, c, url, &e);
+}
+
+static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
+{
+    dy_worker_info w[64];
+    int n = dy_workers_info(h->cfg.workers, w, 64);
+    dy_xfer_totals x = dy_workers_xfer_totals(h->cfg.workers);
+    dy_router_totals rt = dy_workers_router_totals(h->cfg.workers);
+    return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
+                     dy_metrics_render(h->cfg.metrics, w, n, &x, &rt));
+}
+
+/* ---------------------------------------------------------------- waiting for a job */
+
+static int connection_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* True if the client has closed its side (checked while it waits for tokens). */
+static bool fd_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd pf = {fd, POLLRDHUP, 0};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Waits on the job's condition for at most ms milliseconds (mu held). */
+static void wait_job(dy_job *j, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000 * 1000;
+    while (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+}
+
+/* ---------------------------------------------------------------- one JSON answer */
+
+static enum MHD_Result answer_whole(dy_http *h, dy_gen *g, struct MHD_Connection *c)
+{
+    dy_job *j = dy_gen_job(g);
+    int fd = connection_fd(c);
+    bool cancelled = false;
+    /* Nothing moves on the connection while the answer is computed, which may take longer
+     * than the idle timeout (a long queue): suspend the timeout meanwhile (a client that goes
+     * away is seen by fd_gone). Setting it again restarts its clock. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    pthread_mutex_lock(&j->mu);
+    while (!dy_job_all_done(j)) {
+        wait_job(j, 200);
+        if (!cancelled && !dy_job_all_done(j)) {
+            pthread_mutex_unlock(&j->mu);
+            dy_gen_progress(g);
+            if (fd_gone(fd)) {
+                dy_workers_cancel(h->cfg.workers, j);
+                cancelled = true;
+            }
+            pthread_mutex_lock(&j->mu);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                              (unsigned int)h->cfg.connection_timeout_s);
+    int status;
+    char *json = dy_gen_answer(g, &status);
+    enum MHD_Result r = cancelled ? MHD_NO /* nobody to answer */ : send_json(c, status, json);
+    if (cancelled)
+        free(json);
+    dy_gen_free(g);
+    return r;
+}
+
+/* ---------------------------------------------------------------- an SSE stream */
+
+typedef struct {
+    dy_http *h;
+    dy_gen *g;
+    int client_fd;  /* to notice a client that left while we wait for tokens */
+    double last_sent; /* monotonic seconds: when the reader last returned bytes */
+} stream;
+
+/* An SSE comment, which clients ignore: sent when no token came for a third of the idle
+ * timeout, so a request that waits long for its first token (a long queue) or between two
+ * tokens keeps its connection (and proxies in between keep theirs). A client that stops
+ * reading stops the comments from going out too, and is then timed out as before. */
+static const char keep_alive[] = ": keep-alive\n\n";
+
+static bool keep_alive_due(const stream *st)
+{
+    double every = st->h->cfg.connection_timeout_s / 3.0;
+    return dy_job_now() - st->last_sent >= (every < 0.2 ? 0.2 : every);
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    stream *st = cls;
+    dy_job *j = dy_gen_job(st->g);
+    pthread_mutex_lock(&j->mu);
+    size_t n;
+    while ((n = dy_gen_take(st->g, buf, max)) == 0) {
+        if (dy_gen_stream_over(st->g)) {
+            pthread_mutex_unlock(&j->mu);
+            dy_gen_record(st->g);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (dy_gen_votes(st->g)) { /* cancelling samples takes the pool's lock, which
+                                    * comes before the job's: let go of the job's first */
+            pthread_mutex_unlock(&j->mu);
+            dy_gen_progress(st->g);
+            pthread_mutex_lock(&j->mu);
+        }
+        dy_gen_collect(st->g);
+        if ((n = dy_gen_take(st->g, buf, max)) > 0)
+            break;
+        if (dy_gen_stream_over(st->g))
+            continue;
+        wait_job(j, 200);
+        if (fd_gone(st->client_fd)) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
+        }
+        if (keep_alive_due(st) && max >= sizeof keep_alive - 1) {
+            memcpy(buf, keep_alive, sizeof keep_alive - 1);
+            n = sizeof keep_alive - 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    st->last_sent = dy_job_now();
+    return (ssize_t)n;
+}
+
+/* Called when the stream ends or the client goes away; cancels what still runs. */
+static void stream_free(void *cls)
+{
+    stream *st = cls;
+    dy_job *j = dy_gen_job(st->g);
+    pthread_mutex_lock(&j->mu);
+    bool unfinished = !dy_job_all_done(j);
+    pthread_mutex_unlock(&j->mu);
+    if (unfinished) {
+        dy_workers_cancel(st->h->cfg.workers, j);
+        /* The workers answer a cancel within a step; wait (bounded) so the outcome counts. */
+        pthread_mutex_lock(&j->mu);
+        for (int i = 0; i < 25 && !dy_job_all_done(j); i++)
+            wait_job(j, 200);
+        pthread_mutex_unlock(&j->mu);
+    }
+    dy_gen_record(st->g);
+    dy_gen_free(st->g);
+    free(st);
+}
+
+static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connection *c)
+{
+    stream *st = malloc(sizeof *st);
+    struct MHD_Response *r = st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096,
+                                                                    stream_reader, st, stream_free)
+                                : NULL;
+    if (!r) {
+        dy_workers_cancel(h->cfg.workers, dy_gen_job(g));
+        dy_gen_free(g);
+        free(st);
+        return MHD_NO;
+    }
+    *st = (stream){h, g, connection_fd(c), dy_job_now()};
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_api_kind kind,
+                                      const conn_ctx *x)
+{
+    dy_api_error e;
+    const char *path = kind == DY_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
+    dy_gen_env env = {h->cfg.tok, h->cfg.chat, &h->cfg.limits, h->cfg.model_id, h->cfg.workers,
+                      h->cfg.metrics, h->cfg.reqlog};
+    pthread_mutex_lock(&h->mu);
+    uint64_t serial = h->next_id++;
+    pthread_mutex_unlock(&h->mu);
+    dy_gen *g = dy_gen_new(&env, x->body ? x->body : "", x->len, kind, serial, &e);
+    if (!g)
+        return send_error(h, c, path, &e);
+    char msg[256];
+    int rc = dy_workers_submit(h->cfg.workers, dy_gen_job(g), msg, sizeof msg);
+    if (rc != 0) {
+        if (rc == -1)
+            dy_api_error_queue_full(&e);
+        else
+            dy_api_error_unavailable(&e, msg);
+        dy_gen_free(g);
+        return send_error(h, c, path, &e);
+    }
+    return dy_gen_streams(g) ? answer_stream(h, g, c) : answer_whole(h, g, c);
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *url,
+                             const char *method, const conn_ctx *x)
+{
+    dy_api_error e;
+    bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    bool gen_route = !strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions");
+    bool get_route = !strcmp(url, "/health") || !strcmp(url, "/metrics") ||
+                     !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
+    if (!gen_route && !get_route) {
+        dy_api_error_route_not_found(&e, method, url);
+        return send_error(h, c, url, &e);
+    }
+    if ((gen_route && !post) || (get_route && !get)) {
+        dy_api_error_method_not_allowed(&e, method, url);
+        return send_error(h, c, url, &e);
+    }
+    if (!strcmp(url, "/health"))
+        return route_health(h, c);
+    if (!authorized(h, c)) {
+        dy_api_error_unauthorized(&e);
+        return send_error(h, c, url, &e);
+    }
+    if (!strcmp(url, "/metrics"))
+        return route_metrics(h, c);
+    if (get_route)
+        return route_models(h, c, url);
+    if (x->too_large) {
+        dy_api_error_too_large(&e, h->cfg.limits.max_body_bytes);
+        return send_error(h, c, url, &e);
+    }
+    return route_generate(h, c, !strcmp(url, "/v1/completions") ? DY_API_COMPLETIONS : DY_API_CHAT, x);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *data,
+                                  size_t *data_size, void **con_cls)
+{
+    (void)version;
+    dy_http *h = cls;
+    conn_ctx *x = *con_cls;
+    if (!x) {
+        if (!(x = calloc(1, sizeof *x)))
+            return MHD_NO;
+        *con_cls = x;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > h->cfg.limits.max_body_bytes)
+            x->too_large = true; /* refuse before reading it */
+        return MHD_YES;
+    }
+    if (*data_size > 0) {
+        if (!body_append(x, data, *data_size, h->cfg.limits.max_body_bytes))
+            return MHD_NO;
+        *data_size = 0;
+        return MHD_YES;
+    }
+    return route(h, c, url, method, x);
+}
+
+dy_http *dy_http_start(const dy_http_config *cfg, char *err, size_t errlen)
+{
+    dy_http *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    h->cfg = *cfg;
+    h->next_id = 1;
+    pthread_mutex_init(&h->mu, NULL);
+    struct sockaddr_in addr = {0};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)cfg->port);
+    if (inet_pton(AF_INET, cfg->host, &addr.sin_addr) != 1) {
+        snprintf(err, errlen, "--host '%s' is not an IPv4 address", cfg->host);
+        free(h);
+        return NULL;
+    }
+    h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                                MHD_USE_ITC | MHD_USE_ERROR_LOG,
+                            (uint16_t)cfg->port, NULL, NULL, on_request, h,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+                            MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
+                            MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, errlen, "cannot listen on %s:%d (port in use?)", cfg->host, cfg->port);
+        free(h);
+        return NULL;
+    }
+    return h;
+}
+
+void dy_http_quiesce(dy_http *h)
+{
+    MHD_quiesce_daemon(h->d);
+}
+
+void dy_http_stop(dy_http *h)
+{
+    MHD_stop_daemon(h->d);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+int dy_http_port(const dy_http *h)
+{
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    return i ? i->port : 0;
+}

@@ -1,0 +1,274 @@
+/* metrics.c — see metrics.h. Histogram buckets are fixed per metric (seconds), chosen to
+ * cover a CPU server's range from sub-millisecond token gaps to minute-long requests. */
+#include "serve/front/metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BUCKETS 20
+
+typedef struct {
+    const char *name, *help;
+    const double *bounds;
+    int n;
+    uint64_t counts[MAX_BUCKETS]; /* per bucket (not cumulative) */
+    uint64_t count;
+    double sum;
+} hist;
+
+static const double latency_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                        1, 2.5, 5, 10, 30, 60, 120};
+static const double token_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08,
+                                      0.1, 0.25, 0.5, 1, 2.5};
+
+struct dy_metrics {
+    pthread_mutex_t mu;
+    hist ttft, itl, e2e, queue;
+    uint64_t outcomes[DY_OUTCOME_N];
+};
+
+static const char *const outcome_names[DY_OUTCOME_N] = {"stop", "length", "cancelled", "error",
+                                                        "rejected"};
+
+static void hist_init(hist *h, const char *name, const char *help, const double *b, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->name = name;
+    h->help = help;
+    h->bounds = b;
+    h->n = n;
+}
+
+dy_metrics *dy_metrics_new(void)
+{
+    dy_metrics *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    pthread_mutex_init(&m->mu, NULL);
+    int nl = (int)(sizeof latency_bounds / sizeof *latency_bounds);
+    int nt = (int)(sizeof token_bounds / sizeof *token_bounds);
+    hist_init(&m->ttft, "dyad_time_to_first_token_seconds",
+              "Time from request arrival to its first generated token.", latency_bounds, nl);
+    hist_init(&m->itl, "dyad_inter_token_latency_seconds",
+              "Time between successive tokens of a sequence.", token_bounds, nt);
+    hist_init(&m->e2e, "dyad_e2e_request_latency_seconds",
+              "Time from request arrival to its last token.", latency_bounds, nl);
+    hist_init(&m->queue, "dyad_request_queue_time_seconds",
+              "Time a sequence waited at its worker before its first step.", latency_bounds, nl);
+    return m;
+}
+
+void dy_metrics_free(dy_metrics *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+static void observe(dy_metrics *m, hist *h, double v)
+{
+    pthread_mutex_lock(&m->mu);
+    int i = 0;
+    while (i < h->n && v > h->bounds[i])
+        i++;
+    if (i < h->n)
+        h->counts[i]++;
+    h->count++;
+    h->sum += v;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void dy_metrics_ttft(dy_metrics *m, double s) { observe(m, &m->ttft, s); }
+void dy_metrics_itl(dy_metrics *m, double s) { observe(m, &m->itl, s); }
+void dy_metrics_e2e(dy_metrics *m, double s) { observe(m, &m->e2e, s); }
+void dy_metrics_queue(dy_metrics *m, double s) { observe(m, &m->queue, s); }
+
+void dy_metrics_request(dy_metrics *m, dy_outcome o)
+{
+    pthread_mutex_lock(&m->mu);
+    m->outcomes[o]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+} text;
+
+static void out(text *t, const char *fmt, ...)
+{
+    if (t->oom)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && (size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)(n > 0 ? n : 0) + 1024;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->oom = true;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+}
+
+static void render_hist(text *t, const hist *h)
+{
+    out(t, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        out(t, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i], (unsigned long long)cum);
+    }
+    out(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", h->name,
+        (unsigned long long)h->count, h->name, h->sum, h->name, (unsigned long long)h->count);
+}
+
+static void header(text *t, const char *name, const char *type, const char *help)
+{
+    out(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One counter or gauge summed over workers, from a field picked by `get`. */
+static void worker_sum(text *t, const char *name, const char *type, const char *help,
+                       const dy_worker_info *w, int n, double (*get)(const dy_worker_info *))
+{
+    double s = 0;
+    for (int i = 0; i < n; i++)
+        s += get(&w[i]);
+    header(t, name, type, help);
+    out(t, "%s %.17g\n", name, s);
+}
+
+static void worker_each(text *t, const char *name, const char *type, const char *help,
+                        const dy_worker_info *w, int n, double (*get)(const dy_worker_info *))
+{
+    header(t, name, type, help);
+    for (int i = 0; i < n; i++)
+        out(t, "%s{worker=\"%d\"} %.17g\n", name, i, get(&w[i]));
+}
+
+static double prompt_tokens(const dy_worker_info *w) { return (double)w->stats.prompt_tokens; }
+static double gen_tokens(const dy_worker_info *w) { return (double)w->stats.generated_tokens; }
+static double cache_q(const dy_worker_info *w) { return (double)w->stats.cache_lookup_blocks; }
+static double cache_h(const dy_worker_info *w) { return (double)w->stats.cache_hit_blocks; }
+static double preempt(const dy_worker_info *w) { return (double)w->stats.preemptions; }
+static double running(const dy_worker_info *w) { return w->stats.running; }
+static double waiting(const dy_worker_info *w) { return w->stats.waiting; }
+static double queued(const dy_worker_info *w) { return (double)w->stats.queued_prefill_tokens; }
+static double steps(const dy_worker_info *w) { return (double)w->stats.steps; }
+static double step_s(const dy_worker_info *w) { return w->stats.step_seconds; }
+static double alive(const dy_worker_info *w) { return w->alive; }
+static double restarts(const dy_worker_info *w) { return (double)w->restarts; }
+
+static double kv_use(const dy_worker_info *w)
+{
+    return w->stats.kv_blocks_total ? (double)w->stats.kv_blocks_used / w->stats.kv_blocks_total : 0;
+}
+
+static void xfer_metrics(text *t, const dy_xfer_totals *x)
+{
+    header(t, "dyad_kv_transfers_total", "counter", "Prompts whose KV moved from a prefill worker.");
+    out(t, "dyad_kv_transfers_total %llu\n", (unsigned long long)x->transfers);
+    header(t, "dyad_kv_transfer_failures_total", "counter",
+           "Remote prefills that failed or were abandoned (prefilled locally instead).");
+    out(t, "dyad_kv_transfer_failures_total %llu\n", (unsigned long long)(x->failed + x->timeouts));
+    header(t, "dyad_kv_transfer_timeouts_total", "counter", "Remote prefills past --xfer-timeout.");
+    out(t, "dyad_kv_transfer_timeouts_total %llu\n", (unsigned long long)x->timeouts);
+    header(t, "dyad_kv_transfer_bytes_total", "counter", "KV bytes moved between workers.");
+    out(t, "dyad_kv_transfer_bytes_total %llu\n", (unsigned long long)x->bytes);
+    header(t, "dyad_kv_transfer_seconds_total", "counter",
+           "Time spent moving KV (bytes_total / seconds_total is the transfer rate).");
+    out(t, "dyad_kv_transfer_seconds_total %.9g\n", x->seconds);
+    header(t, "dyad_prefill_total", "counter", "Prompts by where they were prefilled.");
+    out(t, "dyad_prefill_total{where=\"remote\"} %llu\ndyad_prefill_total{where=\"local\"} %llu\n",
+        (unsigned long long)x->remote, (unsigned long long)x->local);
+}
+
+static double routed(const dy_worker_info *w) { return (double)w->routed; }
+static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
+
+static void router_metrics(text *t, const dy_router_totals *r, const dy_worker_info *w, int n)
+{
+    header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
+    out(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
+    header(t, "dyad_router_decisions_total", "counter",
+           "Routing decisions (a prompt's samples count once).");
+    out(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
+    worker_each(t, "dyad_router_worker_decisions_total", "counter",
+                "Routing decisions that chose the worker.", w, n, routed);
+    header(t, "dyad_router_predicted_overlap_blocks_total", "counter",
+           "Leading prompt blocks the chosen worker held by the global index, summed over "
+           "decisions (divide by decisions for the mean).");
+    out(t, "dyad_router_predicted_overlap_blocks_total %llu\n", (unsigned long long)r->overlap_blocks);
+    header(t, "dyad_router_cached_tokens_total", "counter",
+           "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
+           "worker when the KV moved).");
+    out(t, "dyad_router_cached_tokens_total %llu\n", (unsigned long long)r->cached_tokens);
+    header(t, "dyad_router_resyncs_total", "counter",
+           "Full KV snapshots asked of workers (event gaps, errors).");
+    out(t, "dyad_router_resyncs_total %llu\n", (unsigned long long)r->resyncs);
+    header(t, "dyad_router_index_blocks", "gauge", "Distinct KV block hashes in the global index.");
+    out(t, "dyad_router_index_blocks %llu\n", (unsigned long long)r->index_blocks);
+    worker_each(t, "dyad_router_worker_indexed_blocks", "gauge",
+                "Blocks the global index says the worker holds (reported or predicted).", w, n, indexed);
+}
+
+char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_xfer_totals *x,
+                        const dy_router_totals *rt)
+{
+    text t = {0};
+    pthread_mutex_lock(&m->mu);
+    render_hist(&t, &m->ttft);
+    render_hist(&t, &m->itl);
+    render_hist(&t, &m->e2e);
+    render_hist(&t, &m->queue);
+    header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
+    for (int i = 0; i < DY_OUTCOME_N; i++)
+        out(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", outcome_names[i],
+            (unsigned long long)m->outcomes[i]);
+    pthread_mutex_unlock(&m->mu);
+    worker_sum(&t, "dyad_prompt_tokens_total", "counter",
+               "Prompt tokens computed by the workers (prefix-cache hits excluded).", w, n, prompt_tokens);
+    worker_sum(&t, "dyad_generation_tokens_total", "counter", "Tokens generated.", w, n, gen_tokens);
+    worker_sum(&t, "dyad_prefix_cache_queries_total", "counter",
+               "Full prompt KV blocks looked up in the prefix cache.", w, n, cache_q);
+    worker_sum(&t, "dyad_prefix_cache_hits_total", "counter",
+               "Full prompt KV blocks found in the prefix cache.", w, n, cache_h);
+    worker_sum(&t, "dyad_preemptions_total", "counter",
+               "Sequences preempted (KV cache full) to be recomputed later.", w, n, preempt);
+    worker_sum(&t, "dyad_requests_running", "gauge", "Sequences in the workers' running batches.",
+               w, n, running);
+    worker_sum(&t, "dyad_requests_waiting", "gauge", "Sequences waiting to be scheduled.", w, n, waiting);
+    worker_each(&t, "dyad_kv_cache_usage_ratio", "gauge",
+                "Share of the worker's KV blocks in use.", w, n, kv_use);
+    worker_each(&t, "dyad_worker_queued_prefill_tokens", "gauge",
+                "Prompt tokens waiting to be computed on the worker.", w, n, queued);
+    worker_each(&t, "dyad_worker_steps_total", "counter", "Engine steps run.", w, n, steps);
+    worker_each(&t, "dyad_worker_step_seconds_total", "counter",
+                "Time spent in engine steps (divide by steps for the mean step time).", w, n, step_s);
+    worker_each(&t, "dyad_worker_up", "gauge", "1 while the worker process is alive.", w, n, alive);
+    worker_each(&t, "dyad_worker_restarts_total", "counter", "Times the worker was restarted.",
+                w, n, restarts);
+    xfer_metrics(&t, x);
+    router_metrics(&t, rt, w, n);
+    if (t.oom) {
+        free(t.buf);
+        return NULL;
+    }
+    return t.buf;
+}

@@ -1,0 +1,30 @@
+/* metrics.h — the frontend's Prometheus metrics: latency histograms observed per request,
+ * request outcome counters, and the workers' own reports (tokens, prefix-cache queries and
+ * hits, preemptions, step time, load), rendered in the text exposition format. Thread-safe.
+ * docs/metrics.md lists every metric. */
+#ifndef DYAD_METRICS_H
+#define DYAD_METRICS_H
+
+#include <stdint.h>
+#include "serve/front/workers.h"
+
+typedef enum {
+    DY_OUTCOME_STOP, DY_OUTCOME_LENGTH, DY_OUTCOME_CANCELLED, DY_OUTCOME_ERROR,
+    DY_OUTCOME_REJECTED, /* refused before running: bad input, queue full, no worker */
+    DY_OUTCOME_N
+} dy_outcome;
+
+typedef struct dy_metrics dy_metrics;
+
+dy_metrics *dy_metrics_new(void);
+void dy_metrics_free(dy_metrics *m);
+void dy_metrics_ttft(dy_metrics *m, double seconds);
+void dy_metrics_itl(dy_metrics *m, double seconds);
+void dy_metrics_e2e(dy_metrics *m, double seconds);
+void dy_metrics_queue(dy_metrics *m, double seconds);
+void dy_metrics_request(dy_metrics *m, dy_outcome o);
+/* The whole exposition, with the workers' figures and the KV transfer totals; malloc'd. */
+char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers,
+                        const dy_xfer_totals *x, const dy_router_totals *rt);
+
+#endif

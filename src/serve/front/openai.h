@@ -1,0 +1,204 @@
+/* openai.h — the OpenAI-compatible API layer of `dyad serve`, without sockets, threads or
+ * clocks: an HTTP request body becomes a validated dy_api_request, and generated text becomes
+ * the response JSON (whole, or as SSE chunks). The HTTP frontend owns everything else.
+ *
+ * JSON is parsed and built with jansson. Every function here is pure: the response id and the
+ * `created` time are passed in by the caller. docs/api.md documents the endpoints, parameters,
+ * limits, extensions and error statuses that this file implements. */
+#ifndef DYAD_OPENAI_H
+#define DYAD_OPENAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+#include "serve/front/chat_template.h"
+
+typedef enum { DY_API_COMPLETIONS = 1, DY_API_CHAT = 2 } dy_api_kind;
+
+/* ---- errors ---- */
+
+/* An error response: its HTTP status and the fields of OpenAI's error object. An empty
+ * param or code is written as null. */
+typedef struct {
+    int status;
+    char message[256];
+    char param[64];
+    char type[48];
+    char code[48];
+} dy_api_error;
+
+/* Sets every field; fmt is printf-style (the message is truncated to fit). */
+void dy_api_error_set(dy_api_error *e, int status, const char *type, const char *code,
+                      const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* The statuses the server uses besides the 400s dy_api_parse produces (see docs/api.md). */
+void dy_api_error_unauthorized(dy_api_error *e);                                   /* 401 */
+void dy_api_error_model_not_found(dy_api_error *e, const char *model);            /* 404 */
+void dy_api_error_route_not_found(dy_api_error *e, const char *method, const char *path); /* 404 */
+void dy_api_error_method_not_allowed(dy_api_error *e, const char *method, const char *path); /* 405 */
+void dy_api_error_too_large(dy_api_error *e, size_t limit);                       /* 413 */
+void dy_api_error_queue_full(dy_api_error *e);                                    /* 429 */
+void dy_api_error_unavailable(dy_api_error *e, const char *why);                  /* 503 */
+void dy_api_error_internal(dy_api_error *e, const char *what);                    /* 500 */
+/* {"error":{"message":...,"type":...,"param":...,"code":...}}, malloc'd; NULL if out of memory. */
+char *dy_api_error_json(const dy_api_error *e);
+
+/* ---- requests ---- */
+
+typedef struct {
+    size_t max_body_bytes; /* larger bodies are 413 (the HTTP layer checks Content-Length first) */
+    int max_prompts;       /* prompts in one completions request */
+    int max_n;             /* n and best_of */
+    int max_sequences;     /* sequences one request may start: prompts x max(n, best_of) */
+    int max_stop;          /* stop strings */
+    int max_stop_len;      /* bytes per stop string */
+    int max_context;       /* the model's context length, in tokens */
+    int max_messages;      /* chat messages */
+    int vocab_size;        /* token-id prompts must be below it; 0 = not checked */
+} dy_api_limits;
+
+/* The defaults docs/api.md lists, for a model with `context` tokens of context. */
+dy_api_limits dy_api_limits_default(int context);
+
+/* One completions prompt: text, or token ids (exactly one of the two is non-NULL). */
+typedef struct {
+    char *text; /* NUL-terminated UTF-8 without NUL bytes inside */
+    int32_t *ids;
+    int n_ids;
+} dy_api_prompt;
+
+typedef enum { DY_SELECT_NONE = 0, DY_SELECT_MAJORITY, DY_SELECT_LOGPROB } dy_api_select;
+
+/* A validated request. It owns every pointer in it; free with dy_api_request_free. */
+typedef struct {
+    dy_api_kind kind;
+    char *model;
+    /* completions: each prompt gets its own choices, like OpenAI (prompt i, sample j is choice
+     * i * n + j) */
+    dy_api_prompt *prompts;
+    int n_prompts;
+    bool echo;
+    /* chat */
+    dy_chat_msg *messages;
+    int n_messages;
+    /* generation */
+    int max_tokens;       /* completion tokens per choice (see dy_api_max_new_tokens) */
+    bool max_tokens_auto; /* chat without max_tokens: whatever context the prompt leaves */
+    dy_sampling sampling; /* temperature, top_k, top_p, min_p; seed when has_seed */
+    bool has_seed;
+    char **stop;
+    int n_stop;
+    bool ignore_eos;
+    int n;       /* choices returned per prompt */
+    int best_of; /* completions: candidates generated per prompt (>= n); chat: n */
+    /* output */
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+    bool logprobs;      /* chat: logprobs; completions: "logprobs" present */
+    int top_logprobs;   /* alternatives per token (completions: the "logprobs" integer) */
+    char *user;         /* NULL if not given */
+    /* the "dyad" extension object */
+    dy_api_select select;
+    char *answer_regex; /* NULL if not given */
+} dy_api_request;
+
+/* Parses and validates a request body for /v1/completions or /v1/chat/completions. Unknown
+ * top-level fields are ignored (clients send extra ones); a known field with a wrong type or
+ * value is a 400 naming it in `param`. Returns 0, or -1 with *err filled (and *out zeroed). */
+int dy_api_parse(const char *body, size_t len, dy_api_kind kind, const dy_api_limits *lim,
+                 dy_api_request *out, dy_api_error *err);
+void dy_api_request_free(dy_api_request *r);
+
+/* Once a prompt is tokenized: the completion tokens it may generate. The prompt must not be
+ * empty and prompt + max_tokens must fit in lim->max_context; with max_tokens_auto the answer
+ * is the context left. Returns the count, or -1 with a 400 in *err. */
+int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_api_limits *lim,
+                          dy_api_error *err);
+
+/* ---- responses ---- */
+
+typedef enum { DY_FINISH_NONE = 0, DY_FINISH_STOP, DY_FINISH_LENGTH } dy_api_finish;
+
+/* A token as bytes (not necessarily valid UTF-8: a byte-fallback token may hold part of a
+ * character; JSON strings get U+FFFD for such bytes, chat's "bytes" arrays keep them). */
+typedef struct {
+    const char *token;
+    size_t len;
+    float logprob;
+} dy_api_alt;
+
+typedef struct {
+    const char *token;
+    size_t len;
+    float logprob;
+    bool no_logprob;   /* completions with echo: the first prompt token has none (null) */
+    int text_offset;   /* completions: byte offset of the token in the choice's text */
+    const dy_api_alt *top; /* most likely first */
+    int n_top;
+} dy_api_token_lp;
+
+/* One choice of a response, or one choice's part of a streamed chunk. */
+typedef struct {
+    int index;
+    const char *text; /* NULL: none (a chat delta without content) */
+    size_t len;
+    dy_api_finish finish;         /* NONE: null */
+    bool has_logprobs;            /* false: "logprobs": null */
+    const dy_api_token_lp *logprobs;
+    int n_logprobs;
+    bool first;                   /* streaming chat: this choice's first chunk (role in delta) */
+} dy_api_choice;
+
+typedef struct {
+    int prompt_tokens, completion_tokens, cached_tokens;
+} dy_api_usage;
+
+/* What every response and chunk of one request shares. The caller makes the id ("cmpl-..."
+ * or "chatcmpl-...") and reads the clock for `created`. */
+typedef struct {
+    dy_api_kind kind;
+    const char *id;
+    int64_t created;
+    const char *model;
+    const char *system_fingerprint; /* NULL: left out */
+} dy_api_meta;
+
+/* The whole response. `dyad` (may be NULL) is attached as a top-level "dyad" object: what
+ * the server wants to report (worker, cache overlap, vote table...); borrowed, not stolen.
+ * All builders return compact malloc'd JSON, or NULL if out of memory. */
+char *dy_api_response_json(const dy_api_meta *m, const dy_api_choice *ch, int n,
+                           const dy_api_usage *u, json_t *dyad);
+
+/* A streamed chunk with n choices' deltas. With stream_options.include_usage set, pass
+ * usage_null = true: OpenAI then sends "usage": null on every chunk but the usage chunk. */
+char *dy_api_chunk_json(const dy_api_meta *m, const dy_api_choice *ch, int n, bool usage_null);
+/* The same with a "dyad" object attached (may be NULL, borrowed), e.g. on the last chunk. */
+char *dy_api_chunk_json_dyad(const dy_api_meta *m, const dy_api_choice *ch, int n,
+                             bool usage_null, json_t *dyad);
+/* The last chunk before [DONE] when include_usage is set: "choices": [] and the usage. */
+char *dy_api_usage_chunk_json(const dy_api_meta *m, const dy_api_usage *u);
+
+/* "data: <json>\n\n", malloc'd (the caller still frees `json`). An error after the stream
+ * started is sent the same way, framing dy_api_error_json's object. The stream ends with
+ * DY_SSE_DONE. */
+char *dy_sse_frame(const char *json);
+#define DY_SSE_DONE "data: [DONE]\n\n"
+
+/* How much of s[0..len) can be sent now: all of it but a trailing UTF-8 sequence that is
+ * incomplete so far (the next token may finish the character). */
+size_t dy_utf8_sendable(const char *s, size_t len);
+
+typedef struct {
+    const char *id;
+    int64_t created;
+    const char *owned_by; /* NULL: "dyad" */
+} dy_api_model;
+
+/* GET /v1/models: {"object":"list","data":[...]}; GET /v1/models/{id}: one model object. */
+char *dy_api_models_json(const dy_api_model *m, int n);
+char *dy_api_model_json(const dy_api_model *m);
+
+#endif

@@ -1,0 +1,81 @@
+/* reqlog.c — see reqlog.h. */
+#include "serve/front/reqlog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct dy_reqlog {
+    FILE *f;           /* stderr, or a file opened here */
+    pthread_mutex_t mu;
+};
+
+dy_reqlog *dy_reqlog_open(const char *path, char *err, size_t errlen)
+{
+    dy_reqlog *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (!strcmp(path, "-"))
+        l->f = stderr;
+    else
+        l->f = fopen(path, "ae");
+    if (!l->f) {
+        snprintf(err, errlen, "--request-log '%s': %s", path, strerror(errno));
+        free(l);
+        return NULL;
+    }
+    pthread_mutex_init(&l->mu, NULL);
+    return l;
+}
+
+void dy_reqlog_close(dy_reqlog *l)
+{
+    if (!l)
+        return;
+    if (l->f != stderr)
+        fclose(l->f);
+    pthread_mutex_destroy(&l->mu);
+    free(l);
+}
+
+/* "2026-11-29T14:05:09.123Z" */
+static void utc_now(char *buf, size_t len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+}
+
+void dy_reqlog_write(dy_reqlog *l, json_t *entry)
+{
+    if (!l || !entry) {
+        json_decref(entry);
+        return;
+    }
+    char when[40];
+    utc_now(when, sizeof when);
+    /* "time" first: build the line as {"time": ..., then the entry's fields}. */
+    json_t *line = json_pack("{s:s}", "time", when);
+    if (line)
+        json_object_update(line, entry);
+    json_decref(entry);
+    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
+                      : NULL;
+    json_decref(line);
+    if (!text)
+        return;
+    pthread_mutex_lock(&l->mu);
+    fputs(text, l->f);
+    fputc('\n', l->f);
+    fflush(l->f);
+    pthread_mutex_unlock(&l->mu);
+    free(text);
+}

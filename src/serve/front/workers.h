@@ -1,0 +1,95 @@
+/* workers.h — the frontend's worker processes: it spawns them (`dyad worker --fd N`, one end
+ * of a Unix socket pair each), sends them sequences, and runs one reader thread per worker
+ * that routes the tokens coming back to their jobs. A worker that dies is seen at once (its
+ * socket closes): choices that had not produced a token yet are sent to another worker,
+ * the others end with an error, and a new worker is started in its place. */
+#ifndef DYAD_WORKERS_H
+#define DYAD_WORKERS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "route/route.h"
+#include "route/router.h"
+#include "serve/front/job.h"
+
+typedef struct {
+    const char *exe;        /* the dyad binary */
+    const char *model, *tokenizer;
+    int n_workers;
+    int threads_per_worker;
+    int kv_mem_mib, kv_blocks, block_size;
+    int max_batch_tokens, max_running;
+    bool no_prefix_cache;   /* workers compute every prompt in full (measurements) */
+    int max_queue;          /* sequences waiting for their first token, over all workers */
+    double startup_timeout_s;
+    /* Disaggregation: the first n_prefill workers prefill, the others decode; with
+     * n_prefill == 0 every worker is aggregated. */
+    int n_prefill;
+    dy_xfer_kind xfer;      /* how KV moves: shared memory (default) or TCP */
+    const char *kv_host;    /* TCP: the address decode workers' receivers listen on */
+    double xfer_timeout_s;  /* a prefill not done by then falls back to local prefill */
+    /* Commands put in front of `dyad worker ...` per role (split on spaces), e.g.
+     * "ip netns exec hostA" to run workers on other (network-namespace) hosts; NULL: none. */
+    const char *prefill_launcher, *decode_launcher;
+    dy_route_config route;    /* conditional disaggregation */
+    dy_router_config router;  /* which worker of a pool (docs/routing.md) */
+    bool no_kv_events;        /* workers publish no KV events: the router predicts their
+                               * caches from its own decisions (approximate mode) */
+} dy_workers_config;
+
+/* KV transfer totals (for metrics and reports). */
+typedef struct {
+    uint64_t transfers, failed, timeouts, bytes;
+    double seconds;             /* time spent copying or sending blocks */
+    uint64_t remote, local;     /* prompts prefilled on a prefill worker / on their decode worker */
+} dy_xfer_totals;
+
+/* The router's figures (for metrics). */
+typedef struct {
+    const char *policy;
+    uint64_t decisions;         /* requests routed (a prompt's samples count once) */
+    uint64_t overlap_blocks;    /* leading prompt blocks the chosen worker held, summed */
+    uint64_t cached_tokens;     /* prompt tokens the workers then found cached, summed */
+    uint64_t resyncs;           /* snapshots asked of workers (sequence gaps, restarts) */
+    uint64_t index_blocks;      /* distinct block hashes in the global prefix index */
+} dy_router_totals;
+
+typedef struct dy_workers dy_workers;
+
+typedef struct {
+    int alive;
+    int role;                   /* dy_worker_role */
+    pid_t pid;
+    uint64_t restarts;
+    int in_flight;              /* sequences assigned to it now */
+    dy_msg_stats stats;         /* its latest report, with counters summed over restarts */
+    dy_msg_hello hello;
+    uint64_t routed;            /* routing decisions that chose it */
+    int64_t indexed_blocks;     /* blocks the global index says it holds */
+} dy_worker_info;
+
+/* Starts the workers and waits until each has loaded the model (or fails with the reason). */
+dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t errlen);
+/* Sends every choice of the job to the least-loaded live worker. 0 on success; -1 when the
+ * queue is full, -2 when no worker is alive (message in err). Takes one job reference per
+ * choice, dropped when the choice ends. */
+int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen);
+/* Asks the workers to stop the job's unfinished choices (the client went away). */
+void dy_workers_cancel(dy_workers *w, dy_job *job);
+/* Cancels one choice of a job (a sample whose vote is no longer needed). */
+void dy_workers_cancel_choice(dy_workers *w, dy_job *job, int i);
+/* Refuses new jobs, lets in-flight sequences finish (up to timeout_s), then stops and reaps
+ * every worker. Choices still running at the timeout end with an error. w stays valid (new
+ * submissions get -2) until dy_workers_free. */
+void dy_workers_stop(dy_workers *w, double timeout_s);
+void dy_workers_free(dy_workers *w);
+/* Kills worker i (tests of worker death). */
+void dy_workers_kill(dy_workers *w, int i);
+/* A snapshot of up to cap workers; returns how many. */
+int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap);
+dy_xfer_totals dy_workers_xfer_totals(dy_workers *w);
+dy_router_totals dy_workers_router_totals(dy_workers *w);
+/* What the model's workers reported in HELLO (context length, vocabulary), from any worker. */
+dy_msg_hello dy_workers_hello(dy_workers *w);
+
+#endif

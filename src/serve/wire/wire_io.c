@@ -1,0 +1,87 @@
+/* wire_io.c — see wire_io.h. */
+#include "serve/wire/wire_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+void dy_conn_init(dy_conn *c, int fd)
+{
+    memset(c, 0, sizeof *c);
+    c->fd = fd;
+}
+
+void dy_conn_free(dy_conn *c)
+{
+    free(c->buf);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+}
+
+long dy_conn_fill(dy_conn *c)
+{
+    /* Drop consumed frames first so the buffer does not grow without bound. */
+    if (c->consumed) {
+        memmove(c->buf, c->buf + c->consumed, c->len - c->consumed);
+        c->len -= c->consumed;
+        c->consumed = 0;
+    }
+    if (c->cap - c->len < 65536) {
+        size_t cap = c->cap ? c->cap * 2 : 131072;
+        uint8_t *b = realloc(c->buf, cap);
+        if (!b)
+            return -1;
+        c->buf = b;
+        c->cap = cap;
+    }
+    for (;;) {
+        ssize_t n = read(c->fd, c->buf + c->len, c->cap - c->len);
+        if (n > 0) {
+            c->len += (size_t)n;
+            return n;
+        }
+        if (n == 0)
+            return 0;
+        if (errno == EINTR)
+            continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK ? 1 : -1;
+    }
+}
+
+int dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
+                 char *err, size_t errlen)
+{
+    size_t avail = c->len - c->consumed;
+    if (avail < DY_WIRE_HEADER)
+        return 0;
+    const uint8_t *h = c->buf + c->consumed;
+    if (!dy_wire_header(h, type, len, err, errlen))
+        return -1;
+    if (avail < DY_WIRE_HEADER + (size_t)*len)
+        return 0;
+    *payload = h + DY_WIRE_HEADER;
+    c->consumed += DY_WIRE_HEADER + *len;
+    return 1;
+}
+
+bool dy_write_all(int fd, const void *p, size_t n)
+{
+    const char *s = p;
+    while (n > 0) {
+        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+        if (k > 0) {
+            s += k;
+            n -= (size_t)k;
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            poll(&pf, 1, 1000);
+        } else
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,29 @@
+/* wire_io.h — frames over a socket: a receive buffer that yields whole frames as bytes
+ * arrive, and a write that delivers a whole buffer. */
+#ifndef DYAD_WIRE_IO_H
+#define DYAD_WIRE_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "serve/wire/wire.h"
+
+typedef struct {
+    int fd;
+    uint8_t *buf;
+    size_t len, cap, consumed;
+} dy_conn;
+
+void dy_conn_init(dy_conn *c, int fd);
+void dy_conn_free(dy_conn *c);
+/* Reads what the socket has (one read call; blocks only if the fd is blocking). Returns the
+ * bytes read, 0 at end of stream, -1 on error (EAGAIN counts as 1: nothing yet, no error). */
+long dy_conn_fill(dy_conn *c);
+/* The next whole frame in the buffer: 1 with type/payload set (valid until the next fill),
+ * 0 if none is complete yet, -1 if the stream is corrupt (message in err). */
+int dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
+                 char *err, size_t errlen);
+/* Writes all n bytes (waiting on a non-blocking fd). false on error or a closed peer. */
+bool dy_write_all(int fd, const void *p, size_t n);
+
+#endif

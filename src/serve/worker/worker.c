@@ -1,0 +1,560 @@
+/* worker.c — the worker process's step loop (see worker.h). Everything that is policy
+ * (which sequences run, when to preempt) is the scheduler's; this file does the I/O around
+ * it: frames in, engine step, sampling, detokenization, stop strings, frames out. */
+#include "serve/worker/worker_impl.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double dy_worker_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* ---------------------------------------------------------------- replies */
+
+static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const char *text,
+                      size_t len)
+{
+    dy_msg_done d = {.id = id, .finish = (uint8_t)f, .text = text,
+                     .text_len = (uint32_t)(len > DY_WIRE_MAX_TEXT ? DY_WIRE_MAX_TEXT : len)};
+    if (r) {
+        d.prompt_tokens = (uint32_t)r->seq->n_prompt;
+        d.cached_tokens = (uint32_t)r->seq->n_cached;
+        d.completion_tokens = r->generated;
+        double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_worker_now() - r->arrived;
+        d.queue_us = (uint32_t)(q * 1e6);
+    }
+    dy_wire_done(&w->tx, &d);
+}
+
+void dy_worker_send_error(worker *w, uint64_t id, const char *msg)
+{
+    send_done(w, id, DY_END_ERROR, NULL, msg, strlen(msg));
+}
+
+/* Length of the longest prefix of s that does not end inside a UTF-8 character. */
+static size_t utf8_complete(const char *s, size_t n)
+{
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) {
+        i--;
+        back++;
+    }
+    if (i == 0)
+        return n;
+    unsigned char lead = (unsigned char)s[i - 1];
+    size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    return need > back + 1 ? i - 1 : n;
+}
+
+/* Sends text released by the stop filter, holding back a split UTF-8 character. */
+static void release_text(wreq *r, const char *text, size_t len, char *out, size_t *out_len)
+{
+    size_t n = 0;
+    memcpy(out, r->hold, (size_t)r->n_hold);
+    n = (size_t)r->n_hold;
+    memcpy(out + n, text, len);
+    n += len;
+    size_t ok = utf8_complete(out, n);
+    r->n_hold = (int)(n - ok);
+    memcpy(r->hold, out + ok, (size_t)r->n_hold);
+    *out_len = ok;
+}
+
+/* ---------------------------------------------------------------- requests */
+
+wreq **dy_worker_find_req(worker *w, uint64_t id)
+{
+    for (wreq **p = &w->reqs; *p; p = &(*p)->next)
+        if ((*p)->id == id)
+            return p;
+    return NULL;
+}
+
+void dy_worker_drop_req(worker *w, wreq *r)
+{
+    wreq **p = dy_worker_find_req(w, r->id);
+    if (p)
+        *p = r->next;
+    if (r->seq)
+        dy_sched_finish(w->sched, r->seq);
+    if (w->rx)
+        dy_xfer_rx_forget(w->rx, r->id);
+    if (r->awaiting_kv)
+        w->n_awaiting--;
+    dy_stop_free(&r->stop);
+    free(r->dest);
+    free(r);
+}
+
+static const char *check_request(const worker *w, const dy_msg_request *m, dy_sampling *s)
+{
+    *s = (dy_sampling){m->temperature, m->top_k, m->top_p, m->min_p, m->seed};
+    if (dy_sampling_check(s))
+        return "invalid sampling parameters";
+    if (m->max_tokens == 0)
+        return "max_tokens must be at least 1";
+    for (uint32_t i = 0; i < m->n_prompt; i++)
+        if (m->prompt[i] < 0 || m->prompt[i] >= w->model->hp.vocab_size)
+            return "prompt token id outside the vocabulary";
+    if ((int64_t)m->n_prompt >= w->model->hp.ctx_len)
+        return "prompt does not fit the context length";
+    for (uint32_t i = 0; i < m->n_samples; i++)
+        if (dy_worker_find_req((worker *)w, m->id + i))
+            return "duplicate request id";
+    return NULL;
+}
+
+wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
+{
+    dy_sampling s;
+    const char *bad = w->draining ? "worker is shutting down" : check_request(w, m, &s);
+    if (bad) {
+        dy_worker_send_error(w, m->id, bad);
+        return NULL;
+    }
+    wreq *r = calloc(1, sizeof *r);
+    const char *stops[DY_WIRE_MAX_STOPS];
+    for (int i = 0; i < m->n_stops; i++)
+        stops[i] = m->stops[i];
+    if (!r || !dy_stop_init(&r->stop, stops, m->n_stops)) {
+        free(r);
+        dy_worker_send_error(w, m->id, "out of memory");
+        return NULL;
+    }
+    r->id = m->id;
+    r->arrived = dy_worker_now();
+    r->sampling = s;
+    dy_rng_seed(&r->rng, m->seed, m->stream);
+    r->max_tokens = m->max_tokens;
+    r->ignore_eos = m->ignore_eos;
+    r->want_logprobs = m->want_logprobs;
+    r->n_logprobs = m->n_logprobs;
+    return r;
+}
+
+/* Sample i of a request: id + i, random stream + i. */
+static dy_msg_request sample_of(const dy_msg_request *m, uint32_t i)
+{
+    dy_msg_request s = *m;
+    s.id = m->id + i;
+    s.stream = m->stream + i;
+    s.n_samples = 1;
+    return s;
+}
+
+static void fail_samples(worker *w, const dy_msg_request *m, uint32_t from, const char *msg)
+{
+    for (uint32_t i = from; i < m->n_samples; i++)
+        dy_worker_send_error(w, m->id + i, msg);
+}
+
+/* The samples after the first fork the leader's prompt (sched.h, dy_sched_fork). */
+static void add_forks(worker *w, const dy_msg_request *m, dy_seq *leader)
+{
+    for (uint32_t i = 1; i < m->n_samples; i++) {
+        dy_msg_request si = sample_of(m, i);
+        wreq *r = dy_worker_new_req(w, &si);
+        if (!r)
+            continue;
+        r->next = w->reqs;
+        w->reqs = r;
+        r->seq = dy_sched_fork(w->sched, leader, si.id, r);
+        if (!r->seq) {
+            dy_worker_send_error(w, si.id, "out of memory");
+            dy_worker_drop_req(w, r);
+        }
+    }
+}
+
+static void on_request(worker *w, const dy_msg_request *m)
+{
+    if (w->cfg.role == DY_ROLE_PREFILL) {
+        fail_samples(w, m, 0, "this is a prefill worker");
+        return;
+    }
+    wreq *r = dy_worker_new_req(w, m);
+    if (!r) {
+        fail_samples(w, m, 1, "the request was refused");
+        return;
+    }
+    int64_t max_len = (int64_t)m->n_prompt + m->max_tokens;
+    if (max_len > w->model->hp.ctx_len)
+        max_len = w->model->hp.ctx_len;
+    r->next = w->reqs;
+    w->reqs = r;
+    if (m->remote_prefill && w->cfg.role == DY_ROLE_DECODE) {
+        dy_disagg_on_remote_request(w, r, m);
+        if (!dy_worker_find_req(w, m->id)) { /* refused, and its error sent */
+            fail_samples(w, m, 1, "prompt does not fit this worker's KV cache");
+            return;
+        }
+    } else {
+        r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
+        if (!r->seq) {
+            fail_samples(w, m, 0, "prompt does not fit this worker's KV cache");
+            dy_worker_drop_req(w, r);
+            return;
+        }
+    }
+    add_forks(w, m, r->seq);
+}
+
+static void on_cancel(worker *w, uint64_t id)
+{
+    wreq **p = dy_worker_find_req(w, id);
+    if (!p)
+        return; /* already finished: the DONE crossed the CANCEL */
+    wreq *r = *p;
+    if (r->prefill_only) {
+        dy_msg_prefill_done d = {.id = id, .ok = 0, .text = "cancelled", .text_len = 9};
+        dy_wire_prefill_done(&w->tx, &d);
+    } else
+        send_done(w, id, DY_END_CANCELLED, r, "", 0);
+    dy_worker_drop_req(w, r);
+}
+
+/* Reads and handles every frame that has arrived. false when the frontend is gone. */
+static bool read_frames(worker *w)
+{
+    long n = dy_conn_fill(&w->conn);
+    if (n <= 0)
+        return false;
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    char err[256];
+    int k;
+    while ((k = dy_conn_next(&w->conn, &t, &p, &len, err, sizeof err)) == 1) {
+        if (t == DY_MSG_REQUEST) {
+            dy_msg_request m;
+            if (dy_wire_decode_request(p, len, &m, err, sizeof err))
+                on_request(w, &m);
+            else
+                fprintf(stderr, "dyad worker %d: bad request frame: %s\n", w->cfg.worker_id, err);
+            dy_msg_request_free(&m);
+        } else if (t == DY_MSG_CANCEL) {
+            dy_msg_cancel m;
+            if (dy_wire_decode_cancel(p, len, &m, err, sizeof err))
+                on_cancel(w, m.id);
+        } else if (t == DY_MSG_SHUTDOWN) {
+            w->draining = true;
+        } else if (t == DY_MSG_PREFILL) {
+            dy_msg_prefill m;
+            if (dy_wire_decode_prefill(p, len, &m, err, sizeof err))
+                dy_disagg_on_prefill(w, &m);
+            else
+                fprintf(stderr, "dyad worker %d: bad prefill frame: %s\n", w->cfg.worker_id, err);
+            dy_msg_prefill_free(&m);
+        } else if (t == DY_MSG_KV_RESYNC) {
+            dy_msg_kv_resync m;
+            if (dy_wire_decode_kv_resync(p, len, &m, err, sizeof err) && !w->cfg.no_kv_events)
+                dy_kv_publish_snapshot(&w->kvpub, w->kv, &w->tx);
+        } else if (t == DY_MSG_KV_READY) {
+            dy_msg_kv_ready m;
+            if (dy_wire_decode_kv_ready(p, len, &m, err, sizeof err))
+                dy_disagg_on_kv_ready(w, &m);
+        }
+    }
+    if (k < 0) {
+        fprintf(stderr, "dyad worker %d: corrupt stream from the frontend: %s\n",
+                w->cfg.worker_id, err);
+        return false;
+    }
+    return true;
+}
+
+/* ---------------------------------------------------------------- the step */
+
+static void sample_item(worker *w, wreq *r, float *logits, sample_out *o)
+{
+    if (r->ignore_eos)
+        for (int i = 0; i < w->n_eog; i++)
+            logits[w->eog_ids[i]] = -INFINITY;
+    o->req = r;
+    o->token = dy_sample(w->sampler, &r->sampling, &r->rng, logits);
+    o->n_top = r->want_logprobs ? r->n_logprobs : 0;
+    o->logprob = r->want_logprobs ? dy_logprob(w->sampler, logits, o->token, o->n_top,
+                                               o->top_ids, o->top_lps)
+                                  : 0.0f;
+}
+
+/* Sends the token (its text released through the stop filter) or finishes the request. */
+static void deliver(worker *w, const sample_out *o)
+{
+    wreq *r = o->req;
+    dy_seq *q = r->seq;
+    r->generated++;
+    dy_end fin = 0;
+    char text[2 * DY_WIRE_MAX_TEXT];
+    size_t text_len = 0;
+    if (!r->ignore_eos && dy_tokenizer_is_eog(w->model->tok, o->token)) {
+        fin = DY_END_STOP;
+    } else {
+        char piece[512];
+        int32_t prev = q->n_tokens >= 2 ? q->tokens[q->n_tokens - 2] : -1;
+        int n = dy_token_to_piece(w->model->tok, prev, o->token, piece, sizeof piece);
+        if (n > (int)sizeof piece)
+            n = (int)sizeof piece;
+        const char *out;
+        size_t out_len;
+        if (dy_stop_feed(&r->stop, piece, (size_t)n, &out, &out_len))
+            fin = DY_END_STOP;
+        release_text(r, out, out_len, text, &text_len);
+        dy_msg_token m = {.id = r->id, .token = o->token, .logprob = o->logprob,
+                          .n_top = (uint8_t)o->n_top, .text = text, .text_len = (uint32_t)text_len};
+        memcpy(m.top_ids, o->top_ids, sizeof(int32_t) * (size_t)o->n_top);
+        memcpy(m.top_logprobs, o->top_lps, sizeof(float) * (size_t)o->n_top);
+        dy_wire_token(&w->tx, &m);
+    }
+    if (!fin && (r->generated >= r->max_tokens || q->n_tokens >= q->max_len))
+        fin = DY_END_LENGTH;
+    if (!fin)
+        return;
+    const char *rest = "";
+    size_t rest_len = 0;
+    if (!r->stop.stopped)
+        dy_stop_flush(&r->stop, &rest, &rest_len);
+    memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
+    memcpy(text + r->n_hold, rest, rest_len);
+    send_done(w, r->id, fin, r, text, (size_t)r->n_hold + rest_len);
+    dy_worker_drop_req(w, r);
+}
+
+static void fail_plan(worker *w, const dy_plan *p, const char *msg)
+{
+    for (int i = 0; i < p->n_items; i++) {
+        wreq *r = p->items[i].seq->user;
+        if (r->prefill_only) {
+            dy_msg_prefill_done d = {.id = r->id, .ok = 0, .text = msg, .text_len = (uint32_t)strlen(msg)};
+            dy_wire_prefill_done(&w->tx, &d);
+        } else
+            dy_worker_send_error(w, r->id, msg);
+        dy_worker_drop_req(w, r);
+    }
+}
+
+static void step(worker *w)
+{
+    const dy_plan *p;
+    if (dy_sched_plan(w->sched, &p) == 0)
+        return;
+    int n_logits = 0;
+    for (int i = 0; i < p->n_items; i++) {
+        const dy_plan_item *it = &p->items[i];
+        w->spans[i] = (dy_span){it->seq->tokens + it->start, it->n, it->start, it->seq->blocks,
+                                it->seq->n_blocks, it->logits};
+        n_logits += it->logits;
+        if (it->start < it->seq->n_prompt)
+            w->prompt_tokens += (uint64_t)it->n;
+    }
+    /* Forked samples get their own copy of a shared, partly filled block before writing. */
+    for (int i = 0; i < p->n_copies; i++)
+        dy_kv_copy_block(w->pool, p->copies[i].dst, p->copies[i].src);
+    char err[256];
+    double t0 = dy_worker_now();
+    for (int i = 0; i < p->n_items; i++) {
+        wreq *r = p->items[i].seq->user;
+        if (r->scheduled == 0)
+            r->scheduled = t0;
+    }
+    if (dy_engine_step(w->engine, w->spans, p->n_items, w->logits, err, sizeof err) != 0) {
+        fprintf(stderr, "dyad worker %d: step failed: %s\n", w->cfg.worker_id, err);
+        fail_plan(w, p, "the engine step failed");
+        return;
+    }
+    w->step_seconds += dy_worker_now() - t0;
+    w->steps++;
+    const int V = w->model->hp.vocab_size;
+    for (int i = 0, k = 0; i < p->n_items; i++)
+        if (p->items[i].logits) {
+            wreq *r = p->items[i].seq->user;
+            if (r->prefill_only) /* its prompt is done: nothing to sample, KV to ship */
+                w->outs[k] = (sample_out){.req = r};
+            else
+                sample_item(w, r, w->logits + (size_t)k * V, &w->outs[k]);
+            w->sampled[k] = w->outs[k].token;
+            k++;
+        }
+    dy_sched_commit(w->sched, w->sampled);
+    for (int k = 0; k < n_logits; k++) {
+        if (w->outs[k].req->prefill_only) {
+            dy_disagg_ship(w, w->outs[k].req);
+        } else {
+            w->generated_tokens++;
+            deliver(w, &w->outs[k]);
+        }
+    }
+}
+
+static void send_stats(worker *w)
+{
+    dy_kv_cache_stats cs = dy_kv_cache_get_stats(w->kv);
+    dy_msg_stats m = {
+        .running = (uint32_t)dy_sched_n_running(w->sched),
+        .waiting = (uint32_t)dy_sched_n_waiting(w->sched),
+        .queued_prefill_tokens = (uint64_t)dy_sched_queued_prefill_tokens(w->sched),
+        .kv_blocks_used = (uint32_t)(w->pool->n_blocks - dy_kv_cache_available(w->kv)),
+        .kv_blocks_total = (uint32_t)w->pool->n_blocks,
+        .active_decode_blocks = (uint32_t)dy_sched_running_blocks(w->sched),
+        .kv_event_seq = w->kvpub.seq,
+        .prompt_tokens = w->prompt_tokens,
+        .generated_tokens = w->generated_tokens,
+        .cache_lookup_blocks = cs.lookup_blocks,
+        .cache_hit_blocks = cs.hit_blocks,
+        .preemptions = dy_sched_total_preemptions(w->sched),
+        .steps = w->steps,
+        .step_seconds = w->step_seconds,
+    };
+    dy_wire_stats(&w->tx, &m);
+}
+
+static bool flush(worker *w)
+{
+    bool ok = !w->tx.oom && dy_write_all(w->conn.fd, w->tx.data, w->tx.len);
+    w->tx.len = 0;
+    return ok;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+static int setup(worker *w, char *err, size_t errlen)
+{
+    const dy_worker_config *c = &w->cfg;
+    if (!(w->model = dy_model_load(c->model, c->tokenizer, err, errlen)))
+        return -1;
+    if (!w->model->tok) {
+        snprintf(err, errlen, "%s has no tokenizer (pass --tokenizer)", c->model);
+        return -1;
+    }
+    const dy_hparams *hp = &w->model->hp;
+    size_t block_bytes = 2 * (size_t)c->block_size * hp->n_layers * hp->n_kv_heads * hp->head_dim * 4;
+    int blocks = c->kv_blocks ? c->kv_blocks : (int)(((size_t)c->kv_mem_mib << 20) / block_bytes);
+    if (blocks < 2) {
+        snprintf(err, errlen, "the KV cache of %d MiB holds fewer than 2 blocks of %zu bytes",
+                 c->kv_mem_mib, block_bytes);
+        return -1;
+    }
+    const int kvd = hp->n_kv_heads * hp->head_dim;
+    if (c->role == DY_ROLE_DECODE) {
+        /* Prefill workers on this host write finished blocks straight into this pool. */
+        char name[64];
+        snprintf(name, sizeof name, "/" DY_KV_SHM_NAME, (int)getpid(), c->worker_id);
+        w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
+        if (!w->pool) {
+            snprintf(err, errlen, "cannot allocate %d KV blocks (%zu MiB) in shared memory "
+                     "(/dev/shm full or too small? lower --kv-mem)", blocks,
+                     (size_t)blocks * block_bytes >> 20);
+            return -1;
+        }
+    } else
+        w->pool = dy_kv_pool_new(blocks, c->block_size, hp->n_layers, kvd);
+    if (w->pool && c->kv_listen) {
+        char host[DY_WIRE_MAX_PEER + 1];
+        snprintf(host, sizeof host, "%s", c->kv_listen);
+        char *colon = strrchr(host, ':');
+        int port = colon ? atoi(colon + 1) : 0;
+        if (colon)
+            *colon = 0;
+        if (!(w->rx = dy_xfer_rx_start(w->pool, host, port, err, errlen)))
+            return -1;
+    }
+    w->kv = w->pool ? dy_kv_cache_new(w->pool, w->model->fingerprint) : NULL;
+    dy_sched_config sc = {c->max_batch_tokens, c->max_running, c->no_prefix_cache};
+    w->sched = w->kv ? dy_sched_new(&sc, w->kv) : NULL;
+    w->sampler = dy_sampler_new(hp->vocab_size);
+    w->logits = malloc(sizeof(float) * (size_t)hp->vocab_size * (size_t)c->max_running);
+    w->spans = malloc(sizeof *w->spans * (size_t)c->max_running);
+    w->sampled = malloc(sizeof *w->sampled * (size_t)c->max_running);
+    w->outs = malloc(sizeof *w->outs * (size_t)c->max_running);
+    w->eog_ids = malloc(sizeof *w->eog_ids * (size_t)hp->vocab_size);
+    if (!w->sched || !w->sampler || !w->logits || !w->spans || !w->sampled || !w->outs ||
+        !w->eog_ids) {
+        snprintf(err, errlen, "out of memory for %d KV blocks", blocks);
+        return -1;
+    }
+    if (!c->no_kv_events && !dy_kv_publish_init(&w->kvpub, w->kv, (uint32_t)c->worker_id)) {
+        snprintf(err, errlen, "out of memory for KV events");
+        return -1;
+    }
+    for (int i = 0; i < hp->vocab_size; i++)
+        if (dy_tokenizer_is_eog(w->model->tok, i))
+            w->eog_ids[w->n_eog++] = i;
+    w->engine = dy_engine_new(w->model, w->pool, c->threads, c->max_batch_tokens, err, errlen);
+    return w->engine ? 0 : -1;
+}
+
+static void teardown(worker *w)
+{
+    while (w->reqs)
+        dy_worker_drop_req(w, w->reqs);
+    dy_disagg_free(w);
+    dy_kv_publish_free(&w->kvpub);
+    dy_xfer_rx_stop(w->rx);
+    dy_engine_free(w->engine);
+    dy_sched_free(w->sched);
+    dy_kv_cache_free(w->kv);
+    dy_kv_pool_free(w->pool);
+    dy_sampler_free(w->sampler);
+    dy_model_free(w->model);
+    free(w->logits);
+    free(w->spans);
+    free(w->sampled);
+    free(w->outs);
+    free(w->eog_ids);
+    dy_conn_free(&w->conn);
+    dy_buf_free(&w->tx);
+}
+
+int dy_worker_run(const dy_worker_config *cfg)
+{
+    worker w = {.cfg = *cfg};
+    char err[1024];
+    dy_conn_init(&w.conn, cfg->fd);
+    if (setup(&w, err, sizeof err) != 0) {
+        fprintf(stderr, "dyad worker %d: %s\n", cfg->worker_id, err);
+        teardown(&w);
+        return 1;
+    }
+    fcntl(cfg->fd, F_SETFL, fcntl(cfg->fd, F_GETFL) | O_NONBLOCK);
+    dy_msg_hello hello = {(uint32_t)cfg->worker_id, (uint32_t)getpid(), w.model->fingerprint,
+                          (uint32_t)w.model->hp.ctx_len, (uint32_t)w.model->hp.vocab_size,
+                          (uint32_t)w.pool->n_blocks, (uint32_t)cfg->block_size,
+                          (uint8_t)cfg->role, (uint32_t)dy_kv_block_bytes(w.pool), "", ""};
+    snprintf(hello.shm_name, sizeof hello.shm_name, "%s", w.pool->shm_name);
+    if (w.rx)
+        snprintf(hello.tcp_addr, sizeof hello.tcp_addr, "%s", dy_xfer_rx_addr(w.rx));
+    dy_wire_hello(&w.tx, &hello);
+    bool alive = flush(&w);
+    while (alive) {
+        dy_disagg_poll(&w);
+        bool busy = dy_sched_n_running(w.sched) + dy_sched_n_waiting(w.sched) > 0;
+        struct pollfd pf = {cfg->fd, POLLIN, 0};
+        int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting ? 1 : 100);
+        if (ready > 0 && !read_frames(&w))
+            break;
+        if (busy)
+            step(&w);
+        if (!cfg->no_kv_events)
+            dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
+        double t = dy_worker_now();
+        if (t - w.last_stats >= STATS_EVERY_S) {
+            send_stats(&w);
+            w.last_stats = t;
+        }
+        alive = flush(&w);
+        if (w.draining && !busy && !w.reqs)
+            break;
+    }
+    teardown(&w);
+    return 0;
+}

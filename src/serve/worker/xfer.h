@@ -1,0 +1,54 @@
+/* xfer.h — moving KV blocks from a prefill worker's pool into a decode worker's pool. A block
+ * (every layer's keys and values for block_size positions) is one contiguous byte range in
+ * both pools, so a transfer is a list of (source block, destination block) copies.
+ *
+ * Two backends:
+ *  - shared memory (one host, the default): the decode worker's pool lives in a named POSIX
+ *    shared-memory object; the prefill worker maps it and copies each block straight into
+ *    its destination — one copy, no socket in the data path.
+ *  - TCP (between hosts): the decode worker runs a receiver thread on a port; the prefill
+ *    worker streams framed blocks, which the receiver reads directly into the destination
+ *    blocks. The receiver only accepts blocks it was told to expect for that sequence, so a
+ *    confused or hostile peer cannot overwrite blocks in use.
+ * Every transfer reports its bytes and duration. */
+#ifndef DYAD_XFER_H
+#define DYAD_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "kv/kv_pool.h"
+#include "serve/wire/wire.h"
+
+/* ---------------------------------------------------------------- sender (prefill worker) */
+
+typedef struct dy_xfer_peer dy_xfer_peer;
+
+/* Opens (maps or connects to) a decode worker's pool. block_bytes must match the peer's. */
+dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, size_t block_bytes, char *err,
+                           size_t errlen);
+void dy_xfer_close(dy_xfer_peer *p);
+/* Copies n blocks: src pool block src[i] → the peer's block dst[i]. *bytes gets the bytes
+ * moved. -1 with a message on failure (the peer then needs reopening). */
+int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const int32_t *src_ids,
+                 const int32_t *dst_ids, int n, uint64_t *bytes, char *err, size_t errlen);
+const char *dy_xfer_peer_name(const dy_xfer_peer *p);
+
+/* ---------------------------------------------------------------- receiver (decode worker) */
+
+typedef struct dy_xfer_rx dy_xfer_rx;
+
+/* Listens on host:port (port 0 picks one) and writes received blocks into pool. */
+dy_xfer_rx *dy_xfer_rx_start(dy_kv_pool *pool, const char *host, int port, char *err,
+                             size_t errlen);
+void dy_xfer_rx_stop(dy_xfer_rx *rx);
+/* "host:port" as peers should dial it. */
+const char *dy_xfer_rx_addr(const dy_xfer_rx *rx);
+/* Allows these blocks to be written for seq_id (before the prefill is requested). */
+void dy_xfer_rx_expect(dy_xfer_rx *rx, uint64_t seq_id, const int32_t *blocks, int n);
+/* Blocks received so far for seq_id (they are in the pool). */
+int dy_xfer_rx_received(dy_xfer_rx *rx, uint64_t seq_id);
+/* Forgets seq_id (its transfer finished or was abandoned); later blocks for it are refused. */
+void dy_xfer_rx_forget(dy_xfer_rx *rx, uint64_t seq_id);
+
+#endif

@@ -1,0 +1,83 @@
+/* buf.c — see buf.h. */
+#include "util/buf.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool dy_buf_reserve(dy_buf *b, size_t n)
+{
+    if (b->oom)
+        return false;
+    if (n <= b->cap - b->len)
+        return true;
+    if (n > SIZE_MAX / 2 - b->len) {
+        b->oom = true;
+        return false;
+    }
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + n)
+        cap *= 2;
+    uint8_t *d = realloc(b->data, cap);
+    if (!d) {
+        b->oom = true;
+        return false;
+    }
+    b->data = d;
+    b->cap = cap;
+    return true;
+}
+
+void dy_buf_append(dy_buf *b, const void *p, size_t n)
+{
+    if (n == 0 || !dy_buf_reserve(b, n))
+        return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+}
+
+void dy_buf_append_str(dy_buf *b, const char *s)
+{
+    dy_buf_append(b, s, strlen(s));
+}
+
+void dy_buf_printf(dy_buf *b, const char *fmt, ...)
+{
+    if (b->oom)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = true;
+        return;
+    }
+    if (!dy_buf_reserve(b, (size_t)n + 1))
+        return;
+    va_start(ap, fmt);
+    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+const char *dy_buf_cstr(dy_buf *b)
+{
+    if (!dy_buf_reserve(b, 1))
+        return NULL;
+    b->data[b->len] = 0;
+    return (const char *)b->data;
+}
+
+void dy_buf_clear(dy_buf *b)
+{
+    b->len = 0;
+    b->oom = false;
+}
+
+void dy_buf_free(dy_buf *b)
+{
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}
