@@ -10,6 +10,7 @@
 # made when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/env_header.sh
 dyad=${1:-build/dyad}
 model=${MODEL:-models/generated/110m-q8_0-ctx4k.gguf}
 out=${OUT:-docs/bench/disagg.csv}
@@ -25,7 +26,7 @@ declare -A cfg=(
   [disagg1+1]="--prefill-workers 1 --decode-workers 1 --threads-per-worker 1"
 )
 echo "config,isl,osl,concurrency,requests,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,tpot_mean_ms,out_tok_s,out_tok_s_per_core,tok_s_per_user,remote_prefills,local_prefills,kv_bytes,kv_seconds" >"$out"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+dy_env_header >&2
 for name in agg1x2 agg2x1 disagg1+1; do
   log=$(mktemp)
   # shellcheck disable=SC2086

@@ -17,15 +17,13 @@ A benchmark: it asserts nothing. Standard library only.
   CELLS="512x128 2048x128" CONCURRENCY=8 REQUESTS=24 bench/disagg_balance.py"""
 import json
 import os
-import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import dyad_http  # noqa: E402  (the test suite's server helper)
+import benchlib
+from benchlib import ROOT, dyad_http
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+DYAD = benchlib.dyad_binary()
 MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
 CELLS = [tuple(int(x) for x in c.split("x")) for c in
          os.environ.get("CELLS", "512x16 512x128 2048x128").split()]
@@ -40,15 +38,10 @@ def start():
 
 
 def measure(server, isl, osl):
-    url = f"http://{server.host}:{server.port}"
     before, t0 = server.metrics(), time.monotonic()
-    out = subprocess.run([DYAD, "bench", "--url", url, "--isl", str(isl), "--osl", str(osl),
-                          "--concurrency", str(CONC), "--requests", str(REQUESTS), "--cores", "2",
-                          "--seed", f"{isl}{osl}", "--json"], capture_output=True, text=True)
+    r = benchlib.bench(DYAD, server, "--isl", str(isl), "--osl", str(osl), "--concurrency", str(CONC),
+                       "--requests", str(REQUESTS), "--cores", "2", "--seed", f"{isl}{osl}")[-1]
     wall, after = time.monotonic() - t0, server.metrics()
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    r = json.loads(out.stdout.splitlines()[-1])
     d = lambda k: after.get(k, 0.0) - before.get(k, 0.0)  # noqa: E731
     pre, dec = d('dyad_worker_step_seconds_total{worker="0"}'), d('dyad_worker_step_seconds_total{worker="1"}')
     n = r["completed"]
@@ -63,9 +56,7 @@ def measure(server, isl, osl):
 
 
 def main():
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
-          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; disagg 1+1, closed loop "
-          f"concurrency {CONC}, {REQUESTS} requests a cell")
+    print(benchlib.env_header(f"disagg 1+1, closed loop concurrency {CONC}, {REQUESTS} requests a cell"))
     print("| ISL | OSL | busy: prefill / decode worker | engine s per request: prefill / decode | "
           "prompt tok/s per busy s | output tok/s per busy s | TTFT p50 ms | TPOT ms | "
           "prefill workers per decode worker |")

@@ -9,18 +9,13 @@ variant. The numbers behind the defaults in docs/disaggregation.md. A benchmark:
 nothing. Standard library only.
 
   ROUNDS=3 DURATION=30 bench/disagg_policy.py"""
-import json
 import os
 import statistics
-import subprocess
-import sys
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import dyad_http  # noqa: E402  (the test suite's server helper)
+import benchlib
+from benchlib import ROOT, dyad_http
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+DYAD = benchlib.dyad_binary()
 MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 DURATION = os.environ.get("DURATION", "30")
@@ -42,22 +37,16 @@ def run(flags, isl, osl, rate, seed):
     server = dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", "--prefill-workers", "1",
                               "--decode-workers", "1", "--threads-per-worker", "1", *flags)
     try:
-        out = subprocess.run([DYAD, "bench", "--url", f"http://{server.host}:{server.port}",
-                              "--isl", str(isl), "--osl", str(osl), "--rate", str(rate),
+        return benchlib.bench(DYAD, server, "--isl", str(isl), "--osl", str(osl), "--rate", str(rate),
                               "--duration", DURATION, "--requests", "200", "--cores", "2",
-                              "--seed", str(seed), "--slo", SLO, "--json"],
-                             capture_output=True, text=True)
+                              "--seed", str(seed), "--slo", SLO)[-1]
     finally:
         server.stop()
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return json.loads(out.stdout.splitlines()[-1])
 
 
 def main():
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
-          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; disagg 1+1; SLO {SLO}; "
-          f"{DURATION} s of Poisson arrivals a run; {ROUNDS} rounds, variants alternated")
+    print(benchlib.env_header(f"disagg 1+1; SLO {SLO}; {DURATION} s of Poisson arrivals a run; "
+                              f"{ROUNDS} rounds, variants alternated"))
     print("| experiment | ISL | OSL | req/s | variant | round | goodput req/s | TTFT p50 ms | "
           "TPOT mean ms | ITL p99 ms | prompts prefilled remotely |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

@@ -6,12 +6,17 @@ measurement of docs/disaggregation.md ("Rate sweeps").
 Configurations (2 cores in all): agg 1x2 (one worker, 2 threads), agg 2x1 (two workers, 1
 thread each), disagg 1+1 (one prefill + one decode worker, 1 thread each, the default
 conditional disaggregation). Model: generated 110m q8_0 with a 4096-token context. For each
-cell and configuration, `dyad bench --sweep rate=...` at RATES x the cell's estimated
-capacity, each point bounded by --duration and --requests; goodput per request under the
-SLO (TTFT and TPOT, stated on the first line).
+cell and configuration, `dyad bench --sweep rate=...` at RATES x the cell's capacity, each
+point bounded by --duration and --requests; goodput per request under the SLO (TTFT and
+TPOT, stated on the first line). The capacity is measured first, in the same sitting: the
+request rate one agg 1x2 server sustains in a short closed-loop run of the cell
+(CAP_CONCURRENCY clients, CAP_REQUESTS requests); CAPACITY="512x16=2.0 64x16=13" passes
+measured values in instead (cells not named are measured).
 
 Writes docs/bench/disagg_sweep.csv (one row per point; rows of cells and configurations not
-run this time are kept from the file already there, so cells can be run in several sittings),
+run this time are kept from the file already there, so cells can be run in several sittings;
+each row's `sitting` column names the run that made it, its start time and source tree, so a
+table that mixes sittings can say so),
 docs/bench/disagg_sweep.svg (small
 multiples: one panel per cell, output tok/s per core against tok/s per user, one line per
 configuration, the Pareto frontier of each), and prints the win / tie / lose table: per cell,
@@ -23,25 +28,25 @@ import json
 import os
 import subprocess
 import sys
-import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-import dyad_http  # noqa: E402  (the test suite's server helper)
+import benchlib
+from benchlib import ROOT, dyad_http
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
-MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
+DYAD = benchlib.dyad_binary()
+MODEL = os.environ.get("MODEL", os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf"))
 OUT = os.environ.get("OUT", os.path.join(ROOT, "docs", "bench"))
-# Requests/s one aggregated 1x2 server sustains per cell, from the closed-loop runs in
-# docs/disaggregation.md (OSL 512: extrapolated); the sweep goes from a quarter to twice that.
-CAPACITY = {(64, 16): 13.0, (64, 128): 3.3, (64, 512): 0.8, (512, 16): 2.0, (512, 128): 1.0,
-            (512, 512): 0.3, (2048, 16): 0.38, (2048, 128): 0.25, (2048, 512): 0.1}
-CELLS = [tuple(int(x) for x in c.split("x")) for c in
-         os.environ.get("CELLS", " ".join(f"{i}x{o}" for i, o in CAPACITY)).split()]
+ALL_CELLS = "64x16 64x128 64x512 512x16 512x128 512x512 2048x16 2048x128 2048x512"
+CELLS = [tuple(int(x) for x in c.split("x")) for c in os.environ.get("CELLS", ALL_CELLS).split()]
+# Capacities passed in (requests/s of agg 1x2 per cell); the other cells' are measured.
+GIVEN = {tuple(int(x) for x in c.split("=")[0].split("x")): float(c.split("=")[1])
+         for c in os.environ.get("CAPACITY", "").split()}
+CAP_CONC = int(os.environ.get("CAP_CONCURRENCY", "8"))
+CAP_REQ = int(os.environ.get("CAP_REQUESTS", "16"))
 RATES = [float(x) for x in os.environ.get("RATES", "0.25,0.5,1,2").split(",")]
 DURATION = float(os.environ.get("DURATION", "30"))
 MAX_REQ = int(os.environ.get("REQUESTS", "32"))
 SLO_TTFT, SLO_TPOT = float(os.environ.get("SLO_TTFT_MS", "5000")), float(os.environ.get("SLO_TPOT_MS", "50"))
+BASELINE = "agg 1x2"
 CONFIGS = {
     "agg 1x2": ["--workers", "1", "--threads-per-worker", "2"],
     "agg 2x1": ["--workers", "2", "--threads-per-worker", "1"],
@@ -51,19 +56,36 @@ CONFIGS = {
 RUN = [c for c in CONFIGS if c in os.environ.get("ONLY", ",".join(CONFIGS)).split(",")]
 
 
+def start(name):
+    return dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", *CONFIGS[name])
 
 
-def sweep(url, isl, osl):
-    cap = CAPACITY.get((isl, osl), 1.0)
+def capacities():
+    """Requests/s the baseline sustains per cell: given, or a closed-loop run measured now."""
+    caps = {c: GIVEN[c] for c in CELLS if c in GIVEN}
+    todo = [c for c in CELLS if c not in caps]
+    if todo:
+        server = start(BASELINE)
+        try:
+            for isl, osl in todo:
+                r = benchlib.bench(DYAD, server, "--isl", str(isl), "--osl", str(osl),
+                                   "--concurrency", str(CAP_CONC), "--requests", str(CAP_REQ),
+                                   "--cores", "2", "--seed", f"9{isl}{osl}")[-1]
+                caps[(isl, osl)] = r["request_throughput"]
+        finally:
+            server.stop()
+    for (isl, osl), cap in sorted(caps.items()):
+        how = "given" if (isl, osl) in GIVEN else f"measured, {CAP_CONC} clients, {CAP_REQ} requests"
+        print(f"# capacity {isl}x{osl}: {cap:.4g} req/s ({BASELINE}, {how})", flush=True)
+    return caps
+
+
+def sweep(server, isl, osl, cap):
     rates = ",".join(f"{cap * r:.4g}" for r in RATES)
-    out = subprocess.run([DYAD, "bench", "--url", url, "--isl", str(isl), "--osl", str(osl),
+    return benchlib.bench(DYAD, server, "--isl", str(isl), "--osl", str(osl),
                           "--sweep", f"rate={rates}", "--duration", str(DURATION),
                           "--requests", str(MAX_REQ), "--cores", "2", "--seed", f"{isl}{osl}",
-                          "--slo", f"ttft_ms={SLO_TTFT:g},tpot_ms={SLO_TPOT:g}", "--json"],
-                         capture_output=True, text=True)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+                          "--slo", f"ttft_ms={SLO_TTFT:g},tpot_ms={SLO_TPOT:g}")
 
 
 def frontier(points):
@@ -112,6 +134,9 @@ def svg(rows, path):
 
 
 def number(text):
+    """A CSV cell as a number; empty (a column older rows lack) stays empty."""
+    if text == "":
+        return text
     try:
         return int(text)
     except ValueError:
@@ -128,7 +153,7 @@ def kept_rows(path):
     for line in lines[1:]:
         r = dict(zip(keys, line.split(",")))
         for k in r:
-            if k != "config":
+            if k not in ("config", "sitting"):
                 r[k] = number(r[k])
         if (r["isl"], r["osl"]) not in CELLS or r["config"] not in RUN:
             kept.append(r)
@@ -139,19 +164,20 @@ def main():
     if not os.path.exists(MODEL):
         subprocess.run([DYAD, "gen-model", "--shape", "110m", "--type", "q8_0", "--ctx", "4096",
                         "-o", MODEL], check=True)
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
-          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}; SLO TTFT <= {SLO_TTFT:g} ms, "
-          f"TPOT <= {SLO_TPOT:g} ms; rates {RATES} x capacity; {DURATION:g} s or {MAX_REQ} requests a point")
+    header = benchlib.env_header(f"SLO TTFT <= {SLO_TTFT:g} ms, TPOT <= {SLO_TPOT:g} ms; rates {RATES} "
+                              f"x capacity; {DURATION:g} s or {MAX_REQ} requests a point")
+    print(header, flush=True)
+    sitting = benchlib.sitting(header)
+    caps = capacities()
     rows = []
     for name in RUN:
-        args = CONFIGS[name]
-        server = dyad_http.Server(DYAD, "--model", MODEL, "--kv-mem", "1536", *args)
-        url = f"http://{server.host}:{server.port}"
+        server = start(name)
         try:
             for isl, osl in CELLS:
-                for p in sweep(url, isl, osl):
+                for p in sweep(server, isl, osl, caps[(isl, osl)]):
                     g = p.get("goodput") or {}
                     row = {"config": name, "isl": isl, "osl": osl, "rate": p["load"]["rate"],
+                           "capacity_req_s": caps[(isl, osl)], "sitting": sitting,
                            "completed": p["completed"], "failed": p["failed"],
                            "ttft_p50_ms": p["ttft_ms"]["p50"], "ttft_p99_ms": p["ttft_ms"]["p99"],
                            "itl_p50_ms": p["itl_ms"]["p50"], "itl_p99_ms": p["itl_ms"]["p99"],
@@ -167,11 +193,11 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     rows = kept_rows(os.path.join(OUT, "disagg_sweep.csv")) + rows
     rows.sort(key=lambda r: list(CONFIGS).index(r["config"]))
-    keys = list(rows[0].keys())
+    keys = list(dict.fromkeys(k for r in rows for k in r))  # rows kept from older runs may lack a column
     with open(os.path.join(OUT, "disagg_sweep.csv"), "w") as f:
         f.write(",".join(keys) + "\n")
         for r in rows:
-            f.write(",".join(str(r[k]) for k in keys) + "\n")
+            f.write(",".join(str(r.get(k, "")) for k in keys) + "\n")
     svg(rows, os.path.join(OUT, "disagg_sweep.svg"))
     print("| ISL | OSL | best goodput req/s: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | "
           "max tok/s/core: agg 1x2 / agg 2x1 / disagg 1+1 | disagg ÷ best agg | verdict |")
@@ -186,6 +212,13 @@ def main():
         verdict = "wins" if rg > 1.1 else "loses" if rg < 0.9 else "ties"
         print(f"| {isl} | {osl} | {gp[0]:.3f} / {gp[1]:.3f} / {gp[2]:.3f} | {rg:.2f} | "
               f"{tp[0]:.1f} / {tp[1]:.1f} / {tp[2]:.1f} | {rt:.2f} | {verdict} (goodput) |")
+    sittings = {}
+    for r in rows:
+        sittings.setdefault(r.get("sitting") or "unknown", set()).add(f"{r['config']} {r['isl']}x{r['osl']}")
+    if len(sittings) > 1:
+        print("\nThe table merges sittings:")
+        for name, cells in sorted(sittings.items()):
+            print(f"- {name}: {', '.join(sorted(cells))}")
 
 
 main()

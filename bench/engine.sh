@@ -5,6 +5,7 @@
 # Prints the reports; with JSON=1, one JSON object per model instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/env_header.sh
 dyad=${1:-build/dyad}
 g=models/generated
 mkdir -p "$g"
@@ -12,7 +13,7 @@ for m in 15m-f32 15m-q8_0 110m-f32 110m-q8_0 1b-q8_0 1b-q4_k 1b-f32; do
   [ -f "$g/$m.gguf" ] || "$dyad" gen-model --shape "${m%%-*}" --type "${m#*-}" -o "$g/$m.gguf"
 done
 json=${JSON:+--json}
-echo "# $(date -u +%FT%TZ), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+dy_env_header
 "$dyad" bench engine $json --reps 5 --model models/stories260K.bin --model "$g/15m-f32.gguf" \
   --model "$g/15m-q8_0.gguf" --model "$g/110m-f32.gguf" --model "$g/110m-q8_0.gguf"
 "$dyad" bench engine $json --reps 2 --model "$g/1b-q8_0.gguf" --model "$g/1b-q4_k.gguf" \

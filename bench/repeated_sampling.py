@@ -19,10 +19,10 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import dyad_http  # noqa: E402  (the test suite's server helper)
-DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+import benchlib
+from benchlib import ROOT, dyad_http
+
+DYAD = benchlib.dyad_binary()
 MODEL = os.path.join(ROOT, "models", "generated", "110m-q8_0-ctx4k.gguf")
 ISL, OSL, KV_BLOCKS = 512, 128, 1024
 NS = [int(x) for x in os.environ.get("NS", "1,2,4,8,16").split(",")]
@@ -111,8 +111,7 @@ def main():
                         "-o", MODEL], check=True)
     cached, nocache = Server(), Server("--no-prefix-cache")
     print(f"# {cached.banner}")
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, "
-          f"load before: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(benchlib.env_header())
     print(f"# ISL {ISL}, OSL {OSL}, one worker x 2 threads, {KV_BLOCKS} KV blocks of 16 positions")
     ways = [("server", cached), ("client, cache off", nocache), ("client, cache on", cached)]
     results = {}

@@ -5,7 +5,8 @@
 # Target (issue 5): under 50 µs per decision.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/env_header.sh
 dyad=${1:-build/dyad}
-echo "# $(date -u +%FT%TZ), $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+dy_env_header
 "$dyad" bench router --workers 64 --blocks 100000 --reps 20000
 "$dyad" bench router --workers 256 --blocks 100000 --reps 20000

@@ -21,10 +21,10 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-import dyad_http  # noqa: E402  (the test suite's server helper)
-DYAD = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "dyad")
+import benchlib
+from benchlib import ROOT, dyad_http
+
+DYAD = benchlib.dyad_binary()
 TRACE = os.environ.get("TRACE", os.path.join(ROOT, "..", "shared", "traces",
                                              "mooncake_conversation_trace.jsonl"))
 MODEL = os.path.join(ROOT, "models", "generated", "15m-q8_0-ctx4k.gguf")
@@ -66,12 +66,8 @@ def run(deploy, policy, trace):
     try:
         time.sleep(1)
         before = s.metrics()
-        out = subprocess.run([DYAD, "bench", "--url", f"http://{s.host}:{s.port}", "--trace", trace,
-                              "--time-scale", str(TIME_SCALE), "--length-scale", str(LENGTH_SCALE),
-                              "--concurrency", "256", "--json"], capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(out.stderr)
-        b = json.loads(out.stdout.strip().splitlines()[-1])
+        b = benchlib.bench(DYAD, s, "--trace", trace, "--time-scale", str(TIME_SCALE),
+                           "--length-scale", str(LENGTH_SCALE), "--concurrency", "256")[-1]
         time.sleep(0.5)  # the workers' last reports
         after = s.metrics()
     finally:
@@ -158,8 +154,7 @@ def main():
             trace.write(line)
     trace.close()
     ub = upper_bound(trace.name)
-    print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}, {os.cpu_count()} cores, load "
-          f"before: {' '.join(open('/proc/loadavg').read().split()[:3])}")
+    print(benchlib.env_header())
     print(f"# trace: first {ROWS} rows of {os.path.basename(TRACE)}, time scale {TIME_SCALE}, "
           f"length scale 1/32; upper bound of the prefix hit rate: {ub:.3f}")
     rows = []

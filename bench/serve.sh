@@ -8,6 +8,7 @@
 # A benchmark: it prints figures, asserts nothing. Takes about 10 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/env_header.sh
 dyad=${1:-build/dyad}
 # The 110m shape with its context raised to 4096 (gen-model --ctx), so ShareGPT prompts of up
 # to 1024 tokens fit with their outputs; compute per token is the same as the 1024 model.
@@ -22,7 +23,7 @@ trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 300); do grep -q "http://" "$log" && break; sleep 0.1; done
 url=http://$(sed -n 's/.*http:\/\/\([0-9.]*:[0-9]*\).*/\1/p' "$log" | head -1)
 echo "# $(head -1 "$log")"
-echo "# $(date -u +%FT%TZ), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+dy_env_header
 # Each run draws its own prompts (--seed), so no run is helped by an earlier one's cache.
 b() { "$dyad" bench --url "$url" "$@"; }
 

@@ -3,8 +3,9 @@
 # model shape, then TCP between two network namespaces joined by a veth pair (needs root).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/env_header.sh
 dyad=${1:-build/dyad}
-echo "# $(date -u +%FT%TZ), $(nproc) cores, load: $(cut -d' ' -f1-3 /proc/loadavg)"
+dy_env_header
 for s in 15m 110m 1b; do "$dyad" bench xfer --shape "$s" --mib 256 --reps 5; done
 [ "$(id -u)" -eq 0 ] || { echo "(not root: no namespace measurement)"; exit 0; }
 a=dyxA$$ b=dyxB$$ net=10.$(( ($$ >> 8) % 200 + 20 )).$(( $$ % 250 ))
