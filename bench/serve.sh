@@ -6,6 +6,7 @@
 #   3. TTFT with a shared 384-token prefix in 512-token prompts against no sharing;
 #   4. the Pareto sweep on ShareGPT lengths scaled to ISL <= 1024 (CSV + SVG into docs/).
 # A benchmark: it prints figures, asserts nothing. Takes about 10 minutes on 2 cores.
+# SECTIONS="4" runs only the sections named (docs/bench/serve_pareto_sharegpt.log is section 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/env_header.sh
@@ -26,7 +27,9 @@ echo "# $(head -1 "$log")"
 dy_env_header
 # Each run draws its own prompts (--seed), so no run is helped by an earlier one's cache.
 b() { "$dyad" bench --url "$url" "$@"; }
+want() { [[ " ${SECTIONS:-1 2 3 4} " == *" $1 "* ]]; }
 
+if want 1; then
 echo; echo "== 1. concurrency 1: server vs dyad run (ISL 128, OSL 128), alternating A B A B"
 prompt=$(python3 -c 'print(" ".join(["hello"] * 127))')
 for rep in 1 2; do
@@ -40,17 +43,24 @@ for line in sys.stdin:
     print("server %s: e2e mean %.1f ms, p50 %.1f; ttft mean %.1f ms; tpot mean %.3f ms"
           % (sys.argv[1], e["mean"], e["p50"], t["mean"], p["mean"]))' "$rep"
 done
+fi
 
+if want 2; then
 echo; echo "== 2. batched decode reaches the clients: concurrency 1 vs 16 (ISL 128, OSL 128)"
 b --concurrency 1 --requests 4 --warmup 1 --isl 128 --osl 128 --seed 21
 b --concurrency 16 --requests 32 --warmup 16 --isl 128 --osl 128 --seed 22
+fi
 
+if want 3; then
 echo; echo "== 3. shared prefix: 4 groups x 384 shared tokens in 512-token prompts vs none (OSL 16)"
 b --concurrency 1 --requests 16 --isl 512 --osl 16 --seed 31
 b --concurrency 1 --requests 16 --isl 512 --osl 16 --prefix-groups 4 --prefix-len 384 --seed 32
+fi
 
+if want 4; then
 echo; echo "== 4. Pareto sweep, ShareGPT lengths capped at ISL 1024 / OSL 256"
 b --lengths-csv "${SHAREGPT:-../shared/traces/sharegpt_8k_filtered_stats_llama2_tokenizer.csv}" \
   --max-isl 1024 --max-osl 256 --sweep concurrency=1,2,4,8,16,32 --requests 24 --seed 41 \
   --csv "$out/serve_pareto_sharegpt.csv" --plot "$out/serve_pareto_sharegpt.svg"
+fi
 curl -s "$url/metrics" | grep -E '^dyad_(prefix_cache|preemptions|prompt_tokens|generation_tokens)' || true
