@@ -73,9 +73,10 @@ static inline float silu(float x)
  * so SIMD tiles stay whole), cut into chunks of CHUNK_ROWS. A thread computes its own chunks in
  * order from the front (one contiguous stream of weights, which the kernels prefetch ahead of
  * use across chunk boundaries), then takes chunks from the back of the other threads' ranges
- * until none are left. Static shares alone left the faster thread idle 5-10% of a decode step
- * (the caller starts first; other processes take cores on a shared machine); stealing from the
- * back keeps the owners' streams contiguous. */
+ * until none are left. Static shares alone left the faster thread idle for part of every
+ * decode step (the caller starts first; other processes take cores on a shared machine;
+ * docs/engine.md, "Kernel choices"); stealing from the back keeps the owners' streams
+ * contiguous. */
 #define CHUNK_ROWS 64
 #define MAX_POOL 256 /* dy_engine_new's thread limit */
 

@@ -63,13 +63,13 @@ ALWAYS_INLINE __m256i hsum8_epi32(const __m256i p[8])
 
 /* With few activation rows the kernels are limited by how fast weights arrive from memory. A
  * tile reads its rows side by side (8 or 4 short interleaved streams, restarted every tile),
- * which the hardware prefetchers follow poorly: measured on Zen 4, a thread streamed about
- * 8 GB/s of Q8_0 weights from DRAM against 35 GB/s from cache. So while a tile is computed, the
- * next tile of the thread's row range (contiguous bytes, the rows being adjacent) is
- * prefetched in order, in slices proportional to the progress through the current one: with
- * this, one thread streams 25-30 GB/s and two saturate the memory. A next tile larger than
- * PF_L1_MAX is prefetched into L2 only (prefetcht1): into L1 it would evict the current tile
- * before use (for 5632-column Q8_0 rows that measured 15 GB/s per thread against 25-30). */
+ * which the hardware prefetchers follow poorly: a thread streams Q8_0 weights from DRAM at a
+ * fraction of its rate from cache. So while a tile is computed, the next tile of the thread's
+ * row range (contiguous bytes, the rows being adjacent) is prefetched in order, in slices
+ * proportional to the progress through the current one, which brings one thread near its
+ * cache rate and lets two saturate the memory. A next tile larger than PF_L1_MAX is
+ * prefetched into L2 only (prefetcht1): into L1 it would evict the current tile before use
+ * (long Q8_0 rows showed it). Figures: docs/engine.md, "Kernel choices". */
 enum { PF_L1_MAX = 8 * 1024 };
 
 typedef struct {
@@ -242,8 +242,9 @@ static void store_tile(const __m256 *acc, int b0, int nb, float *Y, int64_t ldy,
     }
 }
 
-/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. (vpinsrw measured faster here than
- * packing the halves with integer shifts and moving them over in two qwords.) */
+/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. (vpinsrw was the faster of the two
+ * tried here, against packing the halves with integer shifts and moving them over in two
+ * qwords.) */
 ALWAYS_INLINE __m256 f16x8(const uint8_t *const rows[8], size_t off)
 {
     const __m128i h = _mm_setr_epi16(
@@ -262,8 +263,8 @@ ALWAYS_INLINE __m256 f16x8(const uint8_t *const rows[8], size_t off)
  * intermediate, so the activations can be made unsigned by an offset instead of the sign
  * trick); the K-quant paths keep maddubs (their sub-block scales ride on the madd) and fold
  * madd + add into vpdpwssd. Integer sums are exact either way and the float operations are
- * unchanged, so the results are the same bits. (Measured on Zen 4, one core: Q8_0 decode
- * 21 → 38 GB/s from L2, Q4_K decode +17%, Q8_0 prefill 92 → 195 GFLOP/s with packing.) */
+ * unchanged, so the results are the same bits. (What it gained: docs/engine.md, "Kernel
+ * choices".) */
 #define VNNI_TARGET __attribute__((target("avx512vnni,avx512vl")))
 
 static int vnni_state = -1; /* -1: not yet decided; else 0 or 1 */
@@ -297,7 +298,8 @@ bool dy_avx2_vnni(int on)
 
 /* Up to this many activation rows, each one is multiplied straight from the weights (decoding
  * in registers, the tile staying in L1 between them); above it, the chunk decoded once into
- * scratch is shared by all of them. Crossovers measured on Zen 4 at 2048×2048. */
+ * scratch is shared by all of them. The crossovers were measured on Zen 4 at 2048×2048
+ * (docs/engine.md, "Kernel choices"). */
 static int direct_max(dy_type t, bool vnni)
 {
     if (t == DY_Q8_0 && vnni) /* the direct VNNI path is cheaper; the packed one pays its packing */
@@ -784,8 +786,9 @@ ALWAYS_INLINE __m128i k4_row_scales(const uint8_t scales[12], int32_t scl[8], __
 
 /* Lane r: Σ_j scale_j·Σ q·x for Q4_K rows against one Q8_K block; *msum lane r: the row's
  * mins · bsums. Column-chunk outer, row inner: x is loaded once per chunk, only the 8 row sums
- * stay live, and the scales come from a small table by vpbroadcastd (measured ~10% faster than
- * kq_row's row-at-a-time order for Q4_K; slower for Q5_K, whose fifth bits add registers). */
+ * stay live, and the scales come from a small table by vpbroadcastd (faster than kq_row's
+ * row-at-a-time order for Q4_K; slower for Q5_K, whose fifth bits add registers: docs/engine.md,
+ * "Kernel choices"). */
 /* p += madd(a, b): what one vpdpwssd does with AVX-512 VNNI. */
 ALWAYS_INLINE __m256i madd_acc(__m256i p, __m256i a, __m256i b)
 {

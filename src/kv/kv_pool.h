@@ -28,8 +28,8 @@ dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_di
 /* The same, with the block storage in a POSIX shared-memory object called shm_name (e.g.
  * "/dyad-kv-123-0"), so that a prefill worker on this host can write blocks straight into it.
  * Its pages are allocated and mapped up front (MAP_POPULATE): the pool is committed memory
- * from the start, and no KV transfer pays for first-touch page allocation (docs/disaggregation.md,
- * "Transfer cost"). The object is unlinked by dy_kv_pool_free. */
+ * from the start, and no KV transfer pays for first-touch page allocation
+ * (docs/disaggregation-results.md, "Transfer cost"). The object is unlinked by dy_kv_pool_free. */
 dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, int kv_dim,
                                   const char *shm_name);
 void dy_kv_pool_free(dy_kv_pool *p);

@@ -39,9 +39,9 @@ struct dy_xfer_peer {
 
 /* Maps every page of the peer's pool into this process, a chunk at a time, beside the
  * transfers. The decode worker allocated the pages when it made the pool; without this the
- * first copy into each page takes a fault, which held copies to ~3 GB/s, and mapping it all
- * up front (MAP_POPULATE, ~80 ms for 1.5 GiB) would land on the first request's clock
- * (docs/disaggregation.md, "Transfer cost"). */
+ * first copy into each page takes a fault, which costs most of the copy's time, and mapping it
+ * all up front (MAP_POPULATE) would land on the first request's clock
+ * (docs/disaggregation-results.md, "Transfer cost"). */
 static void *populate_map(void *arg)
 {
     dy_xfer_peer *p = arg;
