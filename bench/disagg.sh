@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/disagg.sh [DYAD] — aggregated vs disaggregated serving on equal cores (2), the grid of
-# docs/disaggregation.md: configurations agg 1x2 (one worker, 2 threads), agg 2x1 (two
+# docs/disaggregation-results.md: configurations agg 1x2 (one worker, 2 threads), agg 2x1 (two
 # workers, 1 thread each) and disagg 1+1 (one prefill + one decode worker, 1 thread each,
 # default conditional disaggregation); ISL x OSL cells; closed-loop concurrency sweep.
 # Writes one CSV row per run to $OUT (default docs/bench/disagg.csv) with the transfer

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/disagg_balance.py [DYAD] — how busy each pool of a 1:1 disaggregated server is, and
 the prefill:decode worker ratio that would keep both busy: the "Balance" measurement of
-docs/disaggregation.md.
+docs/disaggregation-results.md.
 
 For each ISL x OSL cell, one `dyad serve --prefill-workers 1 --decode-workers 1` (110m q8_0,
 4096-token context, one thread a worker; every prompt prefilled remotely however long the

@@ -5,7 +5,7 @@ disagg 1+1 server (110m q8_0, 4096 context, one thread a worker) with different
 alternated over ROUNDS rounds so drift on a shared machine hits them all alike. Prints one row
 per run (goodput under TTFT <= 5 s and TPOT <= 50 ms, TTFT p50, TPOT mean, ITL p99, and the
 share of prompts prefilled remotely, from `dyad bench`'s KV transfer report) and the median per
-variant. The numbers behind the defaults in docs/disaggregation.md. A benchmark: it asserts
+variant. The numbers behind the defaults (docs/disaggregation-results.md). A benchmark: it asserts
 nothing. Standard library only.
 
   ROUNDS=3 DURATION=30 bench/disagg_policy.py"""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/disagg_sweep.py [DYAD] — aggregated vs disaggregated serving on equal cores, each
 ISL x OSL cell swept over the request rate (open loop, Poisson) up to saturation: the
-measurement of docs/disaggregation.md ("Rate sweeps").
+measurement of docs/disaggregation-results.md ("Rate sweeps").
 
 Configurations (2 cores in all): agg 1x2 (one worker, 2 threads), agg 2x1 (two workers, 1
 thread each), disagg 1+1 (one prefill + one decode worker, 1 thread each, the default

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """disagg_table.py CSV... — renders bench/disagg.sh's CSV rows as the markdown table of
-docs/disaggregation.md: per cell, each configuration's output tok/s per core, TTFT p50, ITL p50,
+docs/disaggregation-results.md: per cell, each configuration's output tok/s per core, TTFT p50, ITL p50,
 TPOT mean; the throughput ratio of disaggregated to the best aggregated configuration; and
 which configurations meet a TTFT p50 and TPOT mean objective (SLO_TTFT_MS, default 5000, and
 SLO_TPOT_MS, default 40)."""
