@@ -117,11 +117,6 @@ dy_kv_index *dy_router_index(dy_router *r)
     return r ? r->index : NULL;
 }
 
-dy_router_config dy_router_get_config(const dy_router *r)
-{
-    return r ? r->cfg : dy_router_config_default();
-}
-
 static bool valid(const dy_router *r, int worker)
 {
     return r && worker >= 0 && worker < r->max_workers;

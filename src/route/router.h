@@ -72,7 +72,6 @@ dy_router *dy_router_new(const dy_router_config *cfg, int max_workers);
 void dy_router_free(dy_router *r);
 /* The router's prefix index: apply the workers' event batches and snapshots to it. */
 dy_kv_index *dy_router_index(dy_router *r);
-dy_router_config dy_router_get_config(const dy_router *r);
 
 /* A worker joins (or changes mode). publishes_events = false puts it in approximate mode:
  * the router predicts its cache from its own decisions. Joining resets its load. */
