@@ -31,7 +31,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "route/kv_index.h"
-#include "route/route.h"
+
+/* The pools a worker can belong to (its role); they pick the cost terms below. */
+typedef enum { DY_POOL_AGG = 0, DY_POOL_PREFILL = 1, DY_POOL_DECODE = 2 } dy_route_pool;
 
 typedef enum {
     DY_ROUTER_ROUND_ROBIN = 0,

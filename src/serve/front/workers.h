@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
-#include "route/route.h"
+#include "route/place.h"
 #include "route/router.h"
 #include "serve/front/job.h"
 
