@@ -1,6 +1,6 @@
 /* place.h — where a request runs: everything the frontend decides about a request, as pure
  * policy (no I/O, no clocks, no threads, no locks, no allocation; the caller passes the
- * time in). The frontend (serve/front/pool_*.c) calls it under its lock with a view of its
+ * time in). The frontend (serve/front/fleet_*.c) calls it under its lock with a view of its
  * worker pool; a simulator or planner can call it with a made-up pool and get the very
  * decisions the server makes.
  *
