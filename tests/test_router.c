@@ -7,7 +7,7 @@
  * simulated deployment of workers with LRU caches publishing their events, kv-aware sends
  * shared-prefix groups back to the workers that hold them while keeping loads close. */
 #include "testutil.h"
-#include "kv/kv_cache.h"
+#include "kv/block_hash.h"
 #include "route/router.h"
 
 #include <stdio.h>

@@ -68,14 +68,14 @@ static const char serve_usage[] =
 typedef struct {
     const char *model, *tokenizer, *model_name, *host, *api_key, *chat, *request_log;
     int port, max_body, max_connections, timeout, drain;
-    dy_workers_config w;
+    dy_fleet_config w;
 } serve_opts;
 
 static int parse(int argc, char **argv, serve_opts *o)
 {
     *o = (serve_opts){.host = "127.0.0.1", .port = 8000, .max_body = 4 << 20,
                       .max_connections = 256, .timeout = 60, .drain = 30};
-    o->w = (dy_workers_config){.n_workers = 2, .n_prefill = 1, .threads_per_worker = 1,
+    o->w = (dy_fleet_config){.n_workers = 2, .n_prefill = 1, .threads_per_worker = 1,
                                .kv_mem_mib = 256, .block_size = 16, .max_batch_tokens = 512,
                                .max_running = 64, .max_queue = 256, .startup_timeout_s = 120,
                                .xfer = DY_XFER_SHM, .xfer_timeout_s = 30,
@@ -246,7 +246,7 @@ int cmd_serve(int argc, char **argv)
         dy_model_free(m);
         return 2;
     }
-    dy_workers *workers = dy_workers_start(&o.w, err, sizeof err);
+    dy_fleet *workers = dy_fleet_start(&o.w, err, sizeof err);
     dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
     dy_http *http = NULL;
     if (workers && metrics) {
@@ -263,8 +263,8 @@ int cmd_serve(int argc, char **argv)
     if (!http) {
         fprintf(stderr, "dyad serve: %s\n", err[0] ? err : "out of memory");
         if (workers) {
-            dy_workers_stop(workers, 0);
-            dy_workers_free(workers);
+            dy_fleet_stop(workers, 0);
+            dy_fleet_free(workers);
         }
         dy_metrics_free(metrics);
         dy_reqlog_close(reqlog);
@@ -289,9 +289,9 @@ int cmd_serve(int argc, char **argv)
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
     dy_http_quiesce(http);
-    dy_workers_stop(workers, o.drain);
+    dy_fleet_stop(workers, o.drain);
     dy_http_stop(http);
-    dy_workers_free(workers);
+    dy_fleet_free(workers);
     dy_metrics_free(metrics);
     dy_reqlog_close(reqlog);
     dy_model_free(m);

@@ -5,9 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
-#define HASH_SEED 0x6479616442484b56ull /* fixed: every worker must compute the same hashes */
 #define EMPTY -1
 #define TOMB -2
 
@@ -31,25 +29,11 @@ struct dy_kv_cache {
     bool log_overflow;
 };
 
-uint64_t dy_block_hash(uint64_t parent, const int32_t *tokens, int n)
-{
-    /* parent ‖ tokens in one buffer: blocks are small (16 tokens by default) */
-    int32_t buf[2 + 256];
-    if (n > 256) { /* unusually large blocks: chain the parent in as the seed instead */
-        return XXH3_64bits_withSeed(tokens, sizeof(int32_t) * (size_t)n, parent ^ HASH_SEED);
-    }
-    memcpy(buf, &parent, sizeof parent);
-    memcpy(buf + 2, tokens, sizeof(int32_t) * (size_t)n);
-    return XXH3_64bits_withSeed(buf, sizeof parent + sizeof(int32_t) * (size_t)n, HASH_SEED);
-}
-
 void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_blocks,
                              uint64_t *hashes)
 {
     const int bs = c->pool->block_size;
-    uint64_t parent = c->fingerprint;
-    for (int i = 0; i < n_blocks; i++)
-        parent = hashes[i] = dy_block_hash(parent, tokens + (size_t)i * bs, bs);
+    dy_block_hashes(c->fingerprint, tokens, n_blocks * bs, bs, hashes);
 }
 
 dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint)

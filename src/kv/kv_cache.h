@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "kv/block_hash.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_event.h"
 
@@ -32,9 +33,8 @@ void dy_kv_cache_free(dy_kv_cache *c);
 dy_kv_pool *dy_kv_cache_pool(const dy_kv_cache *c);
 uint64_t dy_kv_cache_fingerprint(const dy_kv_cache *c);
 
-/* Chained hash of one full block of tokens. */
-uint64_t dy_block_hash(uint64_t parent, const int32_t *tokens, int n);
-/* Hashes of the first n_blocks full blocks of tokens (chained from the fingerprint). */
+/* Hashes of the first n_blocks full blocks of tokens (chained from the fingerprint; the
+ * hash itself is block_hash.h's). */
 void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_blocks,
                              uint64_t *hashes);
 

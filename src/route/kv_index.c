@@ -272,11 +272,6 @@ void dy_kv_index_free(dy_kv_index *x)
     free(x);
 }
 
-int dy_kv_index_max_workers(const dy_kv_index *x)
-{
-    return x ? x->max_workers : 0;
-}
-
 /* ---------------------------------------------------------------- events */
 
 static int store(dy_kv_index *x, int worker, uint64_t hash, int tier)

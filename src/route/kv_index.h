@@ -40,7 +40,6 @@ typedef struct dy_kv_index dy_kv_index;
  * max_workers is out of range. Not thread-safe: one owner (the router) calls it. */
 dy_kv_index *dy_kv_index_new(int max_workers);
 void dy_kv_index_free(dy_kv_index *x);
-int dy_kv_index_max_workers(const dy_kv_index *x);
 
 /* Applies one batch of a worker's events. A worker's batches are numbered 1, 2, 3, ...; the
  * first batch after a snapshot taken at seq s is s + 1. An unknown worker joins implicitly

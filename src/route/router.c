@@ -46,7 +46,8 @@ const char *dy_router_policy_name(dy_router_policy p)
 dy_router_config dy_router_config_default(void)
 {
     /* w = 1 weighs a block of prefill like a block of decode KV; τ = 0 is deterministic up to
-     * ties; 120 s is about how long a prefix stays hot in a worker's LRU under load. */
+     * ties; the TTL should not outlast how long a prefix stays in a worker's LRU under load
+     * (docs/routing.md). */
     return (dy_router_config){.policy = DY_ROUTER_KV_AWARE, .overlap_weight = 1.0,
                               .temperature = 0.0, .block_size = 16, .approx_ttl_s = 120.0,
                               .seed = 1};
@@ -115,11 +116,6 @@ void dy_router_free(dy_router *r)
 dy_kv_index *dy_router_index(dy_router *r)
 {
     return r ? r->index : NULL;
-}
-
-dy_router_config dy_router_get_config(const dy_router *r)
-{
-    return r ? r->cfg : dy_router_config_default();
 }
 
 static bool valid(const dy_router *r, int worker)

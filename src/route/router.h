@@ -31,7 +31,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include "route/kv_index.h"
-#include "route/route.h"
+
+/* The pools a worker can belong to (its role); they pick the cost terms below. */
+typedef enum { DY_POOL_AGG = 0, DY_POOL_PREFILL = 1, DY_POOL_DECODE = 2 } dy_route_pool;
 
 typedef enum {
     DY_ROUTER_ROUND_ROBIN = 0,
@@ -72,7 +74,6 @@ dy_router *dy_router_new(const dy_router_config *cfg, int max_workers);
 void dy_router_free(dy_router *r);
 /* The router's prefix index: apply the workers' event batches and snapshots to it. */
 dy_kv_index *dy_router_index(dy_router *r);
-dy_router_config dy_router_get_config(const dy_router *r);
 
 /* A worker joins (or changes mode). publishes_events = false puts it in approximate mode:
  * the router predicts its cache from its own decisions. Joining resets its load. */

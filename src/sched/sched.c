@@ -2,6 +2,7 @@
  * plan is rebuilt from them every step. The samples of one prompt that wait for their leader
  * hang off it (forks) rather than sit in a list, so they are never planned before the fork. */
 #include "sched/sched.h"
+#include "kv/block_hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,8 @@ static void release_blocks(dy_sched *s, dy_seq *q)
 static void ensure_hashes(dy_sched *s, dy_seq *q, int nb, int have)
 {
     uint64_t parent = have ? q->hashes[have - 1] : dy_kv_cache_fingerprint(s->kv);
-    for (int i = have; i < nb; i++)
-        parent = q->hashes[i] = dy_block_hash(parent, q->tokens + (size_t)i * s->bs, s->bs);
+    dy_block_hashes(parent, q->tokens + (size_t)have * s->bs, (nb - have) * s->bs, s->bs,
+                    q->hashes + have);
 }
 
 /* Grows the block table to cover positions [0, len). False if the pool is out of blocks

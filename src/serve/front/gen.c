@@ -418,7 +418,7 @@ static void settle_votes(gen *g)
     int n = vote_progress(g, cancel);
     pthread_mutex_unlock(&g->job->mu);
     for (int i = 0; i < n; i++)
-        dy_workers_cancel_choice(g->env.workers, g->job, cancel[i]);
+        dy_fleet_cancel_choice(g->env.workers, g->job, cancel[i]);
     free(cancel);
 }
 

@@ -15,7 +15,7 @@
 #include "serve/front/metrics.h"
 #include "serve/front/openai.h"
 #include "serve/front/reqlog.h"
-#include "serve/front/workers.h"
+#include "serve/front/fleet.h"
 
 /* What a request needs from the server (borrowed; must outlive the request). */
 typedef struct {
@@ -23,7 +23,7 @@ typedef struct {
     dy_chat_family chat;
     const dy_api_limits *limits;
     const char *model_id;
-    dy_workers *workers;
+    dy_fleet *workers;
     dy_metrics *metrics;
     dy_reqlog *reqlog;   /* NULL: no request log */
 } dy_gen_env;

@@ -121,7 +121,7 @@ static bool authorized(const dy_http *h, struct MHD_Connection *c)
 static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
 {
     dy_worker_info w[64];
-    int n = dy_workers_info(h->cfg.workers, w, 64), alive = 0;
+    int n = dy_fleet_info(h->cfg.workers, w, 64), alive = 0;
     size_t cap = 96 + 64 * (size_t)n, len = 0;
     char *body = malloc(cap);
     if (!body)
@@ -153,9 +153,9 @@ static enum MHD_Result route_models(dy_http *h, struct MHD_Connection *c, const 
 static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
 {
     dy_worker_info w[64];
-    int n = dy_workers_info(h->cfg.workers, w, 64);
-    dy_xfer_totals x = dy_workers_xfer_totals(h->cfg.workers);
-    dy_router_totals rt = dy_workers_router_totals(h->cfg.workers);
+    int n = dy_fleet_info(h->cfg.workers, w, 64);
+    dy_xfer_totals x = dy_fleet_xfer_totals(h->cfg.workers);
+    dy_router_totals rt = dy_fleet_router_totals(h->cfg.workers);
     return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
                      dy_metrics_render(h->cfg.metrics, w, n, &x, &rt));
 }
@@ -208,7 +208,7 @@ static enum MHD_Result answer_whole(dy_http *h, dy_gen *g, struct MHD_Connection
             pthread_mutex_unlock(&j->mu);
             dy_gen_progress(g);
             if (fd_gone(fd)) {
-                dy_workers_cancel(h->cfg.workers, j);
+                dy_fleet_cancel(h->cfg.workers, j);
                 cancelled = true;
             }
             pthread_mutex_lock(&j->mu);
@@ -296,7 +296,7 @@ static void stream_free(void *cls)
     bool unfinished = !dy_job_all_done(j);
     pthread_mutex_unlock(&j->mu);
     if (unfinished) {
-        dy_workers_cancel(st->h->cfg.workers, j);
+        dy_fleet_cancel(st->h->cfg.workers, j);
         /* The workers answer a cancel within a step; wait (bounded) so the outcome counts. */
         pthread_mutex_lock(&j->mu);
         for (int i = 0; i < 25 && !dy_job_all_done(j); i++)
@@ -315,7 +315,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
                                                                     stream_reader, st, stream_free)
                                 : NULL;
     if (!r) {
-        dy_workers_cancel(h->cfg.workers, dy_gen_job(g));
+        dy_fleet_cancel(h->cfg.workers, dy_gen_job(g));
         dy_gen_free(g);
         free(st);
         return MHD_NO;
@@ -342,9 +342,9 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
     if (!g)
         return send_error(h, c, path, &e);
     char msg[256];
-    int rc = dy_workers_submit(h->cfg.workers, dy_gen_job(g), msg, sizeof msg);
-    if (rc != 0) {
-        if (rc == -1)
+    dy_submit_result rc = dy_fleet_submit(h->cfg.workers, dy_gen_job(g), msg, sizeof msg);
+    if (rc != DY_SUBMIT_OK) {
+        if (rc == DY_SUBMIT_QUEUE_FULL)
             dy_api_error_queue_full(&e);
         else
             dy_api_error_unavailable(&e, msg);

@@ -12,7 +12,7 @@
 #include "serve/front/metrics.h"
 #include "serve/front/openai.h"
 #include "serve/front/reqlog.h"
-#include "serve/front/workers.h"
+#include "serve/front/fleet.h"
 
 typedef struct {
     const char *host;
@@ -24,7 +24,7 @@ typedef struct {
     dy_api_limits limits;
     int max_connections;
     int connection_timeout_s; /* idle connections are closed after this */
-    dy_workers *workers;
+    dy_fleet *workers;
     dy_metrics *metrics;
     dy_reqlog *reqlog;        /* NULL: no request log */
     int64_t started;          /* unix time, for /v1/models */

@@ -6,7 +6,7 @@
 #define DYAD_METRICS_H
 
 #include <stdint.h>
-#include "serve/front/workers.h"
+#include "serve/front/fleet.h"
 
 typedef enum {
     DY_OUTCOME_STOP, DY_OUTCOME_LENGTH, DY_OUTCOME_CANCELLED, DY_OUTCOME_ERROR,

@@ -47,6 +47,10 @@ typedef enum {
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
+/* The name of a decode worker's shared-memory KV pool under /dev/shm, from its pid and
+ * worker id: the worker creates it, the frontend parses it back to remove pools of workers
+ * that died unseen. */
+#define DY_KV_SHM_NAME "dyad-kv-%d-%d"
 typedef enum { DY_XFER_SHM = 1, DY_XFER_TCP = 2 } dy_xfer_kind;
 
 #define DY_WIRE_MAX_PEER 128

@@ -27,8 +27,4 @@ typedef struct {
  * status (0, or 1 with a message on stderr when the model or engine cannot be set up). */
 int dy_worker_run(const dy_worker_config *cfg);
 
-/* The name of a decode worker's shared-memory KV pool under /dev/shm, from its pid and
- * worker id; the frontend parses it back to remove pools of workers that died unseen. */
-#define DY_KV_SHM_NAME "dyad-kv-%d-%d"
-
 #endif

@@ -1,14 +1,15 @@
-/* workers.h — the frontend's worker processes: it spawns them (`dyad worker --fd N`, one end
- * of a Unix socket pair each), sends them sequences, and runs one reader thread per worker
- * that routes the tokens coming back to their jobs. A worker that dies is seen at once (its
- * socket closes): choices that had not produced a token yet are sent to another worker,
- * the others end with an error, and a new worker is started in its place. */
-#ifndef DYAD_WORKERS_H
-#define DYAD_WORKERS_H
+/* fleet.h — the frontend's fleet of worker processes: it spawns them (`dyad worker --fd N`,
+ * one end of a Unix socket pair each), sends them sequences where placement
+ * (route/place.h) puts them, and runs one reader thread per worker that routes the tokens
+ * coming back to their jobs. A worker that dies is seen at once (its socket closes):
+ * choices that had not produced a token yet are sent to another worker, the others end with
+ * an error, and a new worker is started in its place. (How: fleet_impl.h.) */
+#ifndef DYAD_FLEET_H
+#define DYAD_FLEET_H
 
 #include <stdint.h>
 #include <sys/types.h>
-#include "route/route.h"
+#include "route/place.h"
 #include "route/router.h"
 #include "serve/front/job.h"
 
@@ -35,7 +36,7 @@ typedef struct {
     dy_router_config router;  /* which worker of a pool (docs/routing.md) */
     bool no_kv_events;        /* workers publish no KV events: the router predicts their
                                * caches from its own decisions (approximate mode) */
-} dy_workers_config;
+} dy_fleet_config;
 
 /* KV transfer totals (for metrics and reports). */
 typedef struct {
@@ -54,7 +55,7 @@ typedef struct {
     uint64_t index_blocks;      /* distinct block hashes in the global prefix index */
 } dy_router_totals;
 
-typedef struct dy_workers dy_workers;
+typedef struct dy_fleet dy_fleet;
 
 typedef struct {
     int alive;
@@ -68,28 +69,31 @@ typedef struct {
     int64_t indexed_blocks;     /* blocks the global index says it holds */
 } dy_worker_info;
 
+/* How dy_fleet_submit went. */
+typedef enum {
+    DY_SUBMIT_OK = 0,
+    DY_SUBMIT_QUEUE_FULL = 1,  /* over max_queue sequences would wait (HTTP 429) */
+    DY_SUBMIT_UNAVAILABLE = 2, /* no worker is alive, or the server is stopping (HTTP 503) */
+} dy_submit_result;
+
 /* Starts the workers and waits until each has loaded the model (or fails with the reason). */
-dy_workers *dy_workers_start(const dy_workers_config *cfg, char *err, size_t errlen);
-/* Sends every choice of the job to the least-loaded live worker. 0 on success; -1 when the
- * queue is full, -2 when no worker is alive (message in err). Takes one job reference per
- * choice, dropped when the choice ends. */
-int dy_workers_submit(dy_workers *w, dy_job *job, char *err, size_t errlen);
+dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen);
+/* Admits the job and sends each of its prompts (with its samples) where placement puts
+ * them; the message in err says why not. Takes one job reference per choice, dropped when
+ * the choice ends. */
+dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t errlen);
 /* Asks the workers to stop the job's unfinished choices (the client went away). */
-void dy_workers_cancel(dy_workers *w, dy_job *job);
+void dy_fleet_cancel(dy_fleet *w, dy_job *job);
 /* Cancels one choice of a job (a sample whose vote is no longer needed). */
-void dy_workers_cancel_choice(dy_workers *w, dy_job *job, int i);
+void dy_fleet_cancel_choice(dy_fleet *w, dy_job *job, int i);
 /* Refuses new jobs, lets in-flight sequences finish (up to timeout_s), then stops and reaps
  * every worker. Choices still running at the timeout end with an error. w stays valid (new
- * submissions get -2) until dy_workers_free. */
-void dy_workers_stop(dy_workers *w, double timeout_s);
-void dy_workers_free(dy_workers *w);
-/* Kills worker i (tests of worker death). */
-void dy_workers_kill(dy_workers *w, int i);
+ * submissions get DY_SUBMIT_UNAVAILABLE) until dy_fleet_free. */
+void dy_fleet_stop(dy_fleet *w, double timeout_s);
+void dy_fleet_free(dy_fleet *w);
 /* A snapshot of up to cap workers; returns how many. */
-int dy_workers_info(dy_workers *w, dy_worker_info *out, int cap);
-dy_xfer_totals dy_workers_xfer_totals(dy_workers *w);
-dy_router_totals dy_workers_router_totals(dy_workers *w);
-/* What the model's workers reported in HELLO (context length, vocabulary), from any worker. */
-dy_msg_hello dy_workers_hello(dy_workers *w);
+int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap);
+dy_xfer_totals dy_fleet_xfer_totals(dy_fleet *w);
+dy_router_totals dy_fleet_router_totals(dy_fleet *w);
 
 #endif

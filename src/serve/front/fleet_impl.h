@@ -1,0 +1,129 @@
+/* fleet_impl.h — the fleet's insides, shared by the files that each do one job of it:
+ *   fleet_proc.c     the worker processes: spawn, the reader thread, restarts, start/stop,
+ *                    info and totals
+ *   fleet_flights.c  the in-flight table: placement (route/place.h), submitting, sending
+ *                    samples, cancelling, tokens and ends, reruns after a worker died
+ *   fleet_prefill.c  disaggregated prefill (docs/disaggregation.md): a sequence placed with
+ *                    a prefill worker goes to its decode worker as REQUEST(remote_prefill);
+ *                    the decode worker answers KV_ALLOC with the blocks it set aside; the
+ *                    prefill worker gets PREFILL with those destinations; its PREFILL_DONE
+ *                    becomes KV_READY for the decode worker; a janitor ends prefills that stall
+ *   fleet_kv.c       what workers report about their caches: KV events, snapshots, load
+ *
+ * One mutex (`mu`) guards the slots, their in-flight tables, the live flags and the router;
+ * a job's own mutex is always taken after it, never before. Functions here expect mu held
+ * unless they say "takes mu". */
+#ifndef DYAD_FLEET_IMPL_H
+#define DYAD_FLEET_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "route/place.h"
+#include "serve/front/fleet.h"
+#include "serve/wire/wire.h"
+
+typedef enum { FL_GEN, FL_PREFILL } flight_kind;
+
+/* A sequence on a worker: a generating one (FL_GEN), or a prompt a prefill worker computes
+ * for a decode worker (FL_PREFILL). */
+typedef struct {
+    uint64_t id;
+    dy_job *job;
+    int choice;
+    int group;             /* samples sharing this prompt: choices [choice, choice + group) */
+    flight_kind kind;
+    int prefill_slot;      /* FL_GEN routed for remote prefill: the planned prefill worker */
+    int decode_slot;       /* FL_PREFILL: where the KV goes, and its sequence id there */
+    uint64_t decode_id;
+    int64_t tokens;        /* FL_PREFILL: prompt tokens to compute (load accounting) */
+    uint32_t n_blocks;
+    double t_sent;
+    bool cancel_decode;    /* FL_PREFILL: the client left; cancel at the decode worker after */
+    bool has_ticket;       /* FL_GEN, a prompt's first sample: the router's load accounting */
+    bool prefilled_remotely; /* FL_GEN: a prefill worker computed its prompt (its cache hits
+                              * are the ones that saved work, counted at PREFILL_DONE) */
+    dy_router_ticket ticket;
+} flight;
+
+/* A worker's KV snapshot arriving in parts. */
+typedef struct {
+    uint64_t seq;
+    uint32_t next_part, n_parts;
+    uint64_t *hashes, *parents;
+    int n, cap;
+} snapshot_rx;
+
+/* One worker: its process, its socket, what is in flight there and what it reported. */
+typedef struct {
+    struct dy_fleet *fleet;
+    int index;
+    pid_t pid;
+    int fd;
+    bool alive, hello_seen;
+    pthread_t reader;
+    pthread_mutex_t wmu; /* serialises writes to fd */
+    flight *fl;
+    int n_fl, cap_fl;
+    uint64_t restarts;
+    int role;                 /* dy_worker_role */
+    dy_msg_hello hello;
+    snapshot_rx snap;
+    bool resync_asked;        /* a KV_RESYNC is out; its snapshot has not completed */
+    uint64_t routed;
+    dy_msg_stats stats, base; /* base: counters of earlier incarnations */
+} slot;
+
+struct dy_fleet {
+    dy_fleet_config cfg;
+    pthread_mutex_t mu;
+    pthread_cond_t changed;   /* a HELLO arrived, a worker died, a flight ended (dy_cond_init) */
+    slot *slots;
+    dy_place_worker *view;    /* placement's view of the slots, refreshed before each decision */
+    uint64_t next_id;
+    bool stopping;
+    dy_xfer_totals xfer;
+    dy_router *router;
+    dy_router_totals rt;
+    pthread_t janitor;
+    bool janitor_started;
+};
+
+/* ---- fleet_proc.c */
+/* Writes one frame to the worker (takes its write lock; mu need not be held). */
+bool fleet_send_frame(slot *s, const dy_buf *b);
+
+/* ---- fleet_flights.c */
+flight *fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice);
+flight *fleet_find_flight(slot *s, uint64_t id);
+void fleet_remove_flight(slot *s, flight *f);
+int fleet_total_flights(const dy_fleet *w);
+void fleet_send_cancel(slot *s, uint64_t id);
+/* The prefill worker for a prompt whose decode worker has set blocks aside (placement's
+ * re-pick when the planned one died); -1 if none. */
+int fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned);
+void fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t);   /* takes mu */
+void fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d);     /* takes mu */
+/* The dead worker's flights (taken off it): prompts that had not started run elsewhere,
+ * the rest fail; a dead prefill worker's prefills go back to their decode workers. */
+void fleet_flights_on_death(dy_fleet *w, flight *fl, int n);
+
+/* ---- fleet_prefill.c */
+/* The choice's prefill in flight, if any (with its prefill worker in *p). */
+flight *fleet_prefill_of(dy_fleet *w, const dy_choice *c, slot **p);
+void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m);             /* takes mu */
+void fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m);     /* takes mu */
+/* The decode worker s died: the prefills feeding it stop (they would write into a dead pool). */
+void fleet_prefill_drop_feeding(dy_fleet *w, const slot *s);
+/* A prefill flight lost with its prefill worker: its decode worker computes the prompt. */
+void fleet_prefill_lost(dy_fleet *w, flight *f);
+void *fleet_janitor_main(void *arg); /* the thread; takes mu */
+
+/* ---- fleet_kv.c */
+void fleet_snapshot_reset(snapshot_rx *r);
+void fleet_on_kv_events(dy_fleet *w, slot *s, const dy_msg_kv_events *m);     /* takes mu */
+void fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m); /* takes mu */
+void fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m);             /* takes mu */
+
+#endif

@@ -1,0 +1,492 @@
+/* fleet_proc.c — the worker processes of the fleet (fleet_impl.h): spawning them, one reader
+ * thread per worker that turns its frames into calls to the other fleet files, noticing a
+ * death and starting a new worker in its place, starting and stopping the whole fleet, and
+ * the snapshots of its state for /health and /metrics. */
+#include "serve/front/fleet_impl.h"
+#include "serve/wire/wire_io.h"
+#include "util/clock.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------- processes */
+
+static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        snprintf(err, errlen, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    const dy_fleet_config *c = &w->cfg;
+    char fd[16], id[16], th[16], kvm[16], kvb[16], bs[16], mbt[16], mr[16];
+    snprintf(fd, sizeof fd, "%d", sv[1]);
+    snprintf(id, sizeof id, "%d", s->index);
+    snprintf(th, sizeof th, "%d", c->threads_per_worker);
+    snprintf(kvm, sizeof kvm, "%d", c->kv_mem_mib);
+    snprintf(kvb, sizeof kvb, "%d", c->kv_blocks);
+    snprintf(bs, sizeof bs, "%d", c->block_size);
+    snprintf(mbt, sizeof mbt, "%d", c->max_batch_tokens);
+    snprintf(mr, sizeof mr, "%d", c->max_running);
+    char *argv[64];
+    int a = 0;
+    /* An optional launcher in front, e.g. "ip netns exec hostA" (its words split on spaces). */
+    char launcher[256] = "";
+    const char *l = s->role == DY_ROLE_PREFILL ? c->prefill_launcher
+                    : s->role == DY_ROLE_DECODE ? c->decode_launcher : NULL;
+    if (l)
+        snprintf(launcher, sizeof launcher, "%s", l);
+    for (char *save = NULL, *tok = strtok_r(launcher, " ", &save); tok && a < 16;
+         tok = strtok_r(NULL, " ", &save))
+        argv[a++] = tok;
+    const char *prog = a ? argv[0] : c->exe;
+    argv[a++] = (char *)c->exe;
+    argv[a++] = "worker";
+    argv[a++] = "--fd"; argv[a++] = fd;
+    argv[a++] = "--id"; argv[a++] = id;
+    argv[a++] = "--model"; argv[a++] = (char *)c->model;
+    if (c->tokenizer) {
+        argv[a++] = "--tokenizer";
+        argv[a++] = (char *)c->tokenizer;
+    }
+    argv[a++] = "--threads"; argv[a++] = th;
+    argv[a++] = "--kv-mem"; argv[a++] = kvm;
+    if (c->kv_blocks) {
+        argv[a++] = "--kv-blocks";
+        argv[a++] = kvb;
+    }
+    argv[a++] = "--block-size"; argv[a++] = bs;
+    argv[a++] = "--max-batch-tokens"; argv[a++] = mbt;
+    argv[a++] = "--max-running"; argv[a++] = mr;
+    if (c->no_prefix_cache)
+        argv[a++] = "--no-prefix-cache";
+    if (c->no_kv_events)
+        argv[a++] = "--no-kv-events";
+    static const char *const roles[] = {"agg", "prefill", "decode"};
+    argv[a++] = "--role"; argv[a++] = (char *)roles[s->role];
+    char listen[DY_WIRE_MAX_PEER + 8];
+    if (s->role == DY_ROLE_DECODE && c->xfer == DY_XFER_TCP) {
+        snprintf(listen, sizeof listen, "%s:0", c->kv_host ? c->kv_host : "127.0.0.1");
+        argv[a++] = "--kv-listen";
+        argv[a++] = listen;
+    }
+    argv[a] = NULL;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "fork: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        /* Only async-signal-safe calls between fork and exec. The frontend blocks SIGINT and
+         * SIGTERM (it takes them with sigwait) and ignores SIGPIPE; a signal mask and ignored
+         * signals survive exec, so the worker gets the defaults back first — otherwise the
+         * parent-death SIGTERM below could never end an orphaned worker. */
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        signal(SIGPIPE, SIG_DFL);
+        prctl(PR_SET_PDEATHSIG, SIGTERM);
+        if (getppid() != parent) /* the frontend died before prctl took effect */
+            _exit(1);
+        fcntl(sv[1], F_SETFD, 0);
+        execvp(prog, argv);
+        _exit(127);
+    }
+    close(sv[1]);
+    s->pid = pid;
+    s->fd = sv[0];
+    s->alive = true;
+    s->hello_seen = false;
+    return 0;
+}
+
+bool fleet_send_frame(slot *s, const dy_buf *b)
+{
+    if (b->oom || s->fd < 0)
+        return false;
+    pthread_mutex_lock(&s->wmu);
+    bool ok = dy_write_all(s->fd, b->data, b->len);
+    pthread_mutex_unlock(&s->wmu);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- the reader */
+
+/* A (new) worker has loaded its model. */
+static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
+{
+    pthread_mutex_lock(&w->mu);
+    s->hello = *m;
+    s->hello_seen = true;
+    /* A new incarnation: forget the old one's blocks and load; its first snapshot
+     * (sequence 0) brings it into the index. */
+    dy_router_remove_worker(w->router, s->index);
+    dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+    fleet_snapshot_reset(&s->snap);
+    s->resync_asked = false;
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void on_frame(dy_fleet *w, slot *s, dy_msg_type t, const uint8_t *p, uint32_t len)
+{
+    char err[256];
+    if (t == DY_MSG_TOKEN) {
+        dy_msg_token m;
+        if (dy_wire_decode_token(p, len, &m, err, sizeof err))
+            fleet_on_token(w, s, &m);
+    } else if (t == DY_MSG_DONE) {
+        dy_msg_done m;
+        if (dy_wire_decode_done(p, len, &m, err, sizeof err))
+            fleet_on_done(w, s, &m);
+    } else if (t == DY_MSG_STATS) {
+        dy_msg_stats m;
+        if (dy_wire_decode_stats(p, len, &m, err, sizeof err))
+            fleet_on_stats(w, s, &m);
+    } else if (t == DY_MSG_KV_EVENTS) {
+        dy_msg_kv_events m;
+        if (dy_wire_decode_kv_events(p, len, &m, err, sizeof err))
+            fleet_on_kv_events(w, s, &m);
+        dy_msg_kv_events_free(&m);
+    } else if (t == DY_MSG_KV_SNAPSHOT) {
+        dy_msg_kv_snapshot m;
+        if (dy_wire_decode_kv_snapshot(p, len, &m, err, sizeof err))
+            fleet_on_kv_snapshot(w, s, &m);
+        dy_msg_kv_snapshot_free(&m);
+    } else if (t == DY_MSG_KV_ALLOC) {
+        dy_msg_kv_alloc m;
+        if (dy_wire_decode_kv_alloc(p, len, &m, err, sizeof err))
+            fleet_on_kv_alloc(w, s, &m);
+        dy_msg_kv_alloc_free(&m);
+    } else if (t == DY_MSG_PREFILL_DONE) {
+        dy_msg_prefill_done m;
+        if (dy_wire_decode_prefill_done(p, len, &m, err, sizeof err))
+            fleet_on_prefill_done(w, s, &m);
+    } else if (t == DY_MSG_HELLO) {
+        dy_msg_hello m;
+        if (dy_wire_decode_hello(p, len, &m, err, sizeof err))
+            on_hello(w, s, &m);
+    }
+}
+
+/* Keeps the dead incarnation's counters so totals never go backwards. */
+static void bank_stats(slot *s)
+{
+    s->base.prompt_tokens += s->stats.prompt_tokens;
+    s->base.generated_tokens += s->stats.generated_tokens;
+    s->base.cache_lookup_blocks += s->stats.cache_lookup_blocks;
+    s->base.cache_hit_blocks += s->stats.cache_hit_blocks;
+    s->base.preemptions += s->stats.preemptions;
+    s->base.steps += s->stats.steps;
+    s->base.step_seconds += s->stats.step_seconds;
+    memset(&s->stats, 0, sizeof s->stats);
+}
+
+/* The worker is gone: reap it, rerun what had not started, fail the rest. Call with mu held. */
+static void on_death(dy_fleet *w, slot *s)
+{
+    s->alive = false;
+    dy_router_remove_worker(w->router, s->index); /* its blocks leave the index */
+    fleet_snapshot_reset(&s->snap);
+    close(s->fd);
+    s->fd = -1;
+    waitpid(s->pid, NULL, 0);
+    bank_stats(s);
+    if (s->hello.shm_name[0])
+        shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
+    fleet_prefill_drop_feeding(w, s);
+    flight *fl = s->fl;
+    int n = s->n_fl;
+    s->fl = NULL;
+    s->n_fl = s->cap_fl = 0;
+    fleet_flights_on_death(w, fl, n);
+    free(fl);
+    pthread_cond_broadcast(&w->changed);
+}
+
+static void *reader_main(void *arg)
+{
+    slot *s = arg;
+    dy_fleet *w = s->fleet;
+    dy_conn conn;
+    dy_conn_init(&conn, s->fd);
+    for (;;) {
+        long n = dy_conn_fill(&conn);
+        dy_msg_type t;
+        const uint8_t *p;
+        uint32_t len;
+        char err[256];
+        int k = 0;
+        if (n > 0)
+            while ((k = dy_conn_next(&conn, &t, &p, &len, err, sizeof err)) == 1)
+                on_frame(w, s, t, p, len);
+        if (n > 0 && k == 0)
+            continue;
+        if (k < 0) {
+            fprintf(stderr, "dyad serve: worker %d sent a corrupt frame (%s); restarting it\n",
+                    s->index, err);
+            kill(s->pid, SIGKILL);
+        }
+        /* End of stream: the worker exited or was killed. */
+        pthread_mutex_lock(&w->mu);
+        bool had_hello = s->hello_seen;
+        on_death(w, s);
+        bool stop = w->stopping;
+        pthread_mutex_unlock(&w->mu);
+        dy_conn_free(&conn);
+        if (stop)
+            return NULL;
+        if (!had_hello)
+            sleep(1); /* it died while loading: do not spin */
+        fprintf(stderr, "dyad serve: worker %d exited; starting a new one\n", s->index);
+        pthread_mutex_lock(&w->mu);
+        char e[256];
+        int rc = w->stopping ? -1 : spawn(w, s, e, sizeof e);
+        if (rc == 0) {
+            s->restarts++;
+            /* A candidate at once (requests queue on its socket while it loads); its blocks
+             * enter the index with its first snapshot after HELLO. */
+            dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+        }
+        pthread_mutex_unlock(&w->mu);
+        if (rc != 0)
+            return NULL;
+        dy_conn_init(&conn, s->fd);
+    }
+}
+
+/* ---------------------------------------------------------------- starting and stopping */
+
+static bool wait_for_hellos(dy_fleet *w, char *err, size_t errlen)
+{
+    double deadline = dy_now() + w->cfg.startup_timeout_s;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        int ready = 0;
+        for (int i = 0; i < w->cfg.n_workers; i++)
+            ready += w->slots[i].hello_seen;
+        if (ready == w->cfg.n_workers)
+            break;
+        for (int i = 0; i < w->cfg.n_workers; i++)
+            if (w->slots[i].restarts > 0 && !w->slots[i].hello_seen) {
+                snprintf(err, errlen, "worker %d exited while loading the model (see its message "
+                         "above)", i);
+                pthread_mutex_unlock(&w->mu);
+                return false;
+            }
+        if (dy_now() > deadline) {
+            snprintf(err, errlen, "workers did not start within %.0f s", w->cfg.startup_timeout_s);
+            pthread_mutex_unlock(&w->mu);
+            return false;
+        }
+        /* A restart is counted without a broadcast: look again now and then. */
+        dy_cond_wait_for(&w->changed, &w->mu, 0.1);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return true;
+}
+
+/* Decode workers' KV pools are named shared-memory objects (/dev/shm/dyad-kv-PID-ID) that a
+ * worker removes when it exits and the frontend when it reaps a dead one; a frontend killed
+ * outright (SIGKILL, OOM) takes its workers with it before either can. Their memory stays
+ * committed until someone unlinks the name, so each start removes the pools of processes that
+ * no longer exist. (A pid reused by an unrelated process keeps its stale pool: safe.) */
+static void remove_stale_pools(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    for (struct dirent *e; (e = readdir(d));) {
+        int pid, id, end = 0;
+        if (sscanf(e->d_name, DY_KV_SHM_NAME "%n", &pid, &id, &end) != 2 || e->d_name[end] ||
+            pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char name[300];
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        shm_unlink(name);
+    }
+    closedir(d);
+}
+
+dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
+{
+    dy_fleet *w = calloc(1, sizeof *w);
+    if (!w || !(w->slots = calloc((size_t)cfg->n_workers, sizeof *w->slots)) ||
+        !(w->view = calloc((size_t)cfg->n_workers, sizeof *w->view))) {
+        if (w)
+            free(w->slots);
+        free(w);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (cfg->n_prefill > 0)
+        remove_stale_pools();
+    w->cfg = *cfg;
+    w->next_id = 1;
+    w->rt.policy = dy_router_policy_name(cfg->router.policy);
+    w->cfg.router.block_size = cfg->block_size; /* the router counts blocks as workers do */
+    if (!(w->router = dy_router_new(&w->cfg.router, cfg->n_workers))) {
+        snprintf(err, errlen, "bad router settings, or out of memory");
+        free(w->view);
+        free(w->slots);
+        free(w);
+        return NULL;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    dy_cond_init(&w->changed);
+    int started = 0;
+    for (int i = 0; i < cfg->n_workers; i++) {
+        slot *s = &w->slots[i];
+        s->fleet = w;
+        s->index = i;
+        s->fd = -1;
+        s->role = i < cfg->n_prefill ? DY_ROLE_PREFILL : cfg->n_prefill > 0 ? DY_ROLE_DECODE : DY_ROLE_AGG;
+        pthread_mutex_init(&s->wmu, NULL);
+        if (spawn(w, s, err, errlen) != 0)
+            break;
+        pthread_mutex_lock(&w->mu);
+        dy_router_add_worker(w->router, i, !cfg->no_kv_events);
+        pthread_mutex_unlock(&w->mu);
+        if (pthread_create(&s->reader, NULL, reader_main, s) != 0)
+            break;
+        started++;
+    }
+    if (started == cfg->n_workers && wait_for_hellos(w, err, errlen) &&
+        pthread_create(&w->janitor, NULL, fleet_janitor_main, w) == 0) {
+        w->janitor_started = true;
+        return w;
+    }
+    if (started < cfg->n_workers && !err[0])
+        snprintf(err, errlen, "could not start worker %d", started);
+    w->cfg.n_workers = started;
+    dy_fleet_stop(w, 0);
+    dy_fleet_free(w);
+    return NULL;
+}
+
+static int alive_workers(const dy_fleet *w)
+{
+    int n = 0;
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        n += w->slots[i].alive;
+    return n;
+}
+
+static double earlier(double a, double b)
+{
+    return a < b ? a : b;
+}
+
+void dy_fleet_stop(dy_fleet *w, double timeout_s)
+{
+    pthread_mutex_lock(&w->mu);
+    w->stopping = true;
+    double deadline = dy_now() + timeout_s;
+    /* Flights end with a broadcast; the recheck each second only bounds a missed one. */
+    while (fleet_total_flights(w) > 0 && dy_now() < deadline)
+        dy_cond_wait_until(&w->changed, &w->mu, earlier(deadline, dy_now() + 1));
+    /* Ask politely; the reader threads see the sockets close and reap. */
+    for (int i = 0; i < w->cfg.n_workers; i++) {
+        slot *s = &w->slots[i];
+        if (!s->alive)
+            continue;
+        dy_buf b = {0};
+        if (dy_wire_shutdown(&b)) {
+            pthread_mutex_lock(&s->wmu);
+            dy_write_all(s->fd, b.data, b.len);
+            pthread_mutex_unlock(&s->wmu);
+        }
+        dy_buf_free(&b);
+        if (fleet_total_flights(w) > 0)
+            kill(s->pid, SIGKILL); /* past the deadline: stop now, choices fail on death */
+        shutdown(s->fd, SHUT_WR);
+    }
+    /* A worker that does not exit (stopped, stuck in a step) is killed after a grace period,
+     * so shutting down never hangs on it. */
+    double grace = dy_now() + 5;
+    while (alive_workers(w) > 0 && dy_now() < grace)
+        dy_cond_wait_until(&w->changed, &w->mu, earlier(grace, dy_now() + 0.1));
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        if (w->slots[i].alive) {
+            fprintf(stderr, "dyad serve: worker %d did not exit; killing it\n", i);
+            kill(w->slots[i].pid, SIGKILL);
+        }
+    pthread_mutex_unlock(&w->mu);
+    for (int i = 0; i < w->cfg.n_workers; i++)
+        pthread_join(w->slots[i].reader, NULL);
+    if (w->janitor_started)
+        pthread_join(w->janitor, NULL);
+    w->janitor_started = false;
+}
+
+void dy_fleet_free(dy_fleet *w)
+{
+    if (!w)
+        return;
+    for (int i = 0; i < w->cfg.n_workers; i++) {
+        pthread_mutex_destroy(&w->slots[i].wmu);
+        free(w->slots[i].fl);
+        fleet_snapshot_reset(&w->slots[i].snap);
+    }
+    dy_router_free(w->router);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->changed);
+    free(w->view);
+    free(w->slots);
+    free(w);
+}
+
+/* ---------------------------------------------------------------- what it reports */
+
+int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap)
+{
+    pthread_mutex_lock(&w->mu);
+    int n = w->cfg.n_workers < cap ? w->cfg.n_workers : cap;
+    for (int i = 0; i < n; i++) {
+        const slot *s = &w->slots[i];
+        dy_msg_stats st = s->stats;
+        st.prompt_tokens += s->base.prompt_tokens;
+        st.generated_tokens += s->base.generated_tokens;
+        st.cache_lookup_blocks += s->base.cache_lookup_blocks;
+        st.cache_hit_blocks += s->base.cache_hit_blocks;
+        st.preemptions += s->base.preemptions;
+        st.steps += s->base.steps;
+        st.step_seconds += s->base.step_seconds;
+        const dy_kv_index *x = dy_router_index(w->router);
+        out[i] = (dy_worker_info){s->alive, s->role, s->pid, s->restarts, s->n_fl, st, s->hello,
+                                  s->routed, dy_kv_index_worker_blocks(x, i) +
+                                                 dy_kv_index_worker_predicted(x, i)};
+    }
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+dy_xfer_totals dy_fleet_xfer_totals(dy_fleet *w)
+{
+    pthread_mutex_lock(&w->mu);
+    dy_xfer_totals t = w->xfer;
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
+
+dy_router_totals dy_fleet_router_totals(dy_fleet *w)
+{
+    pthread_mutex_lock(&w->mu);
+    dy_router_totals t = w->rt;
+    t.index_blocks = dy_kv_index_size(dy_router_index(w->router));
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
