@@ -1,5 +1,6 @@
 /* json.c — see json.h. Owns the UTF-8 repair of strings on their way into JSON. */
 #include "serve/front/json.h"
+#include "util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,13 +115,25 @@ json_t *dy_jb_tree(dy_jb *b, json_t *root)
     return root;
 }
 
+static int dump_piece(const char *piece, size_t n, void *out)
+{
+    dy_buf_append(out, piece, n);
+    return ((dy_buf *)out)->oom ? -1 : 0;
+}
+
+/* Not json_dumps: jansson ignores a failure to write an object's key, so under memory
+ * pressure json_dumps can return text with a quote missing. The buffer's sticky flag sees
+ * every failed append. */
 char *dy_jb_dump(dy_jb *b, json_t *root, size_t flags)
 {
-    char *s = NULL;
-    if (!b->failed && root)
-        s = json_dumps(root, flags);
-    if (!s)
+    dy_buf text = {0};
+    if (b->failed || !root || json_dump_callback(root, dump_piece, &text, flags) != 0 ||
+        !dy_buf_cstr(&text)) {
         b->failed = true;
+        dy_buf_free(&text);
+        json_decref(root);
+        return NULL;
+    }
     json_decref(root);
-    return s;
+    return (char *)text.data; /* dy_buf_cstr made it a string; the caller frees it */
 }
