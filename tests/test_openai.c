@@ -1005,6 +1005,28 @@ static void test_completion_stream_chunks(void **st)
     json_decref(j);
 }
 
+/* The names of how a request ended, as clients, metrics labels and the request log show
+ * them, and OpenAI's finish_reason, which knows only "stop" and "length". */
+static void test_end_names(void **st)
+{
+    (void)st;
+    assert_string_equal(dy_end_name(DY_END_STOP), "stop");
+    assert_string_equal(dy_end_name(DY_END_LENGTH), "length");
+    assert_string_equal(dy_end_name(DY_END_CANCELLED), "cancelled");
+    assert_string_equal(dy_end_name(DY_END_ERROR), "error");
+    assert_string_equal(dy_end_name(DY_END_REJECTED), "rejected");
+    assert_string_equal(dy_end_name(DY_END_NONE), "none");
+    dy_api_meta m = {CMPL, "cmpl-e", 7, "stories", NULL};
+    const dy_end ends[] = {DY_END_STOP, DY_END_LENGTH, DY_END_CANCELLED, DY_END_ERROR};
+    const char *const reasons[] = {"stop", "length", "stop", "stop"};
+    for (int i = 0; i < 4; i++) {
+        dy_api_choice c = {0, "x", 1, ends[i], false, NULL, 0, false};
+        json_t *j = load(dy_api_response_json(&m, &c, 1, NULL, NULL));
+        assert_string_equal(s_at(j, "choices.0.finish_reason"), reasons[i]);
+        json_decref(j);
+    }
+}
+
 static void test_sse_frame(void **st)
 {
     (void)st;
@@ -1102,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_text_sanitised_and_nonfinite),
         cmocka_unit_test(test_chat_stream_chunks),
         cmocka_unit_test(test_completion_stream_chunks),
+        cmocka_unit_test(test_end_names),
         cmocka_unit_test(test_sse_frame),
         cmocka_unit_test(test_utf8_sendable),
         cmocka_unit_test(test_models_json),
