@@ -26,8 +26,8 @@ void dy_jb_append(dy_jb *b, json_t *arr, json_t *v);
 
 /* root if nothing failed; otherwise NULL, and root is released. */
 json_t *dy_jb_tree(dy_jb *b, json_t *root);
-/* root as text (json_dumps flags), malloc'd, if nothing failed; otherwise NULL. Releases
- * root either way. */
+/* root as text (jansson's JSON_* dump flags), malloc'd, if nothing failed; otherwise NULL.
+ * Releases root either way. */
 char *dy_jb_dump(dy_jb *b, json_t *root, size_t flags);
 
 /* A JSON string of s[0..n): bytes that are not part of well-formed UTF-8 become U+FFFD. A
