@@ -839,8 +839,8 @@ static void test_completion_response(void **st)
         {" upon", 5, -0.25f, false, 6, NULL, 0},
     };
     dy_api_choice ch[] = {
-        {0, "HiOnce upon", 11, DY_FINISH_LENGTH, true, lps, 3, false},
-        {1, "x", 1, DY_FINISH_STOP, false, NULL, 0, false},
+        {0, "HiOnce upon", 11, DY_END_LENGTH, true, lps, 3, false},
+        {1, "x", 1, DY_END_STOP, false, NULL, 0, false},
     };
     dy_api_usage u = {5, 7, 3};
     json_t *dyad = json_pack("{s:i,s:f}", "worker", 2, "overlap", 0.75);
@@ -890,7 +890,7 @@ static void test_chat_response(void **st)
     dy_api_alt alts[] = {{"Hello", 5, -0.01f}, {"Hi", 2, -4.6f}};
     dy_api_token_lp lps[] = {{"Hello", 5, -0.01f, false, 0, alts, 2},
                              {"\xe2\x80", 2, -1.0f, false, 0, NULL, 0}}; /* half a character */
-    dy_api_choice ch = {0, "Hello!", 6, DY_FINISH_STOP, true, lps, 2, false};
+    dy_api_choice ch = {0, "Hello!", 6, DY_END_STOP, true, lps, 2, false};
     dy_api_usage u = {9, 2, 0};
     json_t *j = load(dy_api_response_json(&m, &ch, 1, &u, NULL));
     assert_string_equal(s_at(j, "object"), "chat.completion");
@@ -918,13 +918,13 @@ static void test_text_sanitised_and_nonfinite(void **st)
     (void)st;
     dy_api_meta m = {CMPL, "c", 0, "m", NULL};
     dy_api_token_lp lp = {"a", 1, -INFINITY, false, 0, NULL, 0};
-    dy_api_choice ch = {0, "ok \xff\xe2\x82 end", 10, DY_FINISH_STOP, true, &lp, 1, false};
+    dy_api_choice ch = {0, "ok \xff\xe2\x82 end", 10, DY_END_STOP, true, &lp, 1, false};
     json_t *j = load(dy_api_response_json(&m, &ch, 1, NULL, NULL));
     assert_string_equal(s_at(j, "choices.0.text"), "ok \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd end");
     assert_true(r_at(j, "choices.0.logprobs.token_logprobs.0") == -9999.0);
     json_decref(j);
     /* a NUL byte inside the text survives as \u0000 */
-    dy_api_choice z = {0, "a\0b", 3, DY_FINISH_STOP, false, NULL, 0, false};
+    dy_api_choice z = {0, "a\0b", 3, DY_END_STOP, false, NULL, 0, false};
     char *s = dy_api_response_json(&m, &z, 1, NULL, NULL);
     assert_non_null(strstr(s, "\"a\\u0000b\""));
     free(s);
@@ -934,7 +934,7 @@ static void test_chat_stream_chunks(void **st)
 {
     (void)st;
     dy_api_meta m = {CHAT, "chatcmpl-s", 7, "llama", NULL};
-    dy_api_choice first = {0, NULL, 0, DY_FINISH_NONE, false, NULL, 0, true};
+    dy_api_choice first = {0, NULL, 0, DY_END_NONE, false, NULL, 0, true};
     json_t *j = load(dy_api_chunk_json(&m, &first, 1, true));
     assert_string_equal(s_at(j, "object"), "chat.completion.chunk");
     assert_string_equal(s_at(j, "id"), "chatcmpl-s");
@@ -948,8 +948,8 @@ static void test_chat_stream_chunks(void **st)
 
     dy_api_alt alt = {"Hi", 2, -0.5f};
     dy_api_token_lp lp = {"Hi", 2, -0.5f, false, 0, &alt, 1};
-    dy_api_choice mid[] = {{0, "Hi", 2, DY_FINISH_NONE, true, &lp, 1, false},
-                           {1, " there", 6, DY_FINISH_NONE, false, NULL, 0, false}};
+    dy_api_choice mid[] = {{0, "Hi", 2, DY_END_NONE, true, &lp, 1, false},
+                           {1, " there", 6, DY_END_NONE, false, NULL, 0, false}};
     j = load(dy_api_chunk_json(&m, mid, 2, false));
     assert_null(at(j, "usage")); /* absent without include_usage */
     assert_int_equal(json_object_size(at(j, "choices.0.delta")), 1);
@@ -959,7 +959,7 @@ static void test_chat_stream_chunks(void **st)
     assert_string_equal(s_at(j, "choices.1.delta.content"), " there");
     json_decref(j);
 
-    dy_api_choice last = {0, NULL, 0, DY_FINISH_LENGTH, false, NULL, 0, false};
+    dy_api_choice last = {0, NULL, 0, DY_END_LENGTH, false, NULL, 0, false};
     json_t *dyad = json_pack("{s:s}", "selected", "majority");
     j = load(dy_api_chunk_json_dyad(&m, &last, 1, true, dyad));
     assert_int_equal(dyad->refcount, 1);
@@ -983,7 +983,7 @@ static void test_completion_stream_chunks(void **st)
 {
     (void)st;
     dy_api_meta m = {CMPL, "cmpl-s", 7, "stories", NULL};
-    dy_api_choice c = {0, " upon", 5, DY_FINISH_NONE, false, NULL, 0, true};
+    dy_api_choice c = {0, " upon", 5, DY_END_NONE, false, NULL, 0, true};
     json_t *j = load(dy_api_chunk_json(&m, &c, 1, false));
     assert_string_equal(s_at(j, "object"), "text_completion");
     assert_string_equal(s_at(j, "choices.0.text"), " upon");
@@ -992,7 +992,7 @@ static void test_completion_stream_chunks(void **st)
     assert_null(at(j, "choices.0.delta"));
     assert_null(at(j, "usage"));
     json_decref(j);
-    dy_api_choice end = {0, NULL, 0, DY_FINISH_STOP, false, NULL, 0, false};
+    dy_api_choice end = {0, NULL, 0, DY_END_STOP, false, NULL, 0, false};
     j = load(dy_api_chunk_json(&m, &end, 1, true));
     assert_string_equal(s_at(j, "choices.0.text"), "");
     assert_string_equal(s_at(j, "choices.0.finish_reason"), "stop");
@@ -1003,6 +1003,28 @@ static void test_completion_stream_chunks(void **st)
     assert_string_equal(s_at(j, "object"), "text_completion");
     assert_int_equal(json_array_size(at(j, "choices")), 0);
     json_decref(j);
+}
+
+/* The names of how a request ended, as clients, metrics labels and the request log show
+ * them, and OpenAI's finish_reason, which knows only "stop" and "length". */
+static void test_end_names(void **st)
+{
+    (void)st;
+    assert_string_equal(dy_end_name(DY_END_STOP), "stop");
+    assert_string_equal(dy_end_name(DY_END_LENGTH), "length");
+    assert_string_equal(dy_end_name(DY_END_CANCELLED), "cancelled");
+    assert_string_equal(dy_end_name(DY_END_ERROR), "error");
+    assert_string_equal(dy_end_name(DY_END_REJECTED), "rejected");
+    assert_string_equal(dy_end_name(DY_END_NONE), "none");
+    dy_api_meta m = {CMPL, "cmpl-e", 7, "stories", NULL};
+    const dy_end ends[] = {DY_END_STOP, DY_END_LENGTH, DY_END_CANCELLED, DY_END_ERROR};
+    const char *const reasons[] = {"stop", "length", "stop", "stop"};
+    for (int i = 0; i < 4; i++) {
+        dy_api_choice c = {0, "x", 1, ends[i], false, NULL, 0, false};
+        json_t *j = load(dy_api_response_json(&m, &c, 1, NULL, NULL));
+        assert_string_equal(s_at(j, "choices.0.finish_reason"), reasons[i]);
+        json_decref(j);
+    }
 }
 
 static void test_sse_frame(void **st)
@@ -1102,6 +1124,7 @@ int main(void)
         cmocka_unit_test(test_text_sanitised_and_nonfinite),
         cmocka_unit_test(test_chat_stream_chunks),
         cmocka_unit_test(test_completion_stream_chunks),
+        cmocka_unit_test(test_end_names),
         cmocka_unit_test(test_sse_frame),
         cmocka_unit_test(test_utf8_sendable),
         cmocka_unit_test(test_models_json),

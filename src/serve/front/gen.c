@@ -2,8 +2,10 @@
  * answers (texts, log-probabilities, usage, the `dyad` object), selection among samples,
  * metrics per request, the whole answer, and SSE frames. */
 #include "serve/front/gen.h"
+#include "serve/front/json.h"
 #include "serve/front/select.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,12 +31,15 @@ struct dy_gen {
     char id[64];
     int64_t created;
     double t_arrival;
+    int status;             /* the HTTP status the client got (a stream is 200, whatever
+                             * happens in it) */
     /* streaming */
     int *next_tok;          /* per choice: next token event to send */
     bool *first_sent, *end_sent;
     char *pend;
     size_t pend_len, pend_pos;
-    bool stream_over, recorded;
+    bool stream_over;       /* nothing more will be queued: [DONE], or the end of a failed stream */
+    bool recorded;
 };
 
 static void gen_free(gen *g)
@@ -159,6 +164,11 @@ static int setup_prompt(gen *g, int i, dy_api_error *err)
                 }
             }
         }
+        if (!g->echo[i]) {
+            free(ids);
+            dy_api_error_internal(err, "out of memory");
+            return -1;
+        }
     }
     dy_msg_request m = wire_request(g, ids, n, max_new);
     bool ok = true;
@@ -187,6 +197,7 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
     }
     g->env = *env;
     g->t_arrival = dy_job_now();
+    g->status = 200;
     if (dy_api_parse(body, len, kind, env->limits, &g->req, err) != 0)
         goto fail;
     if (strcmp(g->req.model, env->model_id) != 0) {
@@ -249,11 +260,6 @@ fail:
 }
 
 /* ---------------------------------------------------------------- building answers */
-
-static dy_api_finish api_finish(uint8_t f)
-{
-    return f == DY_END_LENGTH ? DY_FINISH_LENGTH : DY_FINISH_STOP;
-}
 
 static dy_api_meta meta(const gen *g)
 {
@@ -448,75 +454,84 @@ static void select_choices(gen *g)
     free(score);
 }
 
-static const char *finish_name(uint8_t f)
+/* dyad.selection, one sample of prompt p: how it ended, and what the selection saw of it. */
+static json_t *sample_json(dy_jb *b, const gen *g, int p, int k)
 {
-    return f == DY_END_LENGTH ? "length" : f == DY_END_STOP ? "stop"
-         : f == DY_END_CANCELLED ? "cancelled" : "error";
+    const dy_choice *c = &g->job->choices[p * g->per_prompt + k];
+    double mean = choice_mean_logprob(c);
+    bool has_mean = c->n_toks && (g->req.logprobs || !g->votes) && isfinite(mean);
+    json_t *o = json_object();
+    dy_jb_set(b, o, "index", json_integer(k));
+    dy_jb_set(b, o, "finish_reason", json_string(dy_end_name(c->finish)));
+    dy_jb_set(b, o, "completion_tokens", json_integer(c->completion_tokens));
+    dy_jb_set(b, o, "mean_logprob", has_mean ? json_real(mean) : json_null());
+    if (g->votes) {
+        const char *a = dy_vote_answer(g->votes[p], k);
+        dy_jb_set(b, o, "answer", a ? dy_json_str(a) : json_null());
+    }
+    return o;
 }
 
-/* dyad.selection: per prompt, how the returned choices were picked from the samples. */
-static json_t *selection_json(const gen *g)
+/* dyad.selection, prompt p: the mode, the samples returned, every sample, and the vote. */
+static json_t *prompt_selection(dy_jb *b, const gen *g, int p)
 {
-    json_t *arr = json_array();
     const char *mode = g->req.select == DY_SELECT_MAJORITY ? "majority"
                      : g->req.select == DY_SELECT_LOGPROB ? "logprob" : "best_of";
-    for (int p = 0; arr && p < g->n_prompts; p++) {
-        json_t *samples = json_array(), *chosen = json_array();
-        for (int k = 0; k < g->per_prompt; k++) {
-            const dy_choice *c = &g->job->choices[p * g->per_prompt + k];
-            double m = choice_mean_logprob(c);
-            json_t *o = json_pack("{s:i, s:s, s:i, s:o}", "index", k, "finish_reason",
-                                  finish_name(c->finish), "completion_tokens",
-                                  (int)c->completion_tokens, "mean_logprob",
-                                  c->n_toks && (g->req.logprobs || !g->votes) ? json_real(m) : json_null());
-            if (g->votes) {
-                const char *a = dy_vote_answer(g->votes[p], k);
-                json_object_set_new(o, "answer", a ? json_string(a) : json_null());
-            }
-            json_array_append_new(samples, o);
-        }
-        for (int k = 0; k < g->out_per_prompt; k++)
-            json_array_append_new(chosen, json_integer(g->chosen[p * g->out_per_prompt + k] -
-                                                       p * g->per_prompt));
-        json_t *e = json_pack("{s:s, s:o, s:o}", "mode", mode, "chosen", chosen, "samples", samples);
-        if (e && g->votes)
-            json_object_set_new(e, "vote", dy_vote_json(g->votes[p]));
-        json_array_append_new(arr, e);
+    json_t *o = json_object(), *chosen = json_array(), *samples = json_array();
+    for (int k = 0; k < g->out_per_prompt; k++)
+        dy_jb_append(b, chosen, json_integer(g->chosen[p * g->out_per_prompt + k] -
+                                             p * g->per_prompt));
+    for (int k = 0; k < g->per_prompt; k++)
+        dy_jb_append(b, samples, sample_json(b, g, p, k));
+    dy_jb_set(b, o, "mode", json_string(mode));
+    dy_jb_set(b, o, "chosen", chosen);
+    dy_jb_set(b, o, "samples", samples);
+    if (g->votes)
+        dy_jb_set(b, o, "vote", dy_vote_json(g->votes[p]));
+    return o;
+}
+
+/* The documented `dyad` extension object (docs/api.md), choice i: where it ran and what its
+ * KV transfer cost. */
+static json_t *choice_dyad(dy_jb *b, const dy_choice *c, int i)
+{
+    json_t *o = json_object();
+    dy_jb_set(b, o, "index", json_integer(i));
+    dy_jb_set(b, o, "worker", json_integer(c->worker));
+    dy_jb_set(b, o, "predicted_overlap_blocks", json_integer(c->overlap_blocks));
+    if (c->prefill_worker < 0) {
+        dy_jb_set(b, o, "prefill_worker", json_null());
+        return o;
     }
-    return arr;
-}
-
-/* The documented `dyad` extension object: where each choice ran and what its KV transfer
- * cost (docs/api.md). */
-static json_t *choice_dyad(const dy_choice *c, int i)
-{
-    json_t *o = json_pack("{s:i, s:i, s:i}", "index", i, "worker", c->worker,
-                          "predicted_overlap_blocks", c->overlap_blocks);
-    if (!o)
-        return NULL;
-    if (c->prefill_worker >= 0) {
-        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
-        json_object_set_new(o, "kv_transfer",
-                            json_pack("{s:I, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes,
-                                      "seconds", c->xfer_seconds, "prefill_seconds",
-                                      c->prefill_seconds));
-    } else
-        json_object_set_new(o, "prefill_worker", json_null());
+    json_t *x = json_object();
+    dy_jb_set(b, x, "bytes", json_integer((json_int_t)c->xfer_bytes));
+    dy_jb_set(b, x, "seconds", json_real(c->xfer_seconds));
+    dy_jb_set(b, x, "prefill_seconds", json_real(c->prefill_seconds));
+    dy_jb_set(b, o, "prefill_worker", json_integer(c->prefill_worker));
+    dy_jb_set(b, o, "kv_transfer", x);
     return o;
 }
 
-static json_t *dyad_object(const gen *g)
+/* The `dyad` object for returned choices [from, to): all of them on a whole response, one on
+ * a choice's last chunk; with the selection when samples were selected. NULL if it cannot be
+ * built whole. */
+static json_t *dyad_object(const gen *g, int from, int to)
 {
-    json_t *arr = json_array();
-    int n_out = g->n_prompts * g->out_per_prompt;
-    for (int i = 0; arr && i < n_out; i++)
-        json_array_append_new(arr, choice_dyad(&g->job->choices[g->chosen[i]], i));
-    json_t *o = arr ? json_pack("{s:o}", "choices", arr) : NULL;
-    if (o && selecting(g))
-        json_object_set_new(o, "selection", selection_json(g));
-    return o;
+    dy_jb b = {0};
+    json_t *o = json_object(), *choices = json_array();
+    for (int i = from; i < to; i++)
+        dy_jb_append(&b, choices, choice_dyad(&b, &g->job->choices[g->chosen[i]], i));
+    dy_jb_set(&b, o, "choices", choices);
+    if (selecting(g)) {
+        json_t *sel = json_array();
+        for (int p = 0; p < g->n_prompts; p++)
+            dy_jb_append(&b, sel, prompt_selection(&b, g, p));
+        dy_jb_set(&b, o, "selection", sel);
+    }
+    return dy_jb_tree(&b, o);
 }
 
+/* The whole response, or NULL if any part of it could not be built. */
 static char *whole_response(const gen *g)
 {
     int nc = g->n_prompts * g->out_per_prompt;
@@ -531,8 +546,7 @@ static char *whole_response(const gen *g)
         size_t len = 0;
         if (!(texts[i] = choice_text(g, g->chosen[i], &len)))
             goto out;
-        ch[i] = (dy_api_choice){.index = i, .text = texts[i], .len = len,
-                                .finish = api_finish(c->finish)};
+        ch[i] = (dy_api_choice){.index = i, .text = texts[i], .len = len, .finish = c->finish};
         if (g->req.logprobs) {
             const char *echo = g->echo[g->chosen[i] / g->per_prompt];
             if (!lp_make(g, c, 0, c->n_toks, echo ? (int)strlen(echo) : 0, &lps[i]))
@@ -544,8 +558,8 @@ static char *whole_response(const gen *g)
     }
     dy_api_meta m = meta(g);
     dy_api_usage u = usage(g);
-    json_t *dyad = dyad_object(g);
-    json = dy_api_response_json(&m, ch, nc, &u, dyad);
+    json_t *dyad = dyad_object(g, 0, nc);
+    json = dyad ? dy_api_response_json(&m, ch, nc, &u, dyad) : NULL;
     json_decref(dyad);
 out:
     for (int i = 0; ch && texts && lps && i < nc; i++) {
@@ -579,63 +593,82 @@ static void error_for(const dy_choice *c, dy_api_error *e)
 }
 
 /* One choice in the request log: where it ran, its queue time, and what moving its KV cost. */
-static json_t *choice_log(const dy_choice *c, int i, double t_arrival)
+static json_t *choice_log(dy_jb *b, const dy_choice *c, int i, double t_arrival)
 {
-    json_t *o = json_pack("{s:i, s:i, s:s, s:i, s:f, s:f}", "index", i, "worker", c->worker,
-                          "finish", finish_name(c->finish), "completion_tokens",
-                          (int)c->completion_tokens, "queue_ms", c->queue_us / 1e3, "ttft_ms",
-                          c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0);
-    if (o && c->prefill_worker >= 0) {
-        json_object_set_new(o, "prefill_worker", json_integer(c->prefill_worker));
-        json_object_set_new(o, "kv_transfer", json_pack(
-            "{s:I, s:f, s:f, s:f}", "bytes", (json_int_t)c->xfer_bytes, "ms",
-            c->xfer_seconds * 1e3, "gb_per_s",
-            c->xfer_seconds > 0 ? (double)c->xfer_bytes / c->xfer_seconds / 1e9 : 0.0,
-            "prefill_ms", c->prefill_seconds * 1e3));
-    } else if (o)
-        json_object_set_new(o, "prefill_worker", json_null());
+    /* A choice its worker never ended (http.c's bounded wait after a cancel ran out) reads
+     * as an error. */
+    dy_end end = c->done ? c->finish : DY_END_ERROR;
+    json_t *o = json_object();
+    dy_jb_set(b, o, "index", json_integer(i));
+    dy_jb_set(b, o, "worker", json_integer(c->worker));
+    dy_jb_set(b, o, "finish", json_string(dy_end_name(end)));
+    dy_jb_set(b, o, "completion_tokens", json_integer(c->completion_tokens));
+    dy_jb_set(b, o, "queue_ms", json_real(c->queue_us / 1e3));
+    dy_jb_set(b, o, "ttft_ms", json_real(c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0));
+    if (c->prefill_worker < 0) {
+        dy_jb_set(b, o, "prefill_worker", json_null());
+        return o;
+    }
+    double gbps = c->xfer_seconds > 0 ? (double)c->xfer_bytes / c->xfer_seconds / 1e9 : 0.0;
+    json_t *x = json_object();
+    dy_jb_set(b, x, "bytes", json_integer((json_int_t)c->xfer_bytes));
+    dy_jb_set(b, x, "ms", json_real(c->xfer_seconds * 1e3));
+    dy_jb_set(b, x, "gb_per_s", json_real(gbps));
+    dy_jb_set(b, x, "prefill_ms", json_real(c->prefill_seconds * 1e3));
+    dy_jb_set(b, o, "prefill_worker", json_integer(c->prefill_worker));
+    dy_jb_set(b, o, "kv_transfer", x);
     return o;
 }
 
-/* The request log's line for this request (docs/serving.md): the HTTP status the client got
- * (a stream is 200 even when a choice fails in it), the outcome the metrics counted, tokens,
- * latencies, and every generated sample. */
-static json_t *log_entry(const gen *g, dy_outcome worst, double e2e)
+/* The earliest first token of the request's samples, after its arrival; -1 if none came. */
+static double first_token_seconds(const gen *g)
 {
-    static const char *const outcomes[] = {"stop", "length", "cancelled", "error", "rejected"};
-    const dy_choice *bad = failed_choice(g->job);
-    dy_api_error e = {.status = 200};
-    if (bad && !g->req.stream)
-        error_for(bad, &e);
-    dy_api_usage u = usage(g);
     double ttft = -1;
     for (int i = 0; i < g->job->n_choices; i++) {
         const dy_choice *c = &g->job->choices[i];
         if (c->n_toks && (ttft < 0 || c->toks[0].t - g->t_arrival < ttft))
             ttft = c->toks[0].t - g->t_arrival;
     }
-    json_t *samples = json_array();
-    for (int i = 0; samples && i < g->job->n_choices; i++)
-        json_array_append_new(samples, choice_log(&g->job->choices[i], i, g->t_arrival));
-    json_t *o = json_pack("{s:s, s:s, s:i, s:s, s:b, s:i, s:i, s:i, s:i, s:f, s:f, s:o*}", "id",
-                          g->id, "endpoint", g->req.kind == DY_API_CHAT ? "chat" : "completions",
-                          "status", e.status, "outcome", outcomes[worst], "stream", g->req.stream,
-                          "prompts", g->n_prompts, "prompt_tokens", u.prompt_tokens,
-                          "cached_tokens", u.cached_tokens, "completion_tokens",
-                          u.completion_tokens, "ttft_ms", ttft >= 0 ? ttft * 1e3 : -1.0, "e2e_ms",
-                          e2e * 1e3, "samples", samples);
-    if (o && bad)
-        json_object_set_new(o, "error", json_string(bad->tail ? bad->tail : "generation failed"));
-    return o;
+    return ttft;
 }
 
-static void record(gen *g)
+/* The request log's line for this request (docs/serving.md): the HTTP status the client got,
+ * the outcome the metrics counted, tokens, latencies, and every generated sample. NULL if it
+ * cannot be built whole. */
+static json_t *log_entry(const gen *g, dy_end outcome, double e2e)
+{
+    dy_jb b = {0};
+    const dy_choice *bad = failed_choice(g->job);
+    dy_api_usage u = usage(g);
+    double ttft = first_token_seconds(g);
+    json_t *o = json_object(), *samples = json_array();
+    for (int i = 0; i < g->job->n_choices; i++)
+        dy_jb_append(&b, samples, choice_log(&b, &g->job->choices[i], i, g->t_arrival));
+    dy_jb_set(&b, o, "id", json_string(g->id));
+    dy_jb_set(&b, o, "endpoint", json_string(g->req.kind == DY_API_CHAT ? "chat" : "completions"));
+    dy_jb_set(&b, o, "status", json_integer(g->status));
+    dy_jb_set(&b, o, "outcome", json_string(dy_end_name(outcome)));
+    dy_jb_set(&b, o, "stream", json_boolean(g->req.stream));
+    dy_jb_set(&b, o, "prompts", json_integer(g->n_prompts));
+    dy_jb_set(&b, o, "prompt_tokens", json_integer(u.prompt_tokens));
+    dy_jb_set(&b, o, "cached_tokens", json_integer(u.cached_tokens));
+    dy_jb_set(&b, o, "completion_tokens", json_integer(u.completion_tokens));
+    dy_jb_set(&b, o, "ttft_ms", json_real(ttft >= 0 ? ttft * 1e3 : -1.0));
+    dy_jb_set(&b, o, "e2e_ms", json_real(e2e * 1e3));
+    dy_jb_set(&b, o, "samples", samples);
+    if (bad)
+        dy_jb_set(&b, o, "error", dy_json_str(bad->tail ? bad->tail : "generation failed"));
+    return dy_jb_tree(&b, o);
+}
+
+/* Observes the request in the metrics and the request log, as of `now` (its end). */
+static void record(gen *g, double now)
 {
     if (g->recorded)
         return;
     g->recorded = true;
     dy_metrics *m = g->env.metrics;
-    dy_outcome worst = DY_OUTCOME_STOP;
+    dy_end outcome = DY_END_STOP; /* the most severe end; a choice never ended counts as stop */
     for (int i = 0; i < g->job->n_choices; i++) {
         const dy_choice *c = &g->job->choices[i];
         if (c->n_toks > 0) {
@@ -647,19 +680,19 @@ static void record(gen *g)
             dy_metrics_queue(m, c->queue_us / 1e6);
         if (g->dropped[i]) /* cancelled by a settled vote, not by the client */
             continue;
-        dy_outcome o = c->finish == DY_END_LENGTH ? DY_OUTCOME_LENGTH
-                     : c->finish == DY_END_CANCELLED ? DY_OUTCOME_CANCELLED
-                     : c->finish == DY_END_ERROR ? DY_OUTCOME_ERROR : DY_OUTCOME_STOP;
-        if (o > worst)
-            worst = o;
+        if (c->finish > outcome)
+            outcome = c->finish;
     }
-    double e2e = dy_job_now() - g->t_arrival;
+    double e2e = now - g->t_arrival;
     dy_metrics_e2e(m, e2e);
-    dy_metrics_request(m, worst);
+    dy_metrics_request(m, outcome);
     if (g->env.reqlog)
-        dy_reqlog_write(g->env.reqlog, log_entry(g, worst, e2e));
+        dy_reqlog_write(g->env.reqlog, log_entry(g, outcome, e2e));
 }
 
+/* ---------------------------------------------------------------- SSE frames */
+
+/* Queues a frame (taking it); false if it is NULL (it could not be built) or does not fit. */
 static bool pend_add(gen *g, char *frame)
 {
     if (!frame)
@@ -677,21 +710,48 @@ static bool pend_add(gen *g, char *frame)
     return true;
 }
 
+/* Queues a JSON object as one SSE frame (taking it). */
+static bool pend_json(gen *g, char *json)
+{
+    char *frame = json ? dy_sse_frame(json) : NULL;
+    free(json);
+    return pend_add(g, frame);
+}
+
+/* Ends the stream with an error event and [DONE]: a choice failed, or a frame could not be
+ * built (the stream never goes on with a hole in it; http.c cancels what still runs). If
+ * even the error cannot be queued, the stream ends without [DONE], which clients read as
+ * broken. */
+static void fail_stream(gen *g, const dy_api_error *e)
+{
+    g->stream_over = true;
+    if (pend_json(g, dy_api_error_json(e)))
+        pend_add(g, strdup(DY_SSE_DONE));
+}
+
+static void fail_stream_oom(gen *g)
+{
+    dy_api_error e;
+    dy_api_error_internal(&e, "out of memory");
+    fail_stream(g, &e);
+}
+
 static void chunk(gen *g, const dy_api_choice *ch)
 {
+    if (g->stream_over)
+        return;
     dy_api_meta m = meta(g);
     json_t *dyad = NULL;
-    if (ch->finish != DY_FINISH_NONE) { /* a choice's last chunk says where it ran */
-        json_t *one = choice_dyad(&g->job->choices[g->chosen[ch->index]], ch->index);
-        dyad = one ? json_pack("{s:[o]}", "choices", one) : NULL;
-        if (dyad && selecting(g))
-            json_object_set_new(dyad, "selection", selection_json(g));
+    if (ch->finish != DY_END_NONE && /* a choice's last chunk says where it ran */
+        !(dyad = dyad_object(g, ch->index, ch->index + 1))) {
+        fail_stream_oom(g);
+        return;
     }
     char *json = dyad ? dy_api_chunk_json_dyad(&m, ch, 1, g->req.include_usage, dyad)
                       : dy_api_chunk_json(&m, ch, 1, g->req.include_usage);
     json_decref(dyad);
-    pend_add(g, json ? dy_sse_frame(json) : NULL);
-    free(json);
+    if (!pend_json(g, json))
+        fail_stream_oom(g);
 }
 
 /* Selection modes stream nothing until every sample has ended (or was dropped by a settled
@@ -709,12 +769,37 @@ static void stream_selected(gen *g)
         }
         size_t len = 0;
         char *text = choice_text(g, g->chosen[r], &len);
-        dy_api_choice body = {.index = r, .text = text ? text : "", .len = text ? len : 0};
+        if (!text) {
+            fail_stream_oom(g);
+            return;
+        }
+        dy_api_choice body = {.index = r, .text = text, .len = len};
         chunk(g, &body);
         free(text);
-        dy_api_choice end = {.index = r, .finish = api_finish(c->finish)};
+        dy_api_choice end = {.index = r, .finish = c->finish};
         chunk(g, &end);
     }
+}
+
+/* Queues the chunk of one token event of choice i. */
+static void token_chunk(gen *g, int i, int k)
+{
+    const dy_choice *c = &g->job->choices[i];
+    const dy_tok_event *e = &c->toks[k];
+    dy_api_choice ch = {.index = i, .text = e->text, .len = e->text_len};
+    lp_build lb = {0};
+    if (g->req.logprobs) {
+        if (!lp_make(g, c, k, k + 1, 0, &lb)) {
+            lp_free(&lb);
+            fail_stream_oom(g);
+            return;
+        }
+        ch.has_logprobs = true;
+        ch.logprobs = lb.lp;
+        ch.n_logprobs = lb.n;
+    }
+    chunk(g, &ch);
+    lp_free(&lb);
 }
 
 /* Queues SSE frames for the tokens of every choice that arrived since the last call. */
@@ -732,53 +817,52 @@ static void stream_tokens(gen *g)
                 chunk(g, &ch);
             }
         }
-        for (; g->next_tok[i] < c->n_toks; g->next_tok[i]++) {
-            const dy_tok_event *e = &c->toks[g->next_tok[i]];
-            dy_api_choice ch = {.index = i, .text = e->text, .len = e->text_len};
-            lp_build lb = {0};
-            if (g->req.logprobs && lp_make(g, c, g->next_tok[i], g->next_tok[i] + 1, 0, &lb)) {
-                ch.has_logprobs = true;
-                ch.logprobs = lb.lp;
-                ch.n_logprobs = lb.n;
-            }
-            chunk(g, &ch);
-            lp_free(&lb);
-        }
+        for (; g->next_tok[i] < c->n_toks; g->next_tok[i]++)
+            token_chunk(g, i, g->next_tok[i]);
         if (c->done && !g->end_sent[i] && c->finish != DY_END_ERROR) {
             g->end_sent[i] = true;
             dy_api_choice ch = {.index = i, .text = c->tail_len ? c->tail : NULL,
-                                .len = c->tail_len, .finish = api_finish(c->finish)};
+                                .len = c->tail_len, .finish = c->finish};
             chunk(g, &ch);
         }
     }
+}
+
+/* Once every choice has ended: the error of a choice that failed, or the usage chunk when
+ * asked for; then [DONE]. */
+static void stream_end(gen *g)
+{
+    const dy_choice *bad = failed_choice(g->job);
+    if (bad) {
+        dy_api_error e;
+        error_for(bad, &e);
+        fail_stream(g, &e);
+        return;
+    }
+    if (g->req.include_usage) {
+        dy_api_meta m = meta(g);
+        dy_api_usage u = usage(g);
+        if (!pend_json(g, dy_api_usage_chunk_json(&m, &u))) {
+            fail_stream_oom(g);
+            return;
+        }
+    }
+    g->stream_over = true;
+    pend_add(g, strdup(DY_SSE_DONE));
 }
 
 /* Queues SSE frames for everything that arrived since the last call. Call with job mu held. */
 static void stream_collect(gen *g)
 {
     dy_job *j = g->job;
+    if (g->stream_over)
+        return;
     if (!selecting(g))
         stream_tokens(g);
-    else if (!g->stream_over && dy_job_all_done(j) && !failed_choice(j))
+    else if (dy_job_all_done(j) && !failed_choice(j))
         stream_selected(g);
-    if (!g->stream_over && dy_job_all_done(j)) {
-        g->stream_over = true;
-        const dy_choice *bad = failed_choice(j);
-        if (bad) {
-            dy_api_error e;
-            error_for(bad, &e);
-            char *json = dy_api_error_json(&e);
-            pend_add(g, json ? dy_sse_frame(json) : NULL);
-            free(json);
-        } else if (g->req.include_usage) {
-            dy_api_meta m = meta(g);
-            dy_api_usage u = usage(g);
-            char *json = dy_api_usage_chunk_json(&m, &u);
-            pend_add(g, json ? dy_sse_frame(json) : NULL);
-            free(json);
-        }
-        pend_add(g, strdup(DY_SSE_DONE));
-    }
+    if (!g->stream_over && dy_job_all_done(j))
+        stream_end(g);
 }
 
 /* ---------------------------------------------------------------- the API */
@@ -808,21 +892,35 @@ void dy_gen_progress(dy_gen *g)
     settle_votes(g);
 }
 
+/* The body of an answer that is not streamed, and its status in g->status: the error of a
+ * choice that failed, the whole response, or a 500 when the response could not be built. */
+static char *answer_body(gen *g)
+{
+    dy_api_error e;
+    const dy_choice *bad = failed_choice(g->job);
+    if (!bad) {
+        char *json = whole_response(g);
+        if (json) {
+            g->status = 200;
+            return json;
+        }
+        dy_api_error_internal(&e, "out of memory");
+    } else
+        error_for(bad, &e);
+    g->status = e.status;
+    return dy_api_error_json(&e);
+}
+
 char *dy_gen_answer(dy_gen *g, int *status)
 {
     pthread_mutex_lock(&g->job->mu);
     select_choices(g);
     pthread_mutex_unlock(&g->job->mu);
-    record(g);
-    const dy_choice *bad = failed_choice(g->job);
-    if (bad) {
-        dy_api_error e;
-        error_for(bad, &e);
-        *status = e.status;
-        return dy_api_error_json(&e);
-    }
-    *status = 200;
-    return whole_response(g);
+    double end = dy_job_now();
+    char *body = answer_body(g);
+    record(g, end); /* after the answer is built: the log names the status it got */
+    *status = g->status;
+    return body;
 }
 
 void dy_gen_collect(dy_gen *g)
@@ -854,5 +952,5 @@ bool dy_gen_stream_over(const dy_gen *g)
 
 void dy_gen_record(dy_gen *g)
 {
-    record(g);
+    record(g, dy_job_now());
 }

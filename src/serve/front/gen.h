@@ -47,13 +47,15 @@ bool dy_gen_votes(const dy_gen *g);
  * the samples a settled vote no longer needs. */
 void dy_gen_progress(dy_gen *g);
 
-/* Not streaming, once every choice has ended: the response body (malloc'd; NULL if out of
- * memory) and its HTTP status — 200, or the error of a choice that failed. Records the
- * request in the metrics. */
+/* Not streaming, once every choice has ended: the response body (malloc'd) and its HTTP
+ * status — 200, the error of a choice that failed, or 500 when the response could not be
+ * built whole (NULL only when not even the error object could be). Records the request in
+ * the metrics. */
 char *dy_gen_answer(dy_gen *g, int *status);
 
 /* Streaming, with the job's mutex held: queues SSE frames for everything that arrived since
- * the last call (data: [DONE] last, once every choice has ended). */
+ * the last call (data: [DONE] last, once every choice has ended). A choice that failed, or a
+ * frame that could not be built, ends the stream with an error event and [DONE]. */
 void dy_gen_collect(dy_gen *g);
 /* Moves up to max queued bytes into buf; returns how many. */
 size_t dy_gen_take(dy_gen *g, char *buf, size_t max);

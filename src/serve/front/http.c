@@ -4,6 +4,7 @@
  * content-reader callback. */
 #include "serve/front/http.h"
 #include "serve/front/gen.h"
+#include "serve/front/json.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -52,17 +53,29 @@ static json_t *text_or(const char *s)
     return j ? j : json_string("(not UTF-8)");
 }
 
+/* The request log's line for a refused request (NULL if it could not be built whole). */
+static json_t *rejected_entry(const char *url, const dy_api_error *e)
+{
+    dy_jb b = {0};
+    json_t *o = json_object(), *err = json_object();
+    dy_jb_set(&b, o, "path", text_or(url));
+    dy_jb_set(&b, o, "status", json_integer(e->status));
+    dy_jb_set(&b, o, "outcome", json_string(dy_end_name(DY_END_REJECTED)));
+    dy_jb_set(&b, err, "type", json_string(e->type));
+    dy_jb_set(&b, err, "code", json_string(e->code));
+    dy_jb_set(&b, err, "param", json_string(e->param));
+    dy_jb_set(&b, err, "message", text_or(e->message));
+    dy_jb_set(&b, o, "error", err);
+    return dy_jb_tree(&b, o);
+}
+
 /* A refused request: counted, logged, and answered with an OpenAI-style error object. */
 static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const char *url,
                                   const dy_api_error *e)
 {
-    dy_metrics_request(h->cfg.metrics, DY_OUTCOME_REJECTED);
+    dy_metrics_request(h->cfg.metrics, DY_END_REJECTED);
     if (h->cfg.reqlog)
-        dy_reqlog_write(h->cfg.reqlog, json_pack("{s:o, s:i, s:s, s:{s:s, s:s, s:s, s:o}}",
-                                                 "path", text_or(url), "status", e->status,
-                                                 "outcome", "rejected", "error", "type", e->type,
-                                                 "code", e->code, "param", e->param, "message",
-                                                 text_or(e->message)));
+        dy_reqlog_write(h->cfg.reqlog, rejected_entry(url, e));
     return send_json(c, e->status, dy_api_error_json(e));
 }
 

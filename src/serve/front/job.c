@@ -121,7 +121,7 @@ static void set_tail(dy_choice *c, const char *text, uint32_t len)
 void dy_choice_finish(dy_choice *c, const dy_msg_done *d)
 {
     c->done = true;
-    c->finish = d->finish;
+    c->finish = (dy_end)d->finish;
     c->prompt_tokens = d->prompt_tokens;
     c->cached_tokens = d->cached_tokens;
     c->completion_tokens = d->completion_tokens;

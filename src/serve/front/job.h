@@ -29,7 +29,7 @@ typedef struct {
     int n_toks, cap;
     bool started;      /* a token has arrived: no longer safe to rerun elsewhere */
     bool done;
-    uint8_t finish;    /* dy_end */
+    dy_end finish;     /* DY_END_NONE until done */
     uint32_t prompt_tokens, cached_tokens, completion_tokens, queue_us;
     char *tail;        /* text released at the end (or the error message) */
     uint32_t tail_len;

@@ -27,11 +27,8 @@ static const double token_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0
 struct dy_metrics {
     pthread_mutex_t mu;
     hist ttft, itl, e2e, queue;
-    uint64_t outcomes[DY_OUTCOME_N];
+    uint64_t outcomes[DY_END_N];  /* requests by outcome, indexed by dy_end */
 };
-
-static const char *const outcome_names[DY_OUTCOME_N] = {"stop", "length", "cancelled", "error",
-                                                        "rejected"};
 
 static void hist_init(hist *h, const char *name, const char *help, const double *b, int n)
 {
@@ -87,10 +84,12 @@ void dy_metrics_itl(dy_metrics *m, double s) { observe(m, &m->itl, s); }
 void dy_metrics_e2e(dy_metrics *m, double s) { observe(m, &m->e2e, s); }
 void dy_metrics_queue(dy_metrics *m, double s) { observe(m, &m->queue, s); }
 
-void dy_metrics_request(dy_metrics *m, dy_outcome o)
+void dy_metrics_request(dy_metrics *m, dy_end outcome)
 {
+    if (outcome <= DY_END_NONE || outcome >= DY_END_N)
+        return;
     pthread_mutex_lock(&m->mu);
-    m->outcomes[o]++;
+    m->outcomes[outcome]++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -238,9 +237,9 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     render_hist(&t, &m->e2e);
     render_hist(&t, &m->queue);
     header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
-    for (int i = 0; i < DY_OUTCOME_N; i++)
-        out(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", outcome_names[i],
-            (unsigned long long)m->outcomes[i]);
+    for (dy_end o = DY_END_STOP; o < DY_END_N; o++)
+        out(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),
+            (unsigned long long)m->outcomes[o]);
     pthread_mutex_unlock(&m->mu);
     worker_sum(&t, "dyad_prompt_tokens_total", "counter",
                "Prompt tokens computed by the workers (prefix-cache hits excluded).", w, n, prompt_tokens);

@@ -7,12 +7,7 @@
 
 #include <stdint.h>
 #include "serve/front/fleet.h"
-
-typedef enum {
-    DY_OUTCOME_STOP, DY_OUTCOME_LENGTH, DY_OUTCOME_CANCELLED, DY_OUTCOME_ERROR,
-    DY_OUTCOME_REJECTED, /* refused before running: bad input, queue full, no worker */
-    DY_OUTCOME_N
-} dy_outcome;
+#include "serve/wire/end.h"
 
 typedef struct dy_metrics dy_metrics;
 
@@ -22,7 +17,8 @@ void dy_metrics_ttft(dy_metrics *m, double seconds);
 void dy_metrics_itl(dy_metrics *m, double seconds);
 void dy_metrics_e2e(dy_metrics *m, double seconds);
 void dy_metrics_queue(dy_metrics *m, double seconds);
-void dy_metrics_request(dy_metrics *m, dy_outcome o);
+/* Counts a request by its outcome (DY_END_STOP … DY_END_REJECTED). */
+void dy_metrics_request(dy_metrics *m, dy_end outcome);
 /* The whole exposition, with the workers' figures and the KV transfer totals; malloc'd. */
 char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers,
                         const dy_xfer_totals *x, const dy_router_totals *rt);

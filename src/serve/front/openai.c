@@ -10,6 +10,7 @@
  * users expect. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "serve/front/openai.h"
+#include "serve/front/json.h"
 
 #include "engine/stop.h"
 
@@ -100,24 +101,6 @@ void dy_api_error_internal(dy_api_error *e, const char *what)
 
 /* ==== UTF-8 ==== */
 
-/* Length (1-4) of the well-formed UTF-8 sequence at s[0..n), or 0 if there is none (bad
- * lead byte, bad continuation, overlong form, surrogate, above U+10FFFF, or truncated). */
-static int utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    int len = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3
-            : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (len <= 1 || (size_t)len > n)
-        return len == 1 ? 1 : 0;
-    for (int i = 1; i < len; i++)
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-    if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) ||
-        (c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] > 0x8F))
-        return 0;
-    return len;
-}
-
 /* True if s[0..n) (n < the sequence's length) can still become a well-formed sequence. */
 static bool utf8_prefix_ok(const unsigned char *s, size_t n)
 {
@@ -147,75 +130,7 @@ size_t dy_utf8_sendable(const char *s, size_t len)
     return len;
 }
 
-/* A copy of s[0..n) with every byte that is not part of a well-formed sequence replaced by
- * U+FFFD (jansson only holds valid UTF-8). malloc'd, NUL-terminated, length in *out_n. */
-static char *utf8_fixed(const char *s, size_t n, size_t *out_n)
-{
-    char *o = malloc(n * 3 + 1);
-    if (!o)
-        return NULL;
-    size_t k = 0;
-    for (size_t i = 0; i < n;) {
-        int l = utf8_seq((const unsigned char *)s + i, n - i);
-        if (l > 0) {
-            memcpy(o + k, s + i, (size_t)l);
-            k += (size_t)l, i += (size_t)l;
-        } else {
-            memcpy(o + k, "\xEF\xBF\xBD", 3);
-            k += 3, i++;
-        }
-    }
-    o[k] = 0;
-    *out_n = k;
-    return o;
-}
-
-static bool utf8_valid(const char *s, size_t n)
-{
-    for (size_t i = 0; i < n;) {
-        int l = utf8_seq((const unsigned char *)s + i, n - i);
-        if (l == 0)
-            return false;
-        i += (size_t)l;
-    }
-    return true;
-}
-
-/* ==== JSON building: a failed allocation anywhere makes the whole result NULL ==== */
-
-typedef struct {
-    bool oom;
-} jb;
-
-static void jset(jb *b, json_t *obj, const char *key, json_t *v)
-{
-    if (json_object_set_new(obj, key, v) != 0) /* also when obj or v is NULL */
-        b->oom = true;
-}
-
-static void japp(jb *b, json_t *arr, json_t *v)
-{
-    if (json_array_append_new(arr, v) != 0)
-        b->oom = true;
-}
-
-static json_t *jstrn(const char *s, size_t n)
-{
-    if (!s)
-        s = "", n = 0;
-    if (utf8_valid(s, n))
-        return json_stringn_nocheck(s, n);
-    size_t fn;
-    char *f = utf8_fixed(s, n, &fn);
-    json_t *j = f ? json_stringn_nocheck(f, fn) : NULL;
-    free(f);
-    return j;
-}
-
-static json_t *jstr(const char *s)
-{
-    return jstrn(s, s ? strlen(s) : 0);
-}
+/* ==== JSON building (json.h): a failure anywhere makes the whole result NULL ==== */
 
 /* Non-finite values are not JSON; a token the model cannot produce gets OpenAI's -9999. */
 static json_t *jreal(double x)
@@ -223,24 +138,21 @@ static json_t *jreal(double x)
     return json_real(isfinite(x) ? x : -9999.0);
 }
 
-static char *jdone(jb *b, json_t *root)
+/* The text of a whole response, chunk or error object (NULL if anything in it failed). */
+static char *jdone(dy_jb *b, json_t *root)
 {
-    char *s = NULL;
-    if (root && !b->oom)
-        s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9));
-    json_decref(root);
-    return s;
+    return dy_jb_dump(b, root, JSON_COMPACT | JSON_REAL_PRECISION(9));
 }
 
 char *dy_api_error_json(const dy_api_error *e)
 {
-    jb b = {0};
+    dy_jb b = {0};
     json_t *root = json_object(), *in = json_object();
-    jset(&b, in, "message", jstr(e->message));
-    jset(&b, in, "type", jstr(e->type[0] ? e->type : "invalid_request_error"));
-    jset(&b, in, "param", e->param[0] ? jstr(e->param) : json_null());
-    jset(&b, in, "code", e->code[0] ? jstr(e->code) : json_null());
-    jset(&b, root, "error", in);
+    dy_jb_set(&b, in, "message", dy_json_str(e->message));
+    dy_jb_set(&b, in, "type", dy_json_str(e->type[0] ? e->type : "invalid_request_error"));
+    dy_jb_set(&b, in, "param", e->param[0] ? dy_json_str(e->param) : json_null());
+    dy_jb_set(&b, in, "code", e->code[0] ? dy_json_str(e->code) : json_null());
+    dy_jb_set(&b, root, "error", in);
     return jdone(&b, root);
 }
 
@@ -1113,57 +1025,50 @@ int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_a
 
 /* ==== responses ==== */
 
-static json_t *head(jb *b, const dy_api_meta *m, const char *object)
+static json_t *head(dy_jb *b, const dy_api_meta *m, const char *object)
 {
     json_t *o = json_object();
-    jset(b, o, "id", jstr(m->id));
-    jset(b, o, "object", json_string(object));
-    jset(b, o, "created", json_integer(m->created));
-    jset(b, o, "model", jstr(m->model));
+    dy_jb_set(b, o, "id", dy_json_str(m->id));
+    dy_jb_set(b, o, "object", json_string(object));
+    dy_jb_set(b, o, "created", json_integer(m->created));
+    dy_jb_set(b, o, "model", dy_json_str(m->model));
     if (m->system_fingerprint)
-        jset(b, o, "system_fingerprint", jstr(m->system_fingerprint));
+        dy_jb_set(b, o, "system_fingerprint", dy_json_str(m->system_fingerprint));
     return o;
 }
 
-static json_t *finish_json(dy_api_finish f)
+/* OpenAI's finish_reason: null until the choice ends, then "length" or "stop" — the API has
+ * no word for a cancelled or failed choice, so one that still reaches a client reads "stop". */
+static json_t *finish_json(dy_end f)
 {
-    return f == DY_FINISH_STOP ? json_string("stop")
-         : f == DY_FINISH_LENGTH ? json_string("length") : json_null();
+    if (f == DY_END_NONE)
+        return json_null();
+    return json_string(dy_end_name(f == DY_END_LENGTH ? DY_END_LENGTH : DY_END_STOP));
 }
 
-static json_t *usage_json(jb *b, const dy_api_usage *u)
+static json_t *usage_json(dy_jb *b, const dy_api_usage *u)
 {
     json_t *o = json_object(), *details = json_object();
-    jset(b, o, "prompt_tokens", json_integer(u->prompt_tokens));
-    jset(b, o, "completion_tokens", json_integer(u->completion_tokens));
-    jset(b, o, "total_tokens", json_integer((json_int_t)u->prompt_tokens + u->completion_tokens));
-    jset(b, details, "cached_tokens", json_integer(u->cached_tokens));
-    jset(b, o, "prompt_tokens_details", details);
+    dy_jb_set(b, o, "prompt_tokens", json_integer(u->prompt_tokens));
+    dy_jb_set(b, o, "completion_tokens", json_integer(u->completion_tokens));
+    dy_jb_set(b, o, "total_tokens", json_integer((json_int_t)u->prompt_tokens + u->completion_tokens));
+    dy_jb_set(b, details, "cached_tokens", json_integer(u->cached_tokens));
+    dy_jb_set(b, o, "prompt_tokens_details", details);
     return o;
 }
 
 /* Completions' top_logprobs entry: {token: logprob, ...}. Alternatives whose texts collide
  * keep the first (most likely) one. */
-static json_t *top_dict(jb *b, const dy_api_token_lp *t)
+static json_t *top_dict(dy_jb *b, const dy_api_token_lp *t)
 {
     json_t *d = json_object();
-    for (int k = 0; d && k < t->n_top; k++) {
-        size_t kn;
-        char *key = utf8_fixed(t->top[k].token ? t->top[k].token : "", t->top[k].len, &kn);
-        if (!key) {
-            b->oom = true;
-            break;
-        }
-        if (!json_object_getn(d, key, kn) &&
-            json_object_setn_new_nocheck(d, key, kn, jreal(t->top[k].logprob)) != 0)
-            b->oom = true;
-        free(key);
-    }
+    for (int k = 0; k < t->n_top; k++)
+        dy_jb_set_first(b, d, t->top[k].token, t->top[k].len, jreal(t->top[k].logprob));
     return d;
 }
 
 /* {"tokens","token_logprobs","top_logprobs","text_offset"} */
-static json_t *cmpl_logprobs(jb *b, const dy_api_choice *ch)
+static json_t *cmpl_logprobs(dy_jb *b, const dy_api_choice *ch)
 {
     if (!ch->has_logprobs)
         return json_null();
@@ -1171,37 +1076,37 @@ static json_t *cmpl_logprobs(jb *b, const dy_api_choice *ch)
            *offs = json_array();
     for (int i = 0; i < ch->n_logprobs; i++) {
         const dy_api_token_lp *t = &ch->logprobs[i];
-        japp(b, toks, jstrn(t->token, t->len));
-        japp(b, lps, t->no_logprob ? json_null() : jreal(t->logprob));
-        japp(b, tops, t->no_logprob ? json_null() : top_dict(b, t));
-        japp(b, offs, json_integer(t->text_offset));
+        dy_jb_append(b, toks, dy_json_strn(t->token, t->len));
+        dy_jb_append(b, lps, t->no_logprob ? json_null() : jreal(t->logprob));
+        dy_jb_append(b, tops, t->no_logprob ? json_null() : top_dict(b, t));
+        dy_jb_append(b, offs, json_integer(t->text_offset));
     }
-    jset(b, o, "tokens", toks);
-    jset(b, o, "token_logprobs", lps);
-    jset(b, o, "top_logprobs", tops);
-    jset(b, o, "text_offset", offs);
+    dy_jb_set(b, o, "tokens", toks);
+    dy_jb_set(b, o, "token_logprobs", lps);
+    dy_jb_set(b, o, "top_logprobs", tops);
+    dy_jb_set(b, o, "text_offset", offs);
     return o;
 }
 
-static json_t *bytes_json(jb *b, const char *s, size_t n)
+static json_t *bytes_json(dy_jb *b, const char *s, size_t n)
 {
     json_t *a = json_array();
     for (size_t i = 0; a && i < n; i++)
-        japp(b, a, json_integer((unsigned char)s[i]));
+        dy_jb_append(b, a, json_integer((unsigned char)s[i]));
     return a;
 }
 
-static json_t *chat_lp_entry(jb *b, const char *tok, size_t len, float lp)
+static json_t *chat_lp_entry(dy_jb *b, const char *tok, size_t len, float lp)
 {
     json_t *e = json_object();
-    jset(b, e, "token", jstrn(tok, len));
-    jset(b, e, "logprob", jreal(lp));
-    jset(b, e, "bytes", bytes_json(b, tok, len));
+    dy_jb_set(b, e, "token", dy_json_strn(tok, len));
+    dy_jb_set(b, e, "logprob", jreal(lp));
+    dy_jb_set(b, e, "bytes", bytes_json(b, tok, len));
     return e;
 }
 
 /* {"content":[{"token","logprob","bytes","top_logprobs":[{"token","logprob","bytes"}]}]} */
-static json_t *chat_logprobs(jb *b, const dy_api_choice *ch)
+static json_t *chat_logprobs(dy_jb *b, const dy_api_choice *ch)
 {
     if (!ch->has_logprobs)
         return json_null();
@@ -1210,73 +1115,73 @@ static json_t *chat_logprobs(jb *b, const dy_api_choice *ch)
         const dy_api_token_lp *t = &ch->logprobs[i];
         json_t *e = chat_lp_entry(b, t->token, t->len, t->logprob), *top = json_array();
         for (int k = 0; k < t->n_top; k++)
-            japp(b, top, chat_lp_entry(b, t->top[k].token, t->top[k].len, t->top[k].logprob));
-        jset(b, e, "top_logprobs", top);
-        japp(b, content, e);
+            dy_jb_append(b, top, chat_lp_entry(b, t->top[k].token, t->top[k].len, t->top[k].logprob));
+        dy_jb_set(b, e, "top_logprobs", top);
+        dy_jb_append(b, content, e);
     }
-    jset(b, o, "content", content);
+    dy_jb_set(b, o, "content", content);
     return o;
 }
 
-static json_t *cmpl_choice(jb *b, const dy_api_choice *ch)
+static json_t *cmpl_choice(dy_jb *b, const dy_api_choice *ch)
 {
     json_t *o = json_object();
-    jset(b, o, "index", json_integer(ch->index));
-    jset(b, o, "text", jstrn(ch->text, ch->text ? ch->len : 0));
-    jset(b, o, "logprobs", cmpl_logprobs(b, ch));
-    jset(b, o, "finish_reason", finish_json(ch->finish));
+    dy_jb_set(b, o, "index", json_integer(ch->index));
+    dy_jb_set(b, o, "text", dy_json_strn(ch->text, ch->text ? ch->len : 0));
+    dy_jb_set(b, o, "logprobs", cmpl_logprobs(b, ch));
+    dy_jb_set(b, o, "finish_reason", finish_json(ch->finish));
     return o;
 }
 
-static json_t *chat_choice(jb *b, const dy_api_choice *ch)
+static json_t *chat_choice(dy_jb *b, const dy_api_choice *ch)
 {
     json_t *o = json_object(), *msg = json_object();
-    jset(b, msg, "role", json_string("assistant"));
-    jset(b, msg, "content", jstrn(ch->text, ch->text ? ch->len : 0));
-    jset(b, o, "index", json_integer(ch->index));
-    jset(b, o, "message", msg);
-    jset(b, o, "logprobs", chat_logprobs(b, ch));
-    jset(b, o, "finish_reason", finish_json(ch->finish));
+    dy_jb_set(b, msg, "role", json_string("assistant"));
+    dy_jb_set(b, msg, "content", dy_json_strn(ch->text, ch->text ? ch->len : 0));
+    dy_jb_set(b, o, "index", json_integer(ch->index));
+    dy_jb_set(b, o, "message", msg);
+    dy_jb_set(b, o, "logprobs", chat_logprobs(b, ch));
+    dy_jb_set(b, o, "finish_reason", finish_json(ch->finish));
     return o;
 }
 
 char *dy_api_response_json(const dy_api_meta *m, const dy_api_choice *ch, int n,
                            const dy_api_usage *u, json_t *dyad)
 {
-    jb b = {0};
+    dy_jb b = {0};
     bool chat = m->kind == DY_API_CHAT;
     json_t *o = head(&b, m, chat ? "chat.completion" : "text_completion"), *arr = json_array();
     for (int i = 0; i < n; i++)
-        japp(&b, arr, chat ? chat_choice(&b, &ch[i]) : cmpl_choice(&b, &ch[i]));
-    jset(&b, o, "choices", arr);
+        dy_jb_append(&b, arr, chat ? chat_choice(&b, &ch[i]) : cmpl_choice(&b, &ch[i]));
+    dy_jb_set(&b, o, "choices", arr);
     if (u)
-        jset(&b, o, "usage", usage_json(&b, u));
+        dy_jb_set(&b, o, "usage", usage_json(&b, u));
     if (dyad)
-        jset(&b, o, "dyad", json_incref(dyad));
+        dy_jb_set(&b, o, "dyad", json_incref(dyad));
     return jdone(&b, o);
 }
 
 /* A chat delta: the role (and "" content) on a choice's first chunk, then the content, and
  * {} on the chunk that carries only the finish reason. */
-static json_t *chat_delta(jb *b, const dy_api_choice *ch)
+static json_t *chat_delta(dy_jb *b, const dy_api_choice *ch)
 {
     json_t *d = json_object();
     if (ch->first)
-        jset(b, d, "role", json_string("assistant"));
+        dy_jb_set(b, d, "role", json_string("assistant"));
     if (ch->first || ch->text)
-        jset(b, d, "content", jstrn(ch->text, ch->text ? ch->len : 0));
+        dy_jb_set(b, d, "content", dy_json_strn(ch->text, ch->text ? ch->len : 0));
     return d;
 }
 
-static json_t *chunk_choice(jb *b, const dy_api_choice *ch, bool chat)
+static json_t *chunk_choice(dy_jb *b, const dy_api_choice *ch, bool chat)
 {
     if (!chat)
         return cmpl_choice(b, ch);
     json_t *o = json_object();
-    jset(b, o, "index", json_integer(ch->index));
-    jset(b, o, "delta", chat_delta(b, ch));
-    jset(b, o, "logprobs", chat_logprobs(b, ch));
-    jset(b, o, "finish_reason", finish_json(ch->finish));
+    dy_jb_set(b, o, "index", json_integer(ch->index));
+    dy_jb_set(b, o, "delta", chat_delta(b, ch));
+    dy_jb_set(b, o, "logprobs", chat_logprobs(b, ch));
+    dy_jb_set(b, o, "finish_reason", finish_json(ch->finish));
     return o;
 }
 
@@ -1293,24 +1198,24 @@ char *dy_api_chunk_json(const dy_api_meta *m, const dy_api_choice *ch, int n, bo
 char *dy_api_chunk_json_dyad(const dy_api_meta *m, const dy_api_choice *ch, int n,
                              bool usage_null, json_t *dyad)
 {
-    jb b = {0};
+    dy_jb b = {0};
     json_t *o = head(&b, m, chunk_object(m)), *arr = json_array();
     for (int i = 0; i < n; i++)
-        japp(&b, arr, chunk_choice(&b, &ch[i], m->kind == DY_API_CHAT));
-    jset(&b, o, "choices", arr);
+        dy_jb_append(&b, arr, chunk_choice(&b, &ch[i], m->kind == DY_API_CHAT));
+    dy_jb_set(&b, o, "choices", arr);
     if (usage_null)
-        jset(&b, o, "usage", json_null());
+        dy_jb_set(&b, o, "usage", json_null());
     if (dyad)
-        jset(&b, o, "dyad", json_incref(dyad));
+        dy_jb_set(&b, o, "dyad", json_incref(dyad));
     return jdone(&b, o);
 }
 
 char *dy_api_usage_chunk_json(const dy_api_meta *m, const dy_api_usage *u)
 {
-    jb b = {0};
+    dy_jb b = {0};
     json_t *o = head(&b, m, chunk_object(m));
-    jset(&b, o, "choices", json_array());
-    jset(&b, o, "usage", usage_json(&b, u));
+    dy_jb_set(&b, o, "choices", json_array());
+    dy_jb_set(&b, o, "usage", usage_json(&b, u));
     return jdone(&b, o);
 }
 
@@ -1328,29 +1233,29 @@ char *dy_sse_frame(const char *json)
     return f;
 }
 
-static json_t *model_json(jb *b, const dy_api_model *m)
+static json_t *model_json(dy_jb *b, const dy_api_model *m)
 {
     json_t *o = json_object();
-    jset(b, o, "id", jstr(m->id));
-    jset(b, o, "object", json_string("model"));
-    jset(b, o, "created", json_integer(m->created));
-    jset(b, o, "owned_by", jstr(m->owned_by ? m->owned_by : "dyad"));
+    dy_jb_set(b, o, "id", dy_json_str(m->id));
+    dy_jb_set(b, o, "object", json_string("model"));
+    dy_jb_set(b, o, "created", json_integer(m->created));
+    dy_jb_set(b, o, "owned_by", dy_json_str(m->owned_by ? m->owned_by : "dyad"));
     return o;
 }
 
 char *dy_api_models_json(const dy_api_model *m, int n)
 {
-    jb b = {0};
+    dy_jb b = {0};
     json_t *o = json_object(), *data = json_array();
-    jset(&b, o, "object", json_string("list"));
+    dy_jb_set(&b, o, "object", json_string("list"));
     for (int i = 0; i < n; i++)
-        japp(&b, data, model_json(&b, &m[i]));
-    jset(&b, o, "data", data);
+        dy_jb_append(&b, data, model_json(&b, &m[i]));
+    dy_jb_set(&b, o, "data", data);
     return jdone(&b, o);
 }
 
 char *dy_api_model_json(const dy_api_model *m)
 {
-    jb b = {0};
+    dy_jb b = {0};
     return jdone(&b, model_json(&b, m));
 }

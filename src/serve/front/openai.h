@@ -15,6 +15,7 @@
 
 #include "engine/sampler.h"
 #include "serve/front/chat_template.h"
+#include "serve/wire/end.h"
 
 typedef enum { DY_API_COMPLETIONS = 1, DY_API_CHAT = 2 } dy_api_kind;
 
@@ -120,8 +121,6 @@ int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_a
 
 /* ---- responses ---- */
 
-typedef enum { DY_FINISH_NONE = 0, DY_FINISH_STOP, DY_FINISH_LENGTH } dy_api_finish;
-
 /* A token as bytes (not necessarily valid UTF-8: a byte-fallback token may hold part of a
  * character; JSON strings get U+FFFD for such bytes, chat's "bytes" arrays keep them). */
 typedef struct {
@@ -145,7 +144,7 @@ typedef struct {
     int index;
     const char *text; /* NULL: none (a chat delta without content) */
     size_t len;
-    dy_api_finish finish;         /* NONE: null */
+    dy_end finish;                /* NONE: null; "length", or else "stop" */
     bool has_logprobs;            /* false: "logprobs": null */
     const dy_api_token_lp *logprobs;
     int n_logprobs;

@@ -1,5 +1,6 @@
 /* reqlog.c — see reqlog.h. */
 #include "serve/front/reqlog.h"
+#include "serve/front/json.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -62,14 +63,15 @@ void dy_reqlog_write(dy_reqlog *l, json_t *entry)
     }
     char when[40];
     utc_now(when, sizeof when);
-    /* "time" first: build the line as {"time": ..., then the entry's fields}. */
-    json_t *line = json_pack("{s:s}", "time", when);
-    if (line)
-        json_object_update(line, entry);
+    /* "time" first: build the line as {"time": ..., then the entry's fields}. A line that
+     * cannot be built whole is not written. */
+    dy_jb b = {0};
+    json_t *line = json_object();
+    dy_jb_set(&b, line, "time", json_string(when));
+    if (json_object_update(line, entry) != 0)
+        b.failed = true;
     json_decref(entry);
-    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6))
-                      : NULL;
-    json_decref(line);
+    char *text = dy_jb_dump(&b, line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
     if (!text)
         return;
     pthread_mutex_lock(&l->mu);

@@ -16,7 +16,8 @@ dy_reqlog *dy_reqlog_open(const char *path, char *err, size_t errlen);
 /* Closes the file (standard error is left open). NULL is fine. */
 void dy_reqlog_close(dy_reqlog *l);
 /* Writes the entry as one line, a "time" field (UTC, ms) put first, and takes the entry's
- * reference. A NULL log or entry writes nothing. */
+ * reference. A NULL log or entry writes nothing (a caller passes the NULL of an entry it
+ * could not build whole), and so does a line that runs out of memory. */
 void dy_reqlog_write(dy_reqlog *l, json_t *entry);
 
 #endif

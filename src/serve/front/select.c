@@ -2,6 +2,7 @@
  * so the tally is a plain array scanned linearly. */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "serve/front/select.h"
+#include "serve/front/json.h"
 
 #include <math.h>
 #include <pcre2.h>
@@ -214,24 +215,34 @@ const char *dy_vote_answer(const dy_vote *v, int sample)
     return sample >= 0 && sample < v->n ? v->answer[sample] : NULL;
 }
 
+/* {"count": 3, "samples": [0, 2, 3]} for one answer. */
+static json_t *answer_json(dy_jb *b, const dy_vote *v, const tally *t)
+{
+    json_t *o = json_object(), *samples = json_array();
+    for (int i = 0; i < v->n; i++)
+        if (v->state[i] == VOTED && v->answer[i] && !strcmp(v->answer[i], t->answer))
+            dy_jb_append(b, samples, json_integer(i));
+    dy_jb_set(b, o, "count", json_integer(t->count));
+    dy_jb_set(b, o, "samples", samples);
+    return o;
+}
+
 json_t *dy_vote_json(const dy_vote *v)
 {
-    json_t *votes = json_object();
-    for (int i = 0; votes && i < v->n; i++) {
-        const char *a = v->answer[i];
-        if (v->state[i] != VOTED || !a)
-            continue;
-        json_t *e = json_object_get(votes, a);
-        if (!e) {
-            e = json_pack("{s:i, s:[]}", "count", 0, "samples");
-            json_object_set_new(votes, a, e);
-        }
-        json_object_set_new(e, "count", json_integer(json_integer_value(json_object_get(e, "count")) + 1));
-        json_array_append_new(json_object_get(e, "samples"), json_integer(i));
-    }
+    dy_jb b = {0};
+    tally *t = malloc(sizeof *t * (size_t)v->n);
+    json_t *o = json_object(), *votes = json_object();
+    int n = t ? count_votes(v, t) : 0; /* answers in the order first given */
+    if (!t)
+        b.failed = true;
+    for (int k = 0; k < n; k++)
+        dy_jb_set_first(&b, votes, t[k].answer, strlen(t[k].answer), answer_json(&b, v, &t[k]));
+    free(t);
     const char *w = dy_vote_winner(v);
-    return json_pack("{s:o, s:b, s:o}", "winner", w ? json_string(w) : json_null(),
-                     "settled_early", v->settled_early, "votes", votes ? votes : json_object());
+    dy_jb_set(&b, o, "winner", w ? dy_json_str(w) : json_null());
+    dy_jb_set(&b, o, "settled_early", json_boolean(v->settled_early));
+    dy_jb_set(&b, o, "votes", votes);
+    return dy_jb_tree(&b, o);
 }
 
 double dy_mean_logprob(const float *logprobs, int n)

@@ -36,7 +36,8 @@ const char *dy_vote_winner(const dy_vote *v);
 /* The answer sample i gave, or NULL (none found, or not counted yet). */
 const char *dy_vote_answer(const dy_vote *v, int sample);
 /* {"winner": "42" | null, "settled_early": bool,
- *  "votes": {"42": {"count": 3, "samples": [0, 2, 3]}, ...}} — a new reference. */
+ *  "votes": {"42": {"count": 3, "samples": [0, 2, 3]}, ...}} — a new reference; NULL if
+ * out of memory (never an object with parts missing). */
 json_t *dy_vote_json(const dy_vote *v);
 
 /* Mean token log-probability of a sample (-INFINITY for a sample without tokens). */

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "kv/kv_event.h"
+#include "serve/wire/end.h"
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
@@ -54,13 +55,6 @@ typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_wor
 typedef enum { DY_XFER_SHM = 1, DY_XFER_TCP = 2 } dy_xfer_kind;
 
 #define DY_WIRE_MAX_PEER 128
-
-typedef enum {
-    DY_END_STOP = 1,      /* EOS or a stop string */
-    DY_END_LENGTH = 2,    /* max_tokens or the context length */
-    DY_END_CANCELLED = 3, /* the client went away */
-    DY_END_ERROR = 4,     /* the request could not run (message in DONE) */
-} dy_end;
 
 typedef struct {
     uint32_t worker_id, pid;
@@ -149,7 +143,7 @@ typedef struct {
 
 typedef struct {
     uint64_t id;
-    uint8_t finish;      /* dy_end */
+    uint8_t finish;      /* dy_end (end.h): DY_END_STOP … DY_END_ERROR */
     uint32_t prompt_tokens, cached_tokens, completion_tokens;
     uint32_t queue_us;   /* from arrival at the worker to its first scheduled step */
     uint32_t text_len;   /* trailing text released at the end, or the error message */

@@ -294,7 +294,7 @@ static void deliver(worker *w, const sample_out *o)
     wreq *r = o->req;
     dy_seq *q = r->seq;
     r->generated++;
-    dy_end fin = 0;
+    dy_end fin = DY_END_NONE;
     char text[2 * DY_WIRE_MAX_TEXT];
     size_t text_len = 0;
     if (!r->ignore_eos && dy_tokenizer_is_eog(w->model->tok, o->token)) {
