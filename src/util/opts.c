@@ -248,15 +248,16 @@ dy_opt *dy_opts_find(dy_opt *opts, int n, const char *name)
 /* ---------------------------------------------------------------- help */
 
 #define HELP_WIDTH 92
-#define HELP_MAX_COLUMN 28 /* where help paragraphs start at the latest */
+#define HELP_MAX_COLUMN 30 /* where help paragraphs start at the latest */
 
 /* "(default 16)", from the table; empty when there is none to say. */
 static void default_text(const dy_opt *o, char *out, size_t cap)
 {
     out[0] = 0;
     if (o->shown_default) {
+        bool number = *o->shown_default >= '0' && *o->shown_default <= '9';
         if (*o->shown_default)
-            snprintf(out, cap, "(default: %s)", o->shown_default);
+            snprintf(out, cap, number ? "(default %s)" : "(default: %s)", o->shown_default);
         return;
     }
     switch (o->kind) {

@@ -34,7 +34,8 @@ typedef struct {
     double def;         /* the default of a number, an ENUM's position or value; written to dst
                          * before parsing, so 0 unless given */
     const char *def_str;       /* STR: the default (NULL: none) */
-    const char *shown_default; /* --help says "(default: this)" instead of def; "" says nothing */
+    const char *shown_default; /* --help says "(default: this)" instead of def ("(default 1)"
+                                * for a number); "" says nothing */
     const char *const *names;  /* ENUM: the accepted values, NULL-terminated */
     const int *values;         /* ENUM: what each name stores (NULL: its position) */
     /* CALL: false, with the problem in err, when the value is bad. */
@@ -42,6 +43,10 @@ typedef struct {
     void *ctx;
     bool *given;        /* optional: set to true when the option is on the command line */
 } dy_opt;
+
+/* A limit's macro as a string literal, for help texts that quote it: DY_OPTS_QUOTE(DY_MAX_STOPS). */
+#define DY_OPTS_QUOTE(x) DY_OPTS_QUOTE_(x)
+#define DY_OPTS_QUOTE_(x) #x
 
 /* Arguments that are not options (`dyad convert IN OUT`). With max == 0, one is an error. */
 typedef struct {
