@@ -221,12 +221,12 @@ dy_opts_result dy_opts_parse(const dy_opt *opts, int n, int argc, char **argv,
                 snprintf(err, errlen, "unknown option '%s'", argv[word]);
             return DY_OPTS_BAD;
         }
-        int e = entry_of(opts, n, c == ':' ? optopt : c);
         if (c == ':') {
             snprintf(err, errlen, "%s needs a value", argv[word]);
             return DY_OPTS_BAD;
         }
-        if (!set_value(&opts[e], optarg, err, errlen))
+        int e = entry_of(opts, n, c);
+        if (e < 0 || !set_value(&opts[e], optarg, err, errlen))
             return DY_OPTS_BAD;
         if (opts[e].given)
             *opts[e].given = true;
