@@ -226,7 +226,11 @@ dy_opts_result dy_opts_parse(const dy_opt *opts, int n, int argc, char **argv,
             return DY_OPTS_BAD;
         }
         int e = entry_of(opts, n, c);
-        if (e < 0 || !set_value(&opts[e], optarg, err, errlen))
+        if (e < 0) { /* cannot happen: getopt returns only the values it was given */
+            snprintf(err, errlen, "unknown option '%s'", argv[word]);
+            return DY_OPTS_BAD;
+        }
+        if (!set_value(&opts[e], optarg, err, errlen))
             return DY_OPTS_BAD;
         if (opts[e].given)
             *opts[e].given = true;
