@@ -43,7 +43,7 @@ static bool set_enum(const dy_opt *o, const char *v, char *err, size_t errlen)
     return false;
 }
 
-static bool set_int(const dy_opt *o, const char *v, char *err, size_t errlen)
+static bool set_integer(const dy_opt *o, const char *v, char *err, size_t errlen)
 {
     char *end;
     errno = 0;
@@ -53,7 +53,10 @@ static bool set_int(const dy_opt *o, const char *v, char *err, size_t errlen)
                  o->max);
         return false;
     }
-    *(int *)o->dst = (int)x;
+    if (o->kind == DY_OPT_LONG)
+        *(long *)o->dst = x;
+    else
+        *(int *)o->dst = (int)x;
     return true;
 }
 
@@ -75,7 +78,7 @@ static bool set_number(const dy_opt *o, const char *v, char *err, size_t errlen)
     char *end;
     errno = 0;
     double x = strtod(v, &end);
-    if (errno || end == v || *end || !isfinite(x) || x < o->min || x > o->max) {
+    if (errno || end == v || *end || isnan(x) || x < o->min || x > o->max) {
         snprintf(err, errlen, "--%s: '%s' is not a number in [%g, %g]", o->name, v, o->min,
                  o->max);
         return false;
@@ -90,8 +93,9 @@ static bool set_number(const dy_opt *o, const char *v, char *err, size_t errlen)
 static bool set_value(const dy_opt *o, const char *v, char *err, size_t errlen)
 {
     switch (o->kind) {
-    case DY_OPT_FLAG: *(bool *)o->dst = true; return true;
-    case DY_OPT_INT: return set_int(o, v, err, errlen);
+    case DY_OPT_FLAG: *(bool *)o->dst = o->def == 0; return true;
+    case DY_OPT_INT:
+    case DY_OPT_LONG: return set_integer(o, v, err, errlen);
     case DY_OPT_U64: return set_u64(o, v, err, errlen);
     case DY_OPT_DOUBLE:
     case DY_OPT_FLOAT: return set_number(o, v, err, errlen);
@@ -116,6 +120,7 @@ void dy_opts_defaults(const dy_opt *opts, int n)
         case DY_OPT_FLAG: *(bool *)o->dst = o->def != 0; break;
         case DY_OPT_INT:
         case DY_OPT_ENUM: *(int *)o->dst = (int)o->def; break;
+        case DY_OPT_LONG: *(long *)o->dst = (long)o->def; break;
         case DY_OPT_U64: *(uint64_t *)o->dst = (uint64_t)o->def; break;
         case DY_OPT_DOUBLE: *(double *)o->dst = o->def; break;
         case DY_OPT_FLOAT: *(float *)o->dst = (float)o->def; break;
@@ -265,7 +270,8 @@ static void default_text(const dy_opt *o, char *out, size_t cap)
         return;
     }
     switch (o->kind) {
-    case DY_OPT_INT: snprintf(out, cap, "(default %d)", (int)o->def); break;
+    case DY_OPT_INT:
+    case DY_OPT_LONG:
     case DY_OPT_U64: snprintf(out, cap, "(default %.0f)", o->def); break;
     case DY_OPT_DOUBLE:
     case DY_OPT_FLOAT: snprintf(out, cap, "(default %g)", o->def); break;
@@ -328,6 +334,8 @@ void dy_opts_help(FILE *f, const char *usage, const dy_opt *opts, int n, const c
     col = col > HELP_MAX_COLUMN ? HELP_MAX_COLUMN : col;
     fputs(usage, f);
     for (int i = 0; i < n; i++) {
+        if (opts[i].section)
+            fprintf(f, "\n%s\n", opts[i].section);
         int w = option_words(&opts[i], words, sizeof words);
         default_text(&opts[i], def, sizeof def);
         snprintf(para, sizeof para, "%s%s%s", opts[i].help, *def ? " " : "", def);
@@ -347,7 +355,7 @@ void dy_opts_help(FILE *f, const char *usage, const dy_opt *opts, int n, const c
 static const char *value_text(const dy_opt *o, char *store, size_t cap)
 {
     switch (o->kind) {
-    case DY_OPT_FLAG: return *(bool *)o->dst ? "" : NULL;
+    case DY_OPT_FLAG: return *(bool *)o->dst != (o->def != 0) ? "" : NULL;
     case DY_OPT_STR: {
         const char *s = *(const char **)o->dst;
         bool same = s == o->def_str || (s && o->def_str && !strcmp(s, o->def_str));
@@ -362,6 +370,11 @@ static const char *value_text(const dy_opt *o, char *store, size_t cap)
         if (*(int *)o->dst == (int)o->def)
             return NULL;
         snprintf(store, cap, "%d", *(int *)o->dst);
+        return store;
+    case DY_OPT_LONG:
+        if (*(long *)o->dst == (long)o->def)
+            return NULL;
+        snprintf(store, cap, "%ld", *(long *)o->dst);
         return store;
     case DY_OPT_U64:
         if (*(uint64_t *)o->dst == (uint64_t)o->def)

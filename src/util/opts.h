@@ -13,8 +13,9 @@
 #include <stdio.h>
 
 typedef enum {
-    DY_OPT_FLAG,   /* no value; sets a bool to true */
+    DY_OPT_FLAG,   /* no value; sets a bool to the opposite of its default (true, mostly) */
     DY_OPT_INT,    /* int in [min, max] */
+    DY_OPT_LONG,   /* long in [min, max] */
     DY_OPT_U64,    /* uint64_t, any non-negative integer */
     DY_OPT_DOUBLE, /* double in [min, max] */
     DY_OPT_FLOAT,  /* float in [min, max] */
@@ -27,10 +28,11 @@ typedef struct {
     const char *name;   /* "max-tokens" for --max-tokens */
     char short_name;    /* 'o' for -o as well; 0 for none */
     dy_opt_kind kind;
-    void *dst;          /* bool *, int *, uint64_t *, double *, float *, const char **, int * */
+    void *dst;          /* bool *, int *, long *, uint64_t *, double *, float *, const char **,
+                         * int * (ENUM) */
     const char *meta;   /* the value in --help: "PATH", "N" */
     const char *help;   /* one paragraph; --help wraps it */
-    double min, max;    /* INT, DOUBLE, FLOAT */
+    double min, max;    /* INT, LONG, DOUBLE, FLOAT (a max of INFINITY admits "inf") */
     double def;         /* the default of a number, an ENUM's position or value; written to dst
                          * before parsing, so 0 unless given */
     const char *def_str;       /* STR: the default (NULL: none) */
@@ -42,6 +44,7 @@ typedef struct {
     bool (*call)(void *ctx, const char *value, char *err, size_t errlen);
     void *ctx;
     bool *given;        /* optional: set to true when the option is on the command line */
+    const char *section; /* optional: --help starts a section with this title before it */
 } dy_opt;
 
 /* A limit's macro as a string literal, for help texts that quote it: DY_OPTS_QUOTE(DY_MAX_STOPS). */
