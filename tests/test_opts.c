@@ -128,6 +128,7 @@ static void test_errors_name_the_option(void **state)
     rejects("-i needs a value", PARSE(&x, NULL, err, "-i"), err);
     rejects("unknown option '--in'", PARSE(&x, NULL, err, "--in", "3"), err); /* ambiguous */
     rejects("unknown option '--colo'", PARSE(&x, NULL, err, "--colo", "red"), err); /* unique */
+    rejects("unknown option '--hel'", PARSE(&x, NULL, err, "--hel"), err);
     rejects("unknown option '-z'", PARSE(&x, NULL, err, "-z"), err);
     rejects("unknown option '--flag=1'", PARSE(&x, NULL, err, "--flag=1"), err);
     rejects("unknown option 'extra'", PARSE(&x, NULL, err, "extra"), err);

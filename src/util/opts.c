@@ -212,14 +212,13 @@ dy_opts_result dy_opts_parse(const dy_opt *opts, int n, int argc, char **argv,
         int c = getopt_long(argc, argv, shorts, longs, &li);
         if (c == -1)
             break;
-        if (c == 'h' && (li < 0 || li == n))
-            return DY_OPTS_HELP;
+        const char *name = li < 0 ? NULL : li == n ? "help" : opts[li].name;
         if (c == 1) {
             if (!take_positional(pos, optarg, err, errlen))
                 return DY_OPTS_BAD;
             continue;
         }
-        if (c == '?' || (li >= 0 && !whole_name(argv[word], opts[li].name))) {
+        if (c == '?' || (name && !whole_name(argv[word], name))) {
             if (optopt && optopt < FIRST_LONG_VAL && c == '?')
                 snprintf(err, errlen, "unknown option '-%c'", optopt);
             else
@@ -230,6 +229,8 @@ dy_opts_result dy_opts_parse(const dy_opt *opts, int n, int argc, char **argv,
             snprintf(err, errlen, "%s needs a value", argv[word]);
             return DY_OPTS_BAD;
         }
+        if (c == 'h' && (li < 0 || li == n))
+            return DY_OPTS_HELP;
         int e = entry_of(opts, n, c);
         if (e < 0) { /* cannot happen: getopt returns only the values it was given */
             snprintf(err, errlen, "unknown option '%s'", argv[word]);
