@@ -65,7 +65,8 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
     const dy_route_config route = dy_route_config_default();
     const dy_router_config router = dy_router_config_default();
     const dy_opt own[] = {
-        {.name = "model-name", .kind = DY_OPT_STR, .dst = &o->model_name, .meta = "NAME",
+        {.section = "Frontend: HTTP, disaggregation, routing", .name = "model-name",
+         .kind = DY_OPT_STR, .dst = &o->model_name, .meta = "NAME",
          .help = "the id clients use", .shown_default = "the file name without extension"},
         {.name = "host", .kind = DY_OPT_STR, .dst = &o->host, .meta = "ADDR",
          .help = "IPv4 address to listen on", .def_str = "127.0.0.1"},
@@ -146,6 +147,7 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
 static int serve_table(serve_opts *o, dy_opt *t)
 {
     int n = dy_worker_args_opts(&o->worker, DY_WORKER_OPTS_SHARED, t);
+    t[0].section = "Model and workers (passed on to each `dyad worker`)";
     dy_opts_find(t, n, "model")->shown_default = "the bundled stories260K";
     n += frontend_opts(o, t + n);
     _Static_assert(DY_WORKER_MAX_OPTS + 32 <= MAX_SERVE_OPTS, "MAX_SERVE_OPTS");
