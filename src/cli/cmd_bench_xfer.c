@@ -169,7 +169,8 @@ int cmd_bench_xfer(int argc, char **argv)
         o.shape_names[i] = shapes[i].name;
     const dy_opt t[] = {
         {.name = "shape", .kind = DY_OPT_ENUM, .dst = &o.shape_index, .meta = "15m|110m|1b",
-         .help = "the model shape whose KV blocks move", .names = o.shape_names, .def = 1},
+         .help = "the model shape whose KV blocks move", .names = o.shape_names,
+         .def = 1 /* 110m */},
         {.name = "mib", .kind = DY_OPT_INT, .dst = &o.mib, .meta = "N",
          .help = "MiB of KV blocks to move", .min = 1, .max = 65536, .def = 256},
         {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",

@@ -31,8 +31,8 @@ typedef struct {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, ctx_len;
 } gen_shape;
 
-/* tiny: every row length a multiple of 256, so each type is tested without fallbacks. */
 #define N_SHAPES 4
+/* tiny: every row length a multiple of 256, so each type is tested without fallbacks. */
 static const gen_shape shapes[N_SHAPES] = {
     {"tiny", 256, 512, 2, 4, 2, 128},
     {"15m", 288, 768, 6, 6, 6, 256},
