@@ -1,79 +1,19 @@
-/* bench_cli.c — see bench_cli.h. Owns the option table (name, type, range, destination), the
- * cross-option rules and the usage text. */
+/* bench_cli.c — see bench_cli.h. Owns the option table (util/opts.h: name, type, range,
+ * destination, default, help), the cross-option rules and the usage text. */
 #include "bench/bench_cli.h"
+#include "util/opts.h"
 
 #include <errno.h>
 #include <math.h>
-#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const char usage[] =
     "usage: dyad bench [options]          load-test an OpenAI-compatible server (HTTP + SSE)\n"
-    "       dyad bench engine [options]   measure the engine itself (see its --help)\n"
-    "\n"
-    "Target\n"
-    "  --url URL            server base URL (default http://127.0.0.1:8000; a trailing /v1 is fine)\n"
-    "  --model NAME         model name to send (default: the first id of GET /v1/models)\n"
-    "  --api-key KEY        sent as 'Authorization: Bearer KEY'\n"
-    "  --endpoint E         completions (default: POST /v1/completions) or chat\n"
-    "                       (/v1/chat/completions); requests always stream (SSE)\n"
-    "  --prompt ids|text    completions: send the prompt as token ids (default; exactly ISL\n"
-    "                       tokens) or as words (one common word per id, about one token each;\n"
-    "                       chat always sends words). The server's usage.prompt_tokens, when\n"
-    "                       reported, is what input throughput counts\n"
-    "  --no-ignore-eos      do not send \"ignore_eos\": true (for servers that reject it; the\n"
-    "                       output length is then only an upper bound)\n"
-    "  --timeout S          per-request timeout in seconds (default: none)\n"
-    "\n"
-    "Load (one of: closed loop, open loop, trace times)\n"
-    "  --concurrency C      closed loop: keep C requests in flight (default 1); with --rate or\n"
-    "                       trace times: at most C in flight\n"
-    "  --rate R             open loop: R requests/s (inf: all at once), gamma-distributed gaps\n"
-    "  --burstiness B       shape of the gamma gaps (default 1 = Poisson; <1 burstier)\n"
-    "  --requests N         requests to measure (default 100; with --duration or a trace: no\n"
-    "                       count bound, a trace ends at its last row)\n"
-    "  --duration S         stop sending after S seconds (requests in flight then finish)\n"
-    "  --warmup N           send N requests first, at the run's concurrency (1 in an open\n"
-    "                       loop), and leave them out of every figure (default 0)\n"
-    "  --seed S             seed of every random choice (default 0): the same seed gives the\n"
-    "                       same prompts, lengths and arrival gaps\n"
-    "\n"
-    "Workload\n"
-    "  --isl N, --osl N     fixed prompt and output lengths (default 512 and 128)\n"
-    "  --vocab-size V       token ids are drawn from [3, V) (default 32000; must not exceed the\n"
-    "                       served model's vocabulary)\n"
-    "  --lengths-csv FILE   draw (input, output) lengths from a CSV's rows, e.g. the ShareGPT\n"
-    "                       statistics (columns num_prefill_tokens, num_decode_tokens)\n"
-    "  --input-col NAME, --output-col NAME   its column names (default: known names)\n"
-    "  --prefix-groups G    each request joins one of G groups at random; its first\n"
-    "  --prefix-len L       L tokens are the group's shared prefix, the rest its own\n"
-    "  --trace FILE         replay a trace at its timestamps: Mooncake JSONL (timestamp ms,\n"
-    "                       input_length, output_length, hash_ids of 512-token blocks; equal\n"
-    "                       ids give equal tokens, so prefix sharing is reproduced) or Azure CSV\n"
-    "                       (TIMESTAMP,ContextTokens,GeneratedTokens). With --concurrency or\n"
-    "                       --rate its rows are sent at that load instead of its times\n"
-    "  --time-scale X       multiply the trace's inter-arrival times by X (0.5 = twice as fast)\n"
-    "  --length-scale Y     multiply table/trace lengths by Y (the trace block size too, so the\n"
-    "                       prefix structure is kept)\n"
-    "  --max-isl N, --max-osl N   cap lengths (after scaling; a capped prompt keeps its prefix)\n"
-    "  --skip-bad-lines     skip (and count) CSV/JSONL lines that do not parse, instead of\n"
-    "                       stopping at the first with its FILE:LINE\n"
-    "\n"
-    "Metrics\n"
-    "  --slo LIST           goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any subset);\n"
-    "                       goodput = requests meeting all of them per second\n"
-    "  --cores N            cores of the server, for output tokens/s per core (default: the\n"
-    "                       CPUs of this machine)\n"
-    "  --sweep P=V1,V2,...  run once per value: concurrency=1,2,4,8 or rate=0.5,1,2,4; the\n"
-    "                       points are compared on the Pareto frontier (x: tokens/s per user =\n"
-    "                       1000 / mean TPOT ms; y: output tokens/s per core)\n"
-    "\n"
-    "Output (the report goes to stdout; a progress line to stderr when it is a terminal)\n"
-    "  --json               one JSON object per run (per sweep point) instead of the report\n"
-    "  --csv FILE           the runs as a CSV table, with a pareto column (frontier/dominated)\n"
-    "  --plot FILE.svg      the Pareto plot as SVG\n"
+    "       dyad bench engine [options]   measure the engine itself (see its --help)\n";
+
+static const char epilog[] =
     "\n"
     "Figures follow vLLM's benchmark: TTFT = send -> first content token; TPOT = (E2E - TTFT) /\n"
     "(output tokens - 1), output tokens from the final usage chunk (stream_options.include_usage)\n"
@@ -83,54 +23,27 @@ static const char usage[] =
     "Exit status: 0; 1 when no request succeeded or an input or server problem stopped the\n"
     "run; 2 on a usage error; 130 after Ctrl-C.\n";
 
-void dyb_opts_usage(FILE *f)
+#define DEFAULT_REQUESTS 100 /* without --requests, --duration or a trace */
+
+static bool set_prompt(void *ctx, const char *v, char *err, size_t errlen)
 {
-    fputs(usage, f);
-}
-
-typedef enum { O_STR, O_LONG, O_INT, O_DOUBLE, O_U64, O_FLAG_ON, O_FLAG_OFF, O_FN } okind;
-
-typedef struct {
-    const char *name;
-    okind kind;
-    size_t off;         /* destination in dyb_opts */
-    double min, max;    /* numeric range (inclusive) */
-    int (*fn)(dyb_opts *o, const char *val); /* O_FN: 0, or -1 after printing why */
-} opt_spec;
-
-static int set_endpoint(dyb_opts *o, const char *v)
-{
-    if (!strcmp(v, "completions"))
-        o->endpoint = DYB_EP_COMPLETIONS;
-    else if (!strcmp(v, "chat"))
-        o->endpoint = DYB_EP_CHAT;
-    else {
-        fprintf(stderr, "dyad bench: --endpoint: '%s' is not completions or chat\n", v);
-        return -1;
-    }
-    return 0;
-}
-
-static int set_prompt(dyb_opts *o, const char *v)
-{
+    dyb_opts *o = ctx;
     if (strcmp(v, "ids") && strcmp(v, "text")) {
-        fprintf(stderr, "dyad bench: --prompt: '%s' is not ids or text\n", v);
-        return -1;
+        snprintf(err, errlen, "'%s' is not ids or text", v);
+        return false;
     }
     o->text_prompt = !strcmp(v, "text");
-    return 0;
+    return true;
 }
 
-static int set_slo(dyb_opts *o, const char *v)
+static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
 {
-    char err[256];
-    if (dyb_slo_parse(v, &o->slo, err, sizeof err) == 0)
-        return 0;
-    fprintf(stderr, "dyad bench: --slo: %s\n", err);
-    return -1;
+    dyb_opts *o = ctx;
+    return dyb_slo_parse(v, &o->slo, err, errlen) == 0;
 }
 
-static int sweep_values(dyb_opts *o, const char *list, double min, bool integral)
+static bool sweep_values(dyb_opts *o, const char *list, double min, bool integral, char *err,
+                         size_t errlen)
 {
     const char *p = list;
     for (;;) {
@@ -139,205 +52,224 @@ static int sweep_values(dyb_opts *o, const char *list, double min, bool integral
         double v = strtod(p, &end);
         if (errno || end == p || !(v >= min) || !isfinite(v) || (integral && v != floor(v)) ||
             (*end && *end != ',') || o->n_sweep == DYB_MAX_SWEEP) {
-            fprintf(stderr, "dyad bench: --sweep: bad value list '%s' (%s, at most %d)\n", list,
-                    integral ? "integers >= 1" : "positive numbers", DYB_MAX_SWEEP);
-            return -1;
+            snprintf(err, errlen, "bad value list '%s' (%s, at most %d)", list,
+                     integral ? "integers >= 1" : "positive numbers", DYB_MAX_SWEEP);
+            return false;
         }
         o->sweep_values[o->n_sweep++] = v;
         if (!*end)
-            return 0;
+            return true;
         p = end + 1;
     }
 }
 
-static int set_sweep(dyb_opts *o, const char *v)
+static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
 {
+    dyb_opts *o = ctx;
     o->n_sweep = 0;
     if (!strncmp(v, "concurrency=", 12)) {
         o->sweep = DYB_SWEEP_CONCURRENCY;
-        return sweep_values(o, v + 12, 1, true);
+        return sweep_values(o, v + 12, 1, true, err, errlen);
     }
     if (!strncmp(v, "rate=", 5)) {
         o->sweep = DYB_SWEEP_RATE;
-        return sweep_values(o, v + 5, 1e-9, false);
+        return sweep_values(o, v + 5, 1e-9, false, err, errlen);
     }
-    fprintf(stderr, "dyad bench: --sweep: '%s' is not concurrency=LIST or rate=LIST\n", v);
-    return -1;
+    snprintf(err, errlen, "'%s' is not concurrency=LIST or rate=LIST", v);
+    return false;
 }
 
-#define OFF(f) offsetof(dyb_opts, f)
-static const opt_spec specs[] = {
-    {"--url", O_STR, OFF(url), 0, 0, NULL},
-    {"--model", O_STR, OFF(model), 0, 0, NULL},
-    {"--api-key", O_STR, OFF(api_key), 0, 0, NULL},
-    {"--endpoint", O_FN, 0, 0, 0, set_endpoint},
-    {"--prompt", O_FN, 0, 0, 0, set_prompt},
-    {"--no-ignore-eos", O_FLAG_OFF, OFF(ignore_eos), 0, 0, NULL},
-    {"--timeout", O_DOUBLE, OFF(timeout_s), 0.001, 86400, NULL},
-    {"--concurrency", O_LONG, OFF(concurrency), 1, 100000, NULL},
-    {"--rate", O_DOUBLE, OFF(rate), 1e-9, INFINITY, NULL},
-    {"--burstiness", O_DOUBLE, OFF(burstiness), 1e-3, 1000, NULL},
-    {"--requests", O_LONG, OFF(requests), 1, 1000000000, NULL},
-    {"--duration", O_DOUBLE, OFF(duration_s), 0.001, 1e7, NULL},
-    {"--warmup", O_LONG, OFF(warmup), 0, 1000000, NULL},
-    {"--seed", O_U64, OFF(wl.seed), 0, 0, NULL},
-    {"--isl", O_LONG, OFF(wl.isl), 1, 10000000, NULL},
-    {"--osl", O_LONG, OFF(wl.osl), 1, 10000000, NULL},
-    {"--vocab-size", O_INT, OFF(wl.vocab_size), 4, 100000000, NULL},
-    {"--lengths-csv", O_STR, OFF(wl.lengths_csv), 0, 0, NULL},
-    {"--input-col", O_STR, OFF(wl.input_col), 0, 0, NULL},
-    {"--output-col", O_STR, OFF(wl.output_col), 0, 0, NULL},
-    {"--prefix-groups", O_INT, OFF(wl.prefix_groups), 1, 10000000, NULL},
-    {"--prefix-len", O_LONG, OFF(wl.prefix_len), 1, 10000000, NULL},
-    {"--trace", O_STR, OFF(wl.trace), 0, 0, NULL},
-    {"--time-scale", O_DOUBLE, OFF(wl.time_scale), 1e-6, 1e6, NULL},
-    {"--length-scale", O_DOUBLE, OFF(wl.length_scale), 1e-6, 1e3, NULL},
-    {"--max-isl", O_LONG, OFF(wl.max_isl), 1, 10000000, NULL},
-    {"--max-osl", O_LONG, OFF(wl.max_osl), 1, 10000000, NULL},
-    {"--skip-bad-lines", O_FLAG_ON, OFF(wl.skip_bad_lines), 0, 0, NULL},
-    {"--slo", O_FN, 0, 0, 0, set_slo},
-    {"--cores", O_LONG, OFF(cores), 1, 1000000, NULL},
-    {"--sweep", O_FN, 0, 0, 0, set_sweep},
-    {"--csv", O_STR, OFF(csv), 0, 0, NULL},
-    {"--plot", O_STR, OFF(plot), 0, 0, NULL},
-    {"--json", O_FLAG_ON, OFF(json), 0, 0, NULL},
-};
-#define N_SPECS (sizeof specs / sizeof specs[0])
+#define N_OPTS 34
 
-static int number(const opt_spec *s, const char *v, dyb_opts *o)
+/* The option table, storing into o; seen[i] tells whether entry i was given. */
+static void table(dyb_opts *o, bool *seen, dy_opt *t)
 {
-    char *end;
-    errno = 0;
-    void *dst = (char *)o + s->off;
-    if (s->kind == O_U64) {
-        unsigned long long u = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-')
-            goto bad;
-        *(uint64_t *)dst = u;
-        return 0;
-    }
-    double d = s->kind == O_DOUBLE ? strtod(v, &end) : (double)strtol(v, &end, 10);
-    if (errno || end == v || *end || isnan(d) || d < s->min || d > s->max)
-        goto bad;
-    if (s->kind == O_DOUBLE)
-        *(double *)dst = d;
-    else if (s->kind == O_LONG)
-        *(long *)dst = (long)d;
-    else
-        *(int *)dst = (int)d;
-    return 0;
-bad:
-    if (s->kind == O_U64)
-        fprintf(stderr, "dyad bench: %s: '%s' is not a non-negative integer\n", s->name, v);
-    else if (s->kind == O_DOUBLE)
-        fprintf(stderr, "dyad bench: %s: '%s' is not a number in [%g, %g]\n", s->name, v,
-                s->min, s->max);
-    else
-        fprintf(stderr, "dyad bench: %s: '%s' is not an integer in [%.0f, %.0f]\n", s->name, v,
-                s->min, s->max);
-    return -1;
-}
-
-/* Applies one option; *i is advanced past its value. -1 on a bad option. */
-static int apply(const opt_spec *s, int argc, char **argv, int *i, dyb_opts *o)
-{
-    if (s->kind == O_FLAG_ON || s->kind == O_FLAG_OFF) {
-        *(bool *)((char *)o + s->off) = s->kind == O_FLAG_ON;
-        return 0;
-    }
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "dyad bench: %s needs a value\n", s->name);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    if (s->kind == O_STR) {
-        *(const char **)((char *)o + s->off) = v;
-        return 0;
-    }
-    return s->kind == O_FN ? s->fn(o, v) : number(s, v, o);
-}
-
-static void defaults(dyb_opts *o)
-{
+    static const char *const endpoints[] = {"completions", "chat", NULL};
+    static const int endpoint_values[] = {DYB_EP_COMPLETIONS, DYB_EP_CHAT};
+    _Static_assert(sizeof(dyb_endpoint) == sizeof(int), "ENUM options store an int");
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    *o = (dyb_opts){.url = "http://127.0.0.1:8000", .ignore_eos = true, .burstiness = 1,
-                    .requests = -1, .cores = ncpu > 0 ? ncpu : 1};
-    o->wl = (dyb_workload_config){.isl = 512, .osl = 128, .vocab_size = 32000,
-                                  .time_scale = 1, .length_scale = 1};
+    dyb_workload_config *w = &o->wl;
+    const dy_opt all[N_OPTS] = {
+        {.section = "Target", .name = "url", .kind = DY_OPT_STR, .dst = &o->url, .meta = "URL",
+         .help = "server base URL (a trailing /v1 is fine)", .def_str = "http://127.0.0.1:8000"},
+        {.name = "model", .kind = DY_OPT_STR, .dst = &o->model, .meta = "NAME",
+         .help = "model name to send", .shown_default = "the first id of GET /v1/models"},
+        {.name = "api-key", .kind = DY_OPT_STR, .dst = &o->api_key, .meta = "KEY",
+         .help = "sent as 'Authorization: Bearer KEY'"},
+        {.name = "endpoint", .kind = DY_OPT_ENUM, .dst = (int *)&o->endpoint, .meta = "E",
+         .help = "completions (POST /v1/completions) or chat (/v1/chat/completions); requests "
+                 "always stream (SSE)",
+         .names = endpoints, .values = endpoint_values, .def = DYB_EP_COMPLETIONS},
+        {.name = "prompt", .kind = DY_OPT_CALL, .call = set_prompt, .ctx = o, .meta = "ids|text",
+         .help = "completions: send the prompt as token ids (exactly ISL tokens) or as words "
+                 "(one common word per id, about one token each; chat always sends words). The "
+                 "server's usage.prompt_tokens, when reported, is what input throughput counts",
+         .shown_default = "ids"},
+        {.name = "no-ignore-eos", .kind = DY_OPT_FLAG, .dst = &o->ignore_eos, .def = 1,
+         .help = "do not send \"ignore_eos\": true (for servers that reject it; the output "
+                 "length is then only an upper bound)"},
+        {.name = "timeout", .kind = DY_OPT_DOUBLE, .dst = &o->timeout_s, .meta = "S",
+         .help = "per-request timeout in seconds", .min = 0.001, .max = 86400,
+         .shown_default = "none"},
+        {.section = "Load (one of: closed loop, open loop, trace times)", .name = "concurrency",
+         .kind = DY_OPT_LONG, .dst = &o->concurrency, .meta = "C",
+         .help = "closed loop: keep C requests in flight; with --rate or trace times: at most C "
+                 "in flight", .min = 1, .max = 100000, .shown_default = "1"},
+        {.name = "rate", .kind = DY_OPT_DOUBLE, .dst = &o->rate, .meta = "R",
+         .help = "open loop: R requests/s (inf: all at once), gamma-distributed gaps",
+         .min = 1e-9, .max = INFINITY, .shown_default = ""},
+        {.name = "burstiness", .kind = DY_OPT_DOUBLE, .dst = &o->burstiness, .meta = "B",
+         .help = "shape of the gamma gaps (1 = Poisson; <1 burstier)", .min = 1e-3,
+         .max = 1000, .def = 1},
+        {.name = "requests", .kind = DY_OPT_LONG, .dst = &o->requests, .meta = "N",
+         .help = "requests to measure (with --duration or a trace: no count bound, a trace "
+                 "ends at its last row)", .min = 1, .max = 1000000000, .def = -1,
+         .shown_default = DY_OPTS_QUOTE(DEFAULT_REQUESTS)},
+        {.name = "duration", .kind = DY_OPT_DOUBLE, .dst = &o->duration_s, .meta = "S",
+         .help = "stop sending after S seconds (requests in flight then finish)", .min = 0.001,
+         .max = 1e7, .shown_default = ""},
+        {.name = "warmup", .kind = DY_OPT_LONG, .dst = &o->warmup, .meta = "N",
+         .help = "send N requests first, at the run's concurrency (1 in an open loop), and "
+                 "leave them out of every figure", .min = 0, .max = 1000000},
+        {.name = "seed", .kind = DY_OPT_U64, .dst = &w->seed, .meta = "S",
+         .help = "seed of every random choice: the same seed gives the same prompts, lengths "
+                 "and arrival gaps"},
+        {.section = "Workload", .name = "isl", .kind = DY_OPT_LONG, .dst = &w->isl, .meta = "N",
+         .help = "fixed prompt length", .min = 1, .max = 10000000, .def = 512},
+        {.name = "osl", .kind = DY_OPT_LONG, .dst = &w->osl, .meta = "N",
+         .help = "fixed output length", .min = 1, .max = 10000000, .def = 128},
+        {.name = "vocab-size", .kind = DY_OPT_INT, .dst = &w->vocab_size, .meta = "V",
+         .help = "token ids are drawn from [3, V) (must not exceed the served model's "
+                 "vocabulary)", .min = 4, .max = 100000000, .def = 32000},
+        {.name = "lengths-csv", .kind = DY_OPT_STR, .dst = &w->lengths_csv, .meta = "FILE",
+         .help = "draw (input, output) lengths from a CSV's rows, e.g. the ShareGPT statistics "
+                 "(columns num_prefill_tokens, num_decode_tokens)"},
+        {.name = "input-col", .kind = DY_OPT_STR, .dst = &w->input_col, .meta = "NAME",
+         .help = "its input column's name", .shown_default = "known names"},
+        {.name = "output-col", .kind = DY_OPT_STR, .dst = &w->output_col, .meta = "NAME",
+         .help = "its output column's name", .shown_default = "known names"},
+        {.name = "prefix-groups", .kind = DY_OPT_INT, .dst = &w->prefix_groups, .meta = "G",
+         .help = "each request joins one of G groups at random; its first --prefix-len tokens "
+                 "are the group's shared prefix, the rest its own", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "prefix-len", .kind = DY_OPT_LONG, .dst = &w->prefix_len, .meta = "L",
+         .help = "the length of each group's shared prefix", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "trace", .kind = DY_OPT_STR, .dst = &w->trace, .meta = "FILE",
+         .help = "replay a trace at its timestamps: Mooncake JSONL (timestamp ms, "
+                 "input_length, output_length, hash_ids of 512-token blocks; equal ids give "
+                 "equal tokens, so prefix sharing is reproduced) or Azure CSV (TIMESTAMP,"
+                 "ContextTokens,GeneratedTokens). With --concurrency or --rate its rows are "
+                 "sent at that load instead of its times"},
+        {.name = "time-scale", .kind = DY_OPT_DOUBLE, .dst = &w->time_scale, .meta = "X",
+         .help = "multiply the trace's inter-arrival times by X (0.5 = twice as fast)",
+         .min = 1e-6, .max = 1e6, .def = 1},
+        {.name = "length-scale", .kind = DY_OPT_DOUBLE, .dst = &w->length_scale, .meta = "Y",
+         .help = "multiply table/trace lengths by Y (the trace block size too, so the prefix "
+                 "structure is kept)", .min = 1e-6, .max = 1e3, .def = 1},
+        {.name = "max-isl", .kind = DY_OPT_LONG, .dst = &w->max_isl, .meta = "N",
+         .help = "cap prompt lengths (after scaling; a capped prompt keeps its prefix)",
+         .min = 1, .max = 10000000, .shown_default = ""},
+        {.name = "max-osl", .kind = DY_OPT_LONG, .dst = &w->max_osl, .meta = "N",
+         .help = "cap output lengths (after scaling)", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "skip-bad-lines", .kind = DY_OPT_FLAG, .dst = &w->skip_bad_lines,
+         .help = "skip (and count) CSV/JSONL lines that do not parse, instead of stopping at "
+                 "the first with its FILE:LINE"},
+        {.section = "Metrics", .name = "slo", .kind = DY_OPT_CALL, .call = set_slo, .ctx = o,
+         .meta = "LIST", .help = "goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any "
+                                 "subset); goodput = requests meeting all of them per second"},
+        {.name = "cores", .kind = DY_OPT_LONG, .dst = &o->cores, .meta = "N",
+         .help = "cores of the server, for output tokens/s per core", .min = 1, .max = 1000000,
+         .def = ncpu > 0 ? (double)ncpu : 1, .shown_default = "the CPUs of this machine"},
+        {.name = "sweep", .kind = DY_OPT_CALL, .call = set_sweep, .ctx = o, .meta = "P=V1,V2,...",
+         .help = "run once per value: concurrency=1,2,4,8 or rate=0.5,1,2,4; the points are "
+                 "compared on the Pareto frontier (x: tokens/s per user = 1000 / mean TPOT ms; "
+                 "y: output tokens/s per core)"},
+        {.section = "Output (the report goes to stdout; a progress line to stderr when it is a "
+                    "terminal)",
+         .name = "json", .kind = DY_OPT_FLAG, .dst = &o->json,
+         .help = "one JSON object per run (per sweep point) instead of the report"},
+        {.name = "csv", .kind = DY_OPT_STR, .dst = &o->csv, .meta = "FILE",
+         .help = "the runs as a CSV table, with a pareto column (frontier/dominated)"},
+        {.name = "plot", .kind = DY_OPT_STR, .dst = &o->plot, .meta = "FILE.svg",
+         .help = "the Pareto plot as SVG"},
+    };
+    for (int i = 0; i < N_OPTS; i++) {
+        t[i] = all[i];
+        t[i].given = &seen[i];
+    }
 }
 
-static bool given(const bool *seen, const char *name)
+typedef struct {
+    const dy_opt *t;
+    const bool *seen;
+} given_opts;
+
+static bool given(given_opts g, const char *name)
 {
-    for (size_t i = 0; i < N_SPECS; i++)
-        if (!strcmp(specs[i].name, name))
-            return seen[i];
+    for (int i = 0; i < N_OPTS; i++)
+        if (!strcmp(g.t[i].name, name + 2))
+            return g.seen[i];
     return false;
 }
 
 /* An option that needs another: "dyad bench: A needs B". */
-static bool needs(const bool *seen, const char *a, bool ok, const char *b)
+static bool needs(given_opts g, const char *a, bool ok, const char *b)
 {
-    if (given(seen, a) && !ok) {
+    if (given(g, a) && !ok) {
         fprintf(stderr, "dyad bench: %s needs %s\n", a, b);
         return false;
     }
     return true;
 }
 
-static bool conflict(const bool *seen, const char *a, bool other, const char *b)
+static bool conflict(given_opts g, const char *a, bool other, const char *b)
 {
-    if (given(seen, a) && other) {
+    if (given(g, a) && other) {
         fprintf(stderr, "dyad bench: %s cannot be used with %s\n", a, b);
         return false;
     }
     return true;
 }
 
-static bool check(const dyb_opts *o, const bool *seen)
+static bool check(const dyb_opts *o, given_opts g)
 {
     const dyb_workload_config *w = &o->wl;
     bool table = w->lengths_csv, trace = w->trace, rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
-    return conflict(seen, "--trace", table, "--lengths-csv") &&
-           conflict(seen, "--isl", table || trace, "--lengths-csv or --trace") &&
-           conflict(seen, "--osl", table || trace, "--lengths-csv or --trace") &&
-           conflict(seen, "--prefix-groups", trace, "--trace (the trace has its own prefixes)") &&
-           needs(seen, "--prefix-groups", given(seen, "--prefix-len"), "--prefix-len") &&
-           needs(seen, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
-           needs(seen, "--input-col", table, "--lengths-csv") &&
-           needs(seen, "--output-col", table, "--lengths-csv") &&
-           needs(seen, "--time-scale", trace, "--trace") &&
-           needs(seen, "--length-scale", table || trace, "--lengths-csv or --trace") &&
-           needs(seen, "--burstiness", rate, "--rate or --sweep rate=...") &&
-           conflict(seen, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
+    return conflict(g, "--trace", table, "--lengths-csv") &&
+           conflict(g, "--isl", table || trace, "--lengths-csv or --trace") &&
+           conflict(g, "--osl", table || trace, "--lengths-csv or --trace") &&
+           conflict(g, "--prefix-groups", trace, "--trace (the trace has its own prefixes)") &&
+           needs(g, "--prefix-groups", given(g, "--prefix-len"), "--prefix-len") &&
+           needs(g, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
+           needs(g, "--input-col", table, "--lengths-csv") &&
+           needs(g, "--output-col", table, "--lengths-csv") &&
+           needs(g, "--time-scale", trace, "--trace") &&
+           needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
+           needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
+           conflict(g, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
                     "--sweep concurrency=...") &&
-           conflict(seen, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...") &&
-           conflict(seen, "--prompt", o->endpoint == DYB_EP_CHAT && !o->text_prompt,
+           conflict(g, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...") &&
+           conflict(g, "--prompt", o->endpoint == DYB_EP_CHAT && !o->text_prompt,
                     "--endpoint chat (chat messages are text)");
 }
 
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o)
 {
-    bool seen[N_SPECS] = {0};
-    defaults(o);
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            dyb_opts_usage(stdout);
-            return 1;
-        }
-        size_t k = 0;
-        while (k < N_SPECS && strcmp(argv[i], specs[k].name))
-            k++;
-        if (k == N_SPECS) {
-            fprintf(stderr, "dyad bench: unknown option '%s' (see dyad bench --help)\n", argv[i]);
-            return 2;
-        }
-        if (apply(&specs[k], argc, argv, &i, o) != 0)
-            return 2;
-        seen[k] = true;
+    bool seen[N_OPTS];
+    dy_opt t[N_OPTS];
+    char err[512];
+    *o = (dyb_opts){0};
+    table(o, seen, t);
+    switch (dy_opts_parse(t, N_OPTS, argc, argv, NULL, err, sizeof err)) {
+    case DY_OPTS_HELP: dy_opts_help(stdout, usage, t, N_OPTS, epilog); return 1;
+    case DY_OPTS_BAD: fprintf(stderr, "dyad bench: %s (see dyad bench --help)\n", err); return 2;
+    case DY_OPTS_OK: break;
     }
-    if (!check(o, seen))
+    if (!check(o, (given_opts){t, seen}))
         return 2;
     if (o->requests < 0 && o->duration_s <= 0 && !o->wl.trace)
-        o->requests = 100;
+        o->requests = DEFAULT_REQUESTS;
     return 0;
 }

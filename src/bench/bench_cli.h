@@ -5,7 +5,6 @@
 #define DYAD_BENCH_CLI_H
 
 #include <stdbool.h>
-#include <stdio.h>
 
 #include "bench/bench_client.h"
 #include "bench/bench_stats.h"
@@ -44,6 +43,5 @@ typedef struct {
 
 /* Returns 0 (run), 1 (--help was printed: exit 0) or 2 (usage error, already reported). */
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o);
-void dyb_opts_usage(FILE *f);
 
 #endif

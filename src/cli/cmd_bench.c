@@ -3,8 +3,8 @@
  * step time against batch size (with a least-squares fit t = a + b·B), and the roofline
  * measured in the same run (read bandwidth, FMA peak). Every figure is the minimum of --reps
  * repetitions. This is a benchmark: it prints figures, it asserts nothing. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/roofline.h"
@@ -16,14 +16,8 @@
 #include <string.h>
 #include <time.h>
 
-static const char bench_usage[] =
-    "usage: dyad bench engine [options]\n"
-    "  --model PATH      a model to measure (repeatable; default: the bundled stories260K)\n"
-    "  --tokenizer PATH  llama2.c tokenizer for checkpoints (not needed: ids are synthetic)\n"
-    "  --threads N       engine threads (default 2)\n"
-    "  --reps N          repetitions per figure; the minimum is reported (default 3)\n"
-    "  --quick           fewer points (P ≤ 128, B ≤ 16) for smoke tests\n"
-    "  --json            one JSON object per model on stdout instead of the report\n"
+static const char bench_usage[] = "usage: dyad bench engine [options]\n";
+static const char bench_epilog[] =
     "Models whose context is shorter than the largest measured position are run with the\n"
     "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n";
 
@@ -35,11 +29,14 @@ static const int decode_ctx[N_DECODE] = {16, 64, 128, 512};
 static const int batch_b[N_BATCH] = {1, 2, 4, 8, 16, 32, 64};
 #define BATCH_CTX 64 /* every sequence of the batch test has this many positions before it */
 
+#define MAX_MODELS 16
+
 typedef struct {
     int threads, reps;
     bool json, quick;
-    const char *models[16];
+    const char *models[MAX_MODELS];
     int n_models;
+    const char *tokenizer; /* accepted for symmetry with `dyad run`; token ids are synthetic */
 } bench_opts;
 
 typedef struct {
@@ -297,38 +294,39 @@ out:
     return rc;
 }
 
+static bool add_model(void *ctx, const char *v, char *err, size_t errlen)
+{
+    bench_opts *o = ctx;
+    if (o->n_models == MAX_MODELS) {
+        snprintf(err, errlen, "at most %d models", MAX_MODELS);
+        return false;
+    }
+    o->models[o->n_models++] = v;
+    return true;
+}
+
 static int bench_engine(int argc, char **argv)
 {
-    bench_opts o = {.threads = 2, .reps = 3};
-    const char *v;
-    bool bad = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(bench_usage, stdout);
-            return 0;
-        } else if (arg_take("bench engine", argc, argv, &i, "--model", &v, &bad)) {
-            if (o.n_models == 16) {
-                fprintf(stderr, "dyad bench engine: at most 16 models\n");
-                return 2;
-            }
-            o.models[o.n_models++] = v;
-        } else if (arg_take("bench engine", argc, argv, &i, "--tokenizer", &v, &bad)) {
-            /* accepted for symmetry with `dyad run`; token ids are synthetic here */
-        } else if (arg_take("bench engine", argc, argv, &i, "--threads", &v, &bad))
-            bad = !arg_int("bench engine", "--threads", v, 1, 256, &o.threads);
-        else if (arg_take("bench engine", argc, argv, &i, "--reps", &v, &bad))
-            bad = !arg_int("bench engine", "--reps", v, 1, 1000, &o.reps);
-        else if (!strcmp(argv[i], "--json"))
-            o.json = true;
-        else if (!strcmp(argv[i], "--quick"))
-            o.quick = true;
-        else if (!bad) {
-            fprintf(stderr, "dyad bench engine: unknown option '%s'\n", argv[i]);
-            bad = true;
-        }
-    }
-    if (bad)
-        return 2;
+    bench_opts o = {0};
+    const dy_opt t[] = {
+        {.name = "model", .kind = DY_OPT_CALL, .call = add_model, .ctx = &o, .meta = "PATH",
+         .help = "a model to measure; repeatable", .shown_default = "the bundled stories260K"},
+        {.name = "tokenizer", .kind = DY_OPT_STR, .dst = &o.tokenizer, .meta = "PATH",
+         .help = "llama2.c tokenizer for checkpoints (not needed: ids are synthetic)"},
+        {.name = "threads", .kind = DY_OPT_INT, .dst = &o.threads, .meta = "N",
+         .help = "engine threads", .min = 1, .max = 256, .def = 2},
+        {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
+         .help = "repetitions per figure; the minimum is reported", .min = 1, .max = 1000,
+         .def = 3},
+        {.name = "quick", .kind = DY_OPT_FLAG, .dst = &o.quick,
+         .help = "fewer points (P ≤ 128, B ≤ 16) for smoke tests"},
+        {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
+         .help = "one JSON object per model on stdout instead of the report"},
+    };
+    int rc = cli_parse("bench engine", bench_usage, bench_epilog, t, (int)(sizeof t / sizeof t[0]),
+                       argc, argv, NULL);
+    if (rc != CLI_GO)
+        return rc;
     char def[4096];
     if (o.n_models == 0) {
         snprintf(def, sizeof def, "%s/stories260K.bin", dyad_model_dir());
@@ -346,7 +344,7 @@ static int bench_engine(int argc, char **argv)
     if (!o.json)
         printf("machine: read bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%d threads)\n",
                mc.bw_gbps, mc.fma_gflops, o.threads);
-    int rc = 0;
+    rc = 0;
     for (int i = 0; i < o.n_models; i++)
         rc |= bench_model(o.models[i], &o, &mc);
     return rc;

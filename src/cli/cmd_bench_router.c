@@ -5,8 +5,8 @@
  * kv-aware routing decision for requests of 32, 128 and 512 blocks, one decision with its
  * accounting (routed, first token, finished), and applying one batch of KV events. Prints
  * the median and p99 in µs. A benchmark: prints figures, asserts nothing. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "kv/kv_cache.h"
 #include "route/router.h"
 
@@ -17,11 +17,10 @@
 
 static const char router_usage[] =
     "usage: dyad bench router [--workers W] [--blocks B] [--reps N] [--batch E] [--json]\n"
-    "Times one kv-aware routing decision over a prefix index of W workers (default 64)\n"
-    "holding about B distinct blocks (default 100000), for requests of 32, 128 and 512\n"
-    "blocks; then one decision plus its accounting, and applying a batch of E events\n"
-    "(default 64). Reports median and p99 in µs over --reps repetitions (default 20000).\n"
-    "  --json   one JSON object on stdout instead of the report\n";
+    "Times one kv-aware routing decision over a prefix index of W workers holding about B\n"
+    "distinct blocks, for requests of 32, 128 and 512 blocks; then one decision plus its\n"
+    "accounting, and applying a batch of E events. Reports median and p99 in µs over --reps\n"
+    "repetitions.\n";
 
 #define CHAIN 512   /* blocks per prompt chain: the longest request measured */
 #define SYSTEM 32   /* leading blocks every chain shares with its system prompt */
@@ -239,27 +238,20 @@ static int run(const ropts *o)
 
 int cmd_bench_router(int argc, char **argv)
 {
-    ropts o = {.workers = 64, .blocks = 100000, .reps = 20000, .batch = 64};
-    const char *v;
-    bool bad = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(router_usage, stdout);
-            return 0;
-        } else if (!strcmp(argv[i], "--json")) {
-            o.json = true;
-        } else if (arg_take("bench router", argc, argv, &i, "--workers", &v, &bad)) {
-            bad = !arg_int("bench router", "--workers", v, 1, DY_KV_INDEX_MAX_WORKERS, &o.workers);
-        } else if (arg_take("bench router", argc, argv, &i, "--blocks", &v, &bad)) {
-            bad = !arg_int("bench router", "--blocks", v, 1, 10000000, &o.blocks);
-        } else if (arg_take("bench router", argc, argv, &i, "--reps", &v, &bad)) {
-            bad = !arg_int("bench router", "--reps", v, 1, 10000000, &o.reps);
-        } else if (arg_take("bench router", argc, argv, &i, "--batch", &v, &bad)) {
-            bad = !arg_int("bench router", "--batch", v, 1, 100000, &o.batch);
-        } else if (!bad) {
-            fprintf(stderr, "dyad bench router: unknown option '%s'\n", argv[i]);
-            bad = true;
-        }
-    }
-    return bad ? 2 : run(&o);
+    ropts o;
+    const dy_opt t[] = {
+        {.name = "workers", .kind = DY_OPT_INT, .dst = &o.workers, .meta = "W",
+         .help = "workers in the index", .min = 1, .max = DY_KV_INDEX_MAX_WORKERS, .def = 64},
+        {.name = "blocks", .kind = DY_OPT_INT, .dst = &o.blocks, .meta = "B",
+         .help = "distinct blocks they hold, about", .min = 1, .max = 10000000, .def = 100000},
+        {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
+         .help = "repetitions of each timing", .min = 1, .max = 10000000, .def = 20000},
+        {.name = "batch", .kind = DY_OPT_INT, .dst = &o.batch, .meta = "E",
+         .help = "KV events in the batch applied", .min = 1, .max = 100000, .def = 64},
+        {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
+         .help = "one JSON object on stdout instead of the report"},
+    };
+    int rc = cli_parse("bench router", router_usage, NULL, t, (int)(sizeof t / sizeof t[0]),
+                       argc, argv, NULL);
+    return rc != CLI_GO ? rc : run(&o);
 }

@@ -3,8 +3,8 @@
  * prints GB/s for each; with --listen / --connect the TCP sender and receiver run in separate
  * processes (on separate hosts or network namespaces). Block size follows a model shape
  * (16 positions × layers × 2 × KV width × 4 bytes). A benchmark: prints, asserts nothing. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "serve/worker/xfer.h"
 
 #include <stdio.h>
@@ -17,14 +17,15 @@ static const char xfer_usage[] =
     "usage: dyad bench xfer [--shape 15m|110m|1b] [--mib N] [--reps N]\n"
     "       dyad bench xfer --listen HOST:PORT [--shape S] [--mib N]   (receiver)\n"
     "       dyad bench xfer --connect HOST:PORT [--shape S] [--mib N]  (sender)\n"
-    "Moves N MiB (default 256) of KV blocks of the shape's size: memcpy, shared memory, TCP.\n";
+    "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP.\n";
 
 typedef struct {
     const char *name;
     int layers, kv_dim;
 } shape;
 
-static const shape shapes[] = {{"15m", 6, 288}, {"110m", 12, 768}, {"1b", 22, 256}};
+#define N_SHAPES 3
+static const shape shapes[N_SHAPES] = {{"15m", 6, 288}, {"110m", 12, 768}, {"1b", 22, 256}};
 
 static double now_s(void)
 {
@@ -37,6 +38,8 @@ typedef struct {
     const shape *sh;
     int mib, reps, n;
     const char *listen, *connect;
+    int shape_index;
+    const char *shape_names[N_SHAPES + 1];
 } xopts;
 
 static dy_kv_pool *make_pool(const xopts *o, const char *shm)
@@ -161,37 +164,27 @@ static int run_remote(const xopts *o)
 
 int cmd_bench_xfer(int argc, char **argv)
 {
-    xopts o = {.sh = &shapes[1], .mib = 256, .reps = 5};
-    const char *v;
-    bool bad = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(xfer_usage, stdout);
-            return 0;
-        } else if (arg_take("bench xfer", argc, argv, &i, "--shape", &v, &bad)) {
-            o.sh = NULL;
-            for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++)
-                if (!strcmp(v, shapes[k].name))
-                    o.sh = &shapes[k];
-            if (!o.sh) {
-                fprintf(stderr, "dyad bench xfer: --shape: '%s' is not 15m, 110m or 1b\n", v);
-                bad = true;
-            }
-        } else if (arg_take("bench xfer", argc, argv, &i, "--mib", &v, &bad))
-            bad = !arg_int("bench xfer", "--mib", v, 1, 65536, &o.mib);
-        else if (arg_take("bench xfer", argc, argv, &i, "--reps", &v, &bad))
-            bad = !arg_int("bench xfer", "--reps", v, 1, 1000, &o.reps);
-        else if (arg_take("bench xfer", argc, argv, &i, "--listen", &v, &bad))
-            o.listen = v;
-        else if (arg_take("bench xfer", argc, argv, &i, "--connect", &v, &bad))
-            o.connect = v;
-        else if (!bad) {
-            fprintf(stderr, "dyad bench xfer: unknown option '%s'\n", argv[i]);
-            bad = true;
-        }
-    }
-    if (bad)
-        return 2;
+    xopts o = {0};
+    for (int i = 0; i < N_SHAPES; i++)
+        o.shape_names[i] = shapes[i].name;
+    const dy_opt t[] = {
+        {.name = "shape", .kind = DY_OPT_ENUM, .dst = &o.shape_index, .meta = "15m|110m|1b",
+         .help = "the model shape whose KV blocks move", .names = o.shape_names,
+         .def = 1 /* 110m */},
+        {.name = "mib", .kind = DY_OPT_INT, .dst = &o.mib, .meta = "N",
+         .help = "MiB of KV blocks to move", .min = 1, .max = 65536, .def = 256},
+        {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
+         .help = "repetitions; the fastest is reported", .min = 1, .max = 1000, .def = 5},
+        {.name = "listen", .kind = DY_OPT_STR, .dst = &o.listen, .meta = "HOST:PORT",
+         .help = "receive over TCP on HOST:PORT (the receiving process)"},
+        {.name = "connect", .kind = DY_OPT_STR, .dst = &o.connect, .meta = "HOST:PORT",
+         .help = "send over TCP to a receiver on HOST:PORT (the sending process)"},
+    };
+    int rc = cli_parse("bench xfer", xfer_usage, NULL, t, (int)(sizeof t / sizeof t[0]), argc,
+                       argv, NULL);
+    if (rc != CLI_GO)
+        return rc;
+    o.sh = &shapes[o.shape_index];
     size_t bb = 2 * 16 * (size_t)o.sh->layers * (size_t)o.sh->kv_dim * sizeof(float);
     o.n = (int)(((size_t)o.mib << 20) / bb);
     if (o.n < 1)

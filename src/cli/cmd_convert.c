@@ -3,8 +3,8 @@
  * both inputs to a list of tensors to copy or convert, the llama2.c vocabulary's translation
  * into GGUF tokenizer metadata, and the command line. The GGUF format itself is
  * engine/gguf_write.h's business. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
 #include "engine/model.h"
@@ -22,13 +22,7 @@ static const char usage[] =
     "usage: dyad convert IN OUT [--type TYPE] [--tokenizer tokenizer.bin] [--threads N]\n"
     "                    [--verbose]\n"
     "\n"
-    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF.\n"
-    "  --type TYPE        store weight matrices as f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or\n"
-    "                     q6_k (default: as in IN). Matrices whose rows do not fit the type's\n"
-    "                     blocks fall back to q8_0, else f16; 1-D tensors keep their type.\n"
-    "  --tokenizer FILE   the llama2.c tokenizer.bin (required for a llama2.c checkpoint)\n"
-    "  --threads N        threads for quantizing (default: all cores)\n"
-    "  --verbose          print a summary to stderr\n";
+    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF.\n";
 
 typedef struct {
     const char *in, *out, *tokenizer;
@@ -432,51 +426,45 @@ static int default_threads(void)
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-/* Returns 0 when parsed, else the exit status (2 for a usage error, 0 after --help). */
+static bool set_type(void *ctx, const char *v, char *err, size_t errlen)
+{
+    conv_opts *o = ctx;
+    o->have_type = true;
+    if (dy_type_parse(v, &o->type) && dy_type_is_weight(o->type))
+        return true;
+    snprintf(err, errlen, "unknown weight type '%s'", v);
+    return false;
+}
+
+/* CLI_GO when parsed, else the exit status (2 for a usage error, 0 after --help). */
 static int parse(int argc, char **argv, conv_opts *o)
 {
-    const char *pos[2] = {NULL, NULL}, *val;
-    int npos = 0;
-    bool bad = false;
-    o->threads = default_threads();
-    for (int i = 1; i < argc && !bad; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage, stdout);
-            return -1;
-        } else if (arg_take("convert", argc, argv, &i, "--type", &val, &bad)) {
-            o->have_type = true;
-            if (!dy_type_parse(val, &o->type) || !dy_type_is_weight(o->type)) {
-                fprintf(stderr, "dyad convert: --type: unknown weight type '%s'\n", val);
-                bad = true;
-            }
-        } else if (arg_take("convert", argc, argv, &i, "--tokenizer", &val, &bad)) {
-            o->tokenizer = val;
-        } else if (arg_take("convert", argc, argv, &i, "--threads", &val, &bad)) {
-            bad = !arg_int("convert", "--threads", val, 1, 1024, &o->threads);
-        } else if (!bad && !strcmp(a, "--verbose")) {
-            o->verbose = true;
-        } else if (!bad && a[0] == '-' && a[1]) {
-            fprintf(stderr, "dyad convert: unknown option '%s'\n", a);
-            bad = true;
-        } else if (!bad && npos < 2) {
-            pos[npos++] = a;
-        } else if (!bad) {
-            fprintf(stderr, "dyad convert: unexpected argument '%s'\n", a);
-            bad = true;
-        }
-    }
-    if (!bad && npos < 2) {
+    const char *pos[2] = {NULL, NULL};
+    dy_opt_positional in_out = {pos, 2, 0};
+    const dy_opt t[] = {
+        {.name = "type", .kind = DY_OPT_CALL, .call = set_type, .ctx = o, .meta = "TYPE",
+         .help = "store weight matrices as f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k. "
+                 "Matrices whose rows do not fit the type's blocks fall back to q8_0, else "
+                 "f16; 1-D tensors keep their type.", .shown_default = "as in IN"},
+        {.name = "tokenizer", .kind = DY_OPT_STR, .dst = &o->tokenizer, .meta = "FILE",
+         .help = "the llama2.c tokenizer.bin (required for a llama2.c checkpoint)"},
+        {.name = "threads", .kind = DY_OPT_INT, .dst = &o->threads, .meta = "N",
+         .help = "threads for quantizing", .min = 1, .max = 1024, .def = default_threads(),
+         .shown_default = "all cores"},
+        {.name = "verbose", .kind = DY_OPT_FLAG, .dst = &o->verbose,
+         .help = "print a summary to stderr"},
+    };
+    const int n = (int)(sizeof t / sizeof t[0]);
+    int rc = cli_parse("convert", usage, NULL, t, n, argc, argv, &in_out);
+    if (rc == CLI_GO && in_out.n < 2) {
         fprintf(stderr, "dyad convert: needs IN and OUT\n");
-        bad = true;
+        rc = 2;
     }
-    if (bad) {
-        fputs(usage, stderr);
-        return 2;
-    }
+    if (rc == 2)
+        dy_opts_help(stderr, usage, t, n, NULL);
     o->in = pos[0];
     o->out = pos[1];
-    return 0;
+    return rc;
 }
 
 /* A llama2.c checkpoint must come with its tokenizer; a GGUF carries its own. */
@@ -500,8 +488,8 @@ int cmd_convert(int argc, char **argv)
 {
     conv_opts o = {0};
     int rc = parse(argc, argv, &o);
-    if (rc)
-        return rc < 0 ? 0 : rc;
+    if (rc != CLI_GO)
+        return rc;
     if (!check_inputs(&o))
         return 2;
     return convert(&o);

@@ -4,8 +4,8 @@
  * so the tokenizer) is copied from a real GGUF vocab file so that llama.cpp loads the
  * result and real text tokenizes. Weights are generated and quantized a few rows at a time
  * and streamed to the file, so even the 1b f32 model (4.4 GB) never sits in memory. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "engine/gguf.h"
 #include "engine/gguf_write.h"
 #include "engine/model.h"
@@ -21,17 +21,7 @@ static const char usage[] =
     "usage: dyad gen-model --shape SHAPE -o OUT.gguf [--type TYPE] [--seed S] [--vocab FILE]\n"
     "                      [--threads N]\n"
     "\n"
-    "Writes a llama model with random weights (normal, std 0.02; norms 1).\n"
-    "  --shape SHAPE   tiny (dim 256, 2 layers), 15m, 110m (the llama2.c stories shapes) or\n"
-    "                  1b (TinyLlama-1.1B: dim 2048, 22 layers, 32/4 heads, FFN 5632)\n"
-    "  --type TYPE     f32 (default), f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; matrices whose\n"
-    "                  rows do not fit the type's blocks fall back to q8_0, else f16\n"
-    "  --seed S        weights are a function of the seed (default 1)\n"
-    "  --vocab FILE    GGUF whose tokenizer.* metadata is copied (default: Llama 2's 32000-token\n"
-    "                  vocab, tests/data/vocab/ggml-vocab-llama-spm.gguf in the source tree)\n"
-    "  --threads N     threads for generating and quantizing (default: all cores)\n"
-    "  --ctx N         context length to record instead of the shape's (e.g. 4096 for long-prompt\n"
-    "                  benchmarks; RoPE extends, the weights are random anyway)\n";
+    "Writes a llama model with random weights (normal, std 0.02; norms 1).\n";
 
 #define DEFAULT_VOCAB DYAD_SOURCE_DIR "/tests/data/vocab/ggml-vocab-llama-spm.gguf"
 #define WEIGHT_STD 0.02f
@@ -41,8 +31,9 @@ typedef struct {
     int dim, hidden_dim, n_layers, n_heads, n_kv_heads, ctx_len;
 } gen_shape;
 
+#define N_SHAPES 4
 /* tiny: every row length a multiple of 256, so each type is tested without fallbacks. */
-static const gen_shape shapes[] = {
+static const gen_shape shapes[N_SHAPES] = {
     {"tiny", 256, 512, 2, 4, 2, 128},
     {"15m", 288, 768, 6, 6, 6, 256},
     {"110m", 768, 2048, 12, 12, 12, 1024},
@@ -56,6 +47,8 @@ typedef struct {
     uint64_t seed;
     int threads;
     int ctx;  /* 0: the shape's */
+    int shape_index; /* -1: none given */
+    const char *shape_names[N_SHAPES + 1];
 } gen_opts;
 
 /* ---------------------------------------------------------------- random weights */
@@ -221,68 +214,61 @@ static int generate(const gen_opts *o)
 
 /* ---------------------------------------------------------------- command line */
 
-static const gen_shape *find_shape(const char *name)
+static bool set_type(void *ctx, const char *v, char *err, size_t errlen)
 {
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-        if (!strcmp(shapes[i].name, name))
-            return &shapes[i];
-    fprintf(stderr, "dyad gen-model: --shape: unknown shape '%s' (tiny, 15m, 110m, 1b)\n", name);
-    return NULL;
-}
-
-static bool parse_type(const char *val, dy_type *out)
-{
-    if (dy_type_parse(val, out) && dy_type_is_weight(*out))
+    gen_opts *o = ctx;
+    if (dy_type_parse(v, &o->type) && dy_type_is_weight(o->type))
         return true;
-    fprintf(stderr, "dyad gen-model: --type: unknown weight type '%s'\n", val);
+    snprintf(err, errlen, "unknown weight type '%s'", v);
     return false;
 }
 
-/* One option at argv[*i]; false (with *bad set) on an error. */
-static bool parse_one(int argc, char **argv, int *i, gen_opts *o, bool *bad)
+static int default_threads(void)
 {
-    const char *val;
-    if (arg_take("gen-model", argc, argv, i, "--shape", &val, bad))
-        return (o->shape = find_shape(val)) != NULL || !(*bad = true);
-    if (arg_take("gen-model", argc, argv, i, "--type", &val, bad))
-        return parse_type(val, &o->type) || !(*bad = true);
-    if (arg_take("gen-model", argc, argv, i, "-o", &val, bad) ||
-        arg_take("gen-model", argc, argv, i, "--output", &val, bad))
-        return (o->out = val), true;
-    if (arg_take("gen-model", argc, argv, i, "--seed", &val, bad))
-        return arg_u64("gen-model", "--seed", val, &o->seed) || !(*bad = true);
-    if (arg_take("gen-model", argc, argv, i, "--vocab", &val, bad))
-        return (o->vocab = val), true;
-    if (arg_take("gen-model", argc, argv, i, "--threads", &val, bad))
-        return arg_int("gen-model", "--threads", val, 1, 1024, &o->threads) || !(*bad = true);
-    if (arg_take("gen-model", argc, argv, i, "--ctx", &val, bad))
-        return arg_int("gen-model", "--ctx", val, 16, 1 << 20, &o->ctx) || !(*bad = true);
-    if (!*bad)
-        fprintf(stderr, "dyad gen-model: unknown argument '%s'\n", argv[*i]);
-    *bad = true;
-    return false;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    return ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu;
 }
 
 int cmd_gen_model(int argc, char **argv)
 {
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    gen_opts o = {.type = DY_F32, .seed = 1, .vocab = DEFAULT_VOCAB,
-                  .threads = ncpu < 1 ? 1 : ncpu > 64 ? 64 : (int)ncpu};
-    bool bad = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage, stdout);
-            return 0;
-        }
-        parse_one(argc, argv, &i, &o, &bad);
-    }
-    if (!bad && (!o.shape || !o.out)) {
+    gen_opts o = {.type = DY_F32};
+    for (int i = 0; i < N_SHAPES; i++)
+        o.shape_names[i] = shapes[i].name;
+    const dy_opt t[] = {
+        {.name = "shape", .kind = DY_OPT_ENUM, .dst = &o.shape_index, .meta = "SHAPE",
+         .help = "tiny (dim 256, 2 layers), 15m, 110m (the llama2.c stories shapes) or 1b "
+                 "(TinyLlama-1.1B: dim 2048, 22 layers, 32/4 heads, FFN 5632)",
+         .names = o.shape_names, .def = -1},
+        {.name = "output", .short_name = 'o', .kind = DY_OPT_STR, .dst = &o.out,
+         .meta = "OUT.gguf", .help = "the file to write"},
+        {.name = "type", .kind = DY_OPT_CALL, .call = set_type, .ctx = &o, .meta = "TYPE",
+         .help = "f32, f16, bf16, q8_0, q4_0, q4_k, q5_k or q6_k; matrices whose rows do not "
+                 "fit the type's blocks fall back to q8_0, else f16",
+         .shown_default = dy_type_name(o.type)},
+        {.name = "seed", .kind = DY_OPT_U64, .dst = &o.seed, .meta = "S",
+         .help = "weights are a function of the seed", .def = 1},
+        {.name = "vocab", .kind = DY_OPT_STR, .dst = &o.vocab, .meta = "FILE",
+         .help = "GGUF whose tokenizer.* metadata is copied", .def_str = DEFAULT_VOCAB,
+         .shown_default = "Llama 2's 32000-token vocab, tests/data/vocab/"
+                          "ggml-vocab-llama-spm.gguf in the source tree"},
+        {.name = "threads", .kind = DY_OPT_INT, .dst = &o.threads, .meta = "N",
+         .help = "threads for generating and quantizing", .min = 1, .max = 1024,
+         .def = default_threads(), .shown_default = "all cores"},
+        {.name = "ctx", .kind = DY_OPT_INT, .dst = &o.ctx, .meta = "N",
+         .help = "context length to record instead of the shape's (e.g. 4096 for long-prompt "
+                 "benchmarks; RoPE extends, the weights are random anyway)",
+         .min = 16, .max = 1 << 20, .shown_default = ""},
+    };
+    const int n = (int)(sizeof t / sizeof t[0]);
+    int rc = cli_parse("gen-model", usage, NULL, t, n, argc, argv, NULL);
+    if (rc == CLI_GO && (o.shape_index < 0 || !o.out)) {
         fprintf(stderr, "dyad gen-model: needs --shape and -o\n");
-        bad = true;
+        rc = 2;
     }
-    if (bad) {
-        fputs(usage, stderr);
-        return 2;
-    }
+    if (rc == 2)
+        dy_opts_help(stderr, usage, t, n, NULL);
+    if (rc != CLI_GO)
+        return rc;
+    o.shape = &shapes[o.shape_index];
     return generate(&o);
 }

@@ -1,8 +1,8 @@
 /* cmd_run.c — `dyad run`: one prompt, one sequence, text streamed to stdout and timings to
  * stderr. The prompt is prefilled in chunks (one step each), then tokens are decoded one
  * step at a time. Like llama2.c's run.c, the prompt's own text is echoed first. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -14,23 +14,8 @@
 #include <string.h>
 #include <time.h>
 
-static const char run_usage[] =
-    "usage: dyad run [options]\n"
-    "  --model PATH        GGUF file or llama2.c checkpoint (default: the bundled stories260K)\n"
-    "  --tokenizer PATH    llama2.c tokenizer.bin (default for the bundled model: tok512.bin;\n"
-    "                      GGUF files use the vocabulary inside them)\n"
-    "  --prompt TEXT       the prompt (default: empty, i.e. start from BOS)\n"
-    "  --max-tokens N      tokens to generate after the prompt (default 256)\n"
-    "  --temperature T     0 = greedy (default 1.0)\n"
-    "  --top-p P           nucleus sampling (default 0.9)\n"
-    "  --top-k K           keep the K most likely tokens (default 0 = off)\n"
-    "  --min-p P           drop tokens below P × the best probability (default 0 = off)\n"
-    "  --seed S            random seed (default: from the clock)\n"
-    "  --stop TEXT         stop when TEXT appears (repeatable, up to 8)\n"
-    "  --threads N         engine threads (default 2)\n"
-    "  --chunk N           prefill chunk size in tokens (default 512)\n"
-    "  --no-echo           do not print the prompt\n"
-    "  --ignore-eos        keep generating past end-of-generation tokens (benchmarks)\n"
+static const char run_usage[] = "usage: dyad run [options]\n";
+static const char run_epilog[] =
     "Generation ends at --max-tokens, the end of the model's context, an end-of-generation\n"
     "token (EOS, or BOS, which llama2.c models emit to start a new text) or a stop string.\n"
     "stdout gets the text; stderr gets prompt tokens, prefill ms, decode ms/token, tokens/s.\n";
@@ -38,60 +23,67 @@ static const char run_usage[] =
 typedef struct {
     const char *model, *tokenizer, *prompt;
     int max_tokens, threads, chunk;
-    bool echo, ignore_eos;
+    bool no_echo, ignore_eos, seeded;
     dy_sampling sampling;
     const char *stops[DY_MAX_STOPS];
     int n_stops;
 } run_opts;
 
+static bool add_stop(void *ctx, const char *v, char *err, size_t errlen)
+{
+    run_opts *o = ctx;
+    if (o->n_stops == DY_MAX_STOPS) {
+        snprintf(err, errlen, "at most %d stop strings", DY_MAX_STOPS);
+        return false;
+    }
+    o->stops[o->n_stops++] = v;
+    return true;
+}
+
 static int parse(int argc, char **argv, run_opts *o)
 {
-    const char *v;
-    bool bad = false, seeded = false;
-    *o = (run_opts){.prompt = "", .max_tokens = 256, .threads = 2, .chunk = 512, .echo = true};
-    o->sampling = dy_sampling_default();
-    o->sampling.top_p = 0.9f;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(run_usage, stdout);
-            return 0;
-        } else if (arg_take("run", argc, argv, &i, "--model", &v, &bad)) o->model = v;
-        else if (arg_take("run", argc, argv, &i, "--tokenizer", &v, &bad)) o->tokenizer = v;
-        else if (arg_take("run", argc, argv, &i, "--prompt", &v, &bad)) o->prompt = v;
-        else if (arg_take("run", argc, argv, &i, "--max-tokens", &v, &bad))
-            bad = !arg_int("run", "--max-tokens", v, 0, 1 << 22, &o->max_tokens);
-        else if (arg_take("run", argc, argv, &i, "--threads", &v, &bad))
-            bad = !arg_int("run", "--threads", v, 1, 256, &o->threads);
-        else if (arg_take("run", argc, argv, &i, "--chunk", &v, &bad))
-            bad = !arg_int("run", "--chunk", v, 1, 65536, &o->chunk);
-        else if (arg_take("run", argc, argv, &i, "--temperature", &v, &bad))
-            bad = !arg_float("run", "--temperature", v, 0, 100, &o->sampling.temperature);
-        else if (arg_take("run", argc, argv, &i, "--top-p", &v, &bad))
-            bad = !arg_float("run", "--top-p", v, 1e-6, 1, &o->sampling.top_p);
-        else if (arg_take("run", argc, argv, &i, "--min-p", &v, &bad))
-            bad = !arg_float("run", "--min-p", v, 0, 1, &o->sampling.min_p);
-        else if (arg_take("run", argc, argv, &i, "--top-k", &v, &bad))
-            bad = !arg_int("run", "--top-k", v, 0, 1 << 22, &o->sampling.top_k);
-        else if (arg_take("run", argc, argv, &i, "--seed", &v, &bad))
-            bad = !(seeded = arg_u64("run", "--seed", v, &o->sampling.seed));
-        else if (arg_take("run", argc, argv, &i, "--stop", &v, &bad)) {
-            if (o->n_stops == DY_MAX_STOPS) {
-                fprintf(stderr, "dyad run: at most %d --stop strings\n", DY_MAX_STOPS);
-                bad = true;
-            } else
-                o->stops[o->n_stops++] = v;
-        } else if (!strcmp(argv[i], "--no-echo"))
-            o->echo = false;
-        else if (!strcmp(argv[i], "--ignore-eos"))
-            o->ignore_eos = true;
-        else if (!bad) {
-            fprintf(stderr, "dyad run: unknown option '%s' (see dyad run --help)\n", argv[i]);
-            bad = true;
-        }
-    }
-    if (!seeded)
+    *o = (run_opts){0};
+    const dy_sampling d = dy_sampling_default();
+    const dy_opt t[] = {
+        {.name = "model", .kind = DY_OPT_STR, .dst = &o->model, .meta = "PATH",
+         .help = "GGUF file or llama2.c checkpoint", .shown_default = "the bundled stories260K"},
+        {.name = "tokenizer", .kind = DY_OPT_STR, .dst = &o->tokenizer, .meta = "PATH",
+         .help = "llama2.c tokenizer.bin",
+         .shown_default = "tok512.bin for the bundled model; GGUF files use the vocabulary "
+                          "inside them"},
+        {.name = "prompt", .kind = DY_OPT_STR, .dst = &o->prompt, .meta = "TEXT",
+         .help = "the prompt", .def_str = "", .shown_default = "empty, i.e. start from BOS"},
+        {.name = "max-tokens", .kind = DY_OPT_INT, .dst = &o->max_tokens, .meta = "N",
+         .help = "tokens to generate after the prompt", .min = 0, .max = 1 << 22, .def = 256},
+        {.name = "temperature", .kind = DY_OPT_FLOAT, .dst = &o->sampling.temperature,
+         .meta = "T", .help = "0 = greedy", .min = 0, .max = 100, .def = d.temperature},
+        {.name = "top-p", .kind = DY_OPT_FLOAT, .dst = &o->sampling.top_p, .meta = "P",
+         .help = "nucleus sampling", .min = 1e-6, .max = 1, .def = 0.9f},
+        {.name = "top-k", .kind = DY_OPT_INT, .dst = &o->sampling.top_k, .meta = "K",
+         .help = "keep the K most likely tokens; 0 = off", .min = 0, .max = 1 << 22,
+         .def = d.top_k},
+        {.name = "min-p", .kind = DY_OPT_FLOAT, .dst = &o->sampling.min_p, .meta = "P",
+         .help = "drop tokens below P × the best probability; 0 = off", .min = 0, .max = 1,
+         .def = d.min_p},
+        {.name = "seed", .kind = DY_OPT_U64, .dst = &o->sampling.seed, .meta = "S",
+         .help = "random seed", .shown_default = "from the clock", .given = &o->seeded},
+        {.name = "stop", .kind = DY_OPT_CALL, .meta = "TEXT", .call = add_stop, .ctx = o,
+         .help = "stop when TEXT appears (repeatable, up to " DY_OPTS_QUOTE(DY_MAX_STOPS) ")"},
+        {.name = "threads", .kind = DY_OPT_INT, .dst = &o->threads, .meta = "N",
+         .help = "engine threads", .min = 1, .max = 256, .def = 2},
+        {.name = "chunk", .kind = DY_OPT_INT, .dst = &o->chunk, .meta = "N",
+         .help = "prefill chunk size in tokens", .min = 1, .max = 65536, .def = 512},
+        {.name = "no-echo", .kind = DY_OPT_FLAG, .dst = &o->no_echo,
+         .help = "do not print the prompt"},
+        {.name = "ignore-eos", .kind = DY_OPT_FLAG, .dst = &o->ignore_eos,
+         .help = "keep generating past end-of-generation tokens (benchmarks)"},
+    };
+    o->sampling = d;
+    int rc = cli_parse("run", run_usage, run_epilog, t, (int)(sizeof t / sizeof t[0]), argc,
+                       argv, NULL);
+    if (!o->seeded)
         o->sampling.seed = (uint64_t)time(NULL);
-    return bad ? 2 : -1;
+    return rc;
 }
 
 static double now_ms(void)
@@ -191,7 +183,7 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     const int ctx = s->model->hp.ctx_len;
     dy_rng rng;
     dy_rng_seed(&rng, o->sampling.seed, 0);
-    if (o->echo)
+    if (!o->no_echo)
         for (int i = 1; i < n_prompt; i++)
             emit_token(s, s->prompt[i - 1], s->prompt[i]);
 
@@ -247,7 +239,7 @@ int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse(argc, argv, &o);
-    if (rc >= 0)
+    if (rc != CLI_GO)
         return rc;
     char default_model[4096], default_tok[4096], err[1024] = "";
     if (!o.model) {

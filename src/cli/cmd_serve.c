@@ -1,10 +1,11 @@
 /* cmd_serve.c — `dyad serve`: the embedded deployment. Starts N worker processes on this
  * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM stops accepting
  * connections, lets in-flight requests finish (up to --drain-timeout), and reaps the workers. */
-#include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/parse.h"
 #include "engine/model.h"
 #include "serve/front/http.h"
+#include "serve/wire/worker_args.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -14,174 +15,178 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char serve_usage[] =
-    "usage: dyad serve [options]\n"
-    "  --model PATH              GGUF file or llama2.c checkpoint (default: bundled stories260K)\n"
-    "  --tokenizer PATH          llama2.c tokenizer.bin for checkpoints\n"
-    "  --model-name NAME         the id clients use (default: the file name without extension)\n"
-    "  --host ADDR               IPv4 address to listen on (default 127.0.0.1)\n"
-    "  --port N                  (default 8000; 0 picks a free port)\n"
-    "  --workers N               aggregated worker processes (default 1; same as\n"
-    "                            --prefill-workers 0 --decode-workers N)\n"
-    "  --prefill-workers P       prefill workers (default 1); 0 = aggregated serving\n"
-    "  --decode-workers D        decode workers (default 1)\n"
-    "  --disagg-min-tokens N     prompts with fewer tokens prefill on their decode worker\n"
-    "                            (default 32)\n"
-    "  --prefill-busy-tokens N   prefill backlog above which prompts stay local (default 1024)\n"
-    "  --kv-transfer shm|tcp     how KV moves from prefill to decode workers (default shm)\n"
-    "  --kv-host ADDR            TCP: the address decode workers receive KV on (127.0.0.1)\n"
-    "  --xfer-timeout S          a prefill not done by then is redone locally (default 30)\n"
-    "  --prefill-launcher CMD    run prefill workers as `CMD dyad worker ...` (e.g.\n"
-    "                            'ip netns exec hostA' for another network namespace)\n"
-    "  --decode-launcher CMD     the same for decode workers\n"
-    "  --threads-per-worker T    engine threads per worker (default 2)\n"
-    "  --kv-mem MiB              KV cache per worker (default 256)\n"
-    "  --kv-blocks N             KV cache per worker in blocks (overrides --kv-mem)\n"
-    "  --block-size N            positions per KV block (default 16)\n"
-    "  --max-batch-tokens N      token budget of one engine step (default 512)\n"
-    "  --max-running N           sequences in one worker's running batch (default 64)\n"
-    "  --no-prefix-cache         workers compute every prompt in full (for measurements)\n"
-    "  --router POLICY           which worker of a pool: kv-aware (default: cached prefix\n"
-    "                            against load), least-loaded, round-robin or random\n"
-    "  --router-overlap-weight W kv-aware: weight of prefill blocks against decode blocks\n"
-    "                            (default 1)\n"
-    "  --router-temperature T    kv-aware: 0 picks the cheapest worker (default); > 0 samples\n"
-    "                            from a softmax over normalised costs\n"
-    "  --no-kv-events            workers publish no KV events; the router predicts their\n"
-    "                            caches from its own decisions (approximate mode)\n"
-    "  --router-ttl S            approximate mode: how long a prediction holds (default 120)\n"
-    "  --max-queue N             sequences waiting for a first token before new requests get\n"
-    "                            429 (default 256)\n"
-    "  --api-key KEY             require 'Authorization: Bearer KEY' (default: none)\n"
-    "  --chat-template NAME      override the detected family: chatml, llama2, llama3,\n"
-    "                            llama3.1, mistral-legacy, mistral-v1, mistral-v3,\n"
-    "                            mistral-v3-tekken, mistral-v7, mistral-v7-tekken, phi3, gemma,\n"
-    "                            zephyr, plain\n"
-    "  --max-body BYTES          request body limit (default 4194304)\n"
-    "  --max-connections N       concurrent HTTP connections (default 256)\n"
-    "  --timeout S               idle connection timeout in seconds (default 60)\n"
-    "  --drain-timeout S         on shutdown, how long in-flight requests may finish (default 30)\n"
-    "  --request-log PATH        append one JSON line per request (where it ran, its KV\n"
-    "                            transfer, latencies) to PATH; '-' for standard error\n"
+static const char serve_usage[] = "usage: dyad serve [options]\n";
+static const char serve_epilog[] =
     "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
 
 typedef struct {
-    const char *model, *tokenizer, *model_name, *host, *api_key, *chat, *request_log;
+    const char *model_name, *host, *api_key, *request_log;
     int port, max_body, max_connections, timeout, drain;
-    dy_fleet_config w;
+    int chat;                 /* a dy_chat_family, or -1: detect it from the model */
+    int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
+    int prefill_busy_tokens;
+    dy_fleet_config w;        /* w.worker: what every worker is started with */
+    /* --router's and --chat-template's names, as their owners spell them */
+    const char *policies[5], *families[DY_CHAT_N_FAMILIES + 1];
+    int family_values[DY_CHAT_N_FAMILIES];
+    char chat_help[512];
 } serve_opts;
 
-static int parse(int argc, char **argv, serve_opts *o)
+#define MAX_SERVE_OPTS 48
+
+/* --chat-template's names and help, plain (the fallback) last. */
+static void chat_families(serve_opts *o)
 {
-    *o = (serve_opts){.host = "127.0.0.1", .port = 8000, .max_body = 4 << 20,
-                      .max_connections = 256, .timeout = 60, .drain = 30};
-    o->w = (dy_fleet_config){.n_workers = 2, .n_prefill = 1, .threads_per_worker = 1,
-                               .kv_mem_mib = 256, .block_size = 16, .max_batch_tokens = 512,
-                               .max_running = 64, .max_queue = 256, .startup_timeout_s = 120,
-                               .xfer = DY_XFER_SHM, .xfer_timeout_s = 30,
-                               .route = dy_route_config_default(),
-                               .router = dy_router_config_default()};
-    o->w.router.policy = DY_ROUTER_KV_AWARE;
-    int agg = -1, pre = -1, dec = -1;
-    float xto = 30;
-    const char *v;
-    bool bad = false;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(serve_usage, stdout);
-            return 0;
-        }
-#define INT(flag, field, lo, hi) \
-    else if (arg_take("serve", argc, argv, &i, flag, &v, &bad)) bad = !arg_int("serve", flag, v, lo, hi, &(field))
-        else if (arg_take("serve", argc, argv, &i, "--model", &v, &bad)) o->model = v;
-        else if (arg_take("serve", argc, argv, &i, "--tokenizer", &v, &bad)) o->tokenizer = v;
-        else if (arg_take("serve", argc, argv, &i, "--model-name", &v, &bad)) o->model_name = v;
-        else if (arg_take("serve", argc, argv, &i, "--host", &v, &bad)) o->host = v;
-        else if (arg_take("serve", argc, argv, &i, "--api-key", &v, &bad)) o->api_key = v;
-        else if (arg_take("serve", argc, argv, &i, "--chat-template", &v, &bad)) o->chat = v;
-        else if (arg_take("serve", argc, argv, &i, "--request-log", &v, &bad)) o->request_log = v;
-        INT("--port", o->port, 0, 65535);
-        INT("--workers", agg, 1, 64);
-        INT("--prefill-workers", pre, 0, 63);
-        INT("--decode-workers", dec, 1, 64);
-        INT("--disagg-min-tokens", o->w.route.disagg_min_tokens, 0, 1 << 24);
-        else if (arg_take("serve", argc, argv, &i, "--prefill-busy-tokens", &v, &bad)) {
-            int t = 0;
-            bad = !arg_int("serve", "--prefill-busy-tokens", v, 0, 1 << 30, &t);
-            o->w.route.prefill_busy_tokens = t;
-        } else if (arg_take("serve", argc, argv, &i, "--kv-transfer", &v, &bad)) {
-            if (!strcmp(v, "shm")) o->w.xfer = DY_XFER_SHM;
-            else if (!strcmp(v, "tcp")) o->w.xfer = DY_XFER_TCP;
-            else {
-                fprintf(stderr, "dyad serve: --kv-transfer: '%s' is not shm or tcp\n", v);
-                bad = true;
-            }
-        } else if (arg_take("serve", argc, argv, &i, "--kv-host", &v, &bad)) o->w.kv_host = v;
-        else if (!strcmp(argv[i], "--no-prefix-cache"))
-            o->w.no_prefix_cache = true;
-        else if (!strcmp(argv[i], "--no-kv-events"))
-            o->w.no_kv_events = true;
-        else if (arg_take("serve", argc, argv, &i, "--router", &v, &bad)) {
-            if (!dy_router_policy_parse(v, &o->w.router.policy)) {
-                fprintf(stderr, "dyad serve: --router: '%s' is not round-robin, random, "
-                        "least-loaded or kv-aware\n", v);
-                bad = true;
-            }
-        } else if (arg_take("serve", argc, argv, &i, "--router-overlap-weight", &v, &bad)) {
-            float f = 1;
-            bad = !arg_float("serve", "--router-overlap-weight", v, 0, 1e6, &f);
-            o->w.router.overlap_weight = f;
-        } else if (arg_take("serve", argc, argv, &i, "--router-temperature", &v, &bad)) {
-            float f = 0;
-            bad = !arg_float("serve", "--router-temperature", v, 0, 1e6, &f);
-            o->w.router.temperature = f;
-        } else if (arg_take("serve", argc, argv, &i, "--router-ttl", &v, &bad)) {
-            float f = 120;
-            bad = !arg_float("serve", "--router-ttl", v, 0.001, 1e7, &f);
-            o->w.router.approx_ttl_s = f;
-        }
-        else if (arg_take("serve", argc, argv, &i, "--prefill-launcher", &v, &bad))
-            o->w.prefill_launcher = v;
-        else if (arg_take("serve", argc, argv, &i, "--decode-launcher", &v, &bad))
-            o->w.decode_launcher = v;
-        else if (arg_take("serve", argc, argv, &i, "--xfer-timeout", &v, &bad)) {
-            bad = !arg_float("serve", "--xfer-timeout", v, 0.01, 86400, &xto);
-            o->w.xfer_timeout_s = xto;
-        }
-        INT("--threads-per-worker", o->w.threads_per_worker, 1, 256);
-        INT("--kv-mem", o->w.kv_mem_mib, 1, 1 << 20);
-        INT("--kv-blocks", o->w.kv_blocks, 2, 1 << 24);
-        INT("--block-size", o->w.block_size, 1, 256);
-        INT("--max-batch-tokens", o->w.max_batch_tokens, 1, 65536);
-        INT("--max-running", o->w.max_running, 1, 4096);
-        INT("--max-queue", o->w.max_queue, 1, 1 << 20);
-        INT("--max-body", o->max_body, 1024, 1 << 30);
-        INT("--max-connections", o->max_connections, 1, 65536);
-        INT("--timeout", o->timeout, 1, 86400);
-        INT("--drain-timeout", o->drain, 0, 86400);
-#undef INT
-        else if (!bad) {
-            fprintf(stderr, "dyad serve: unknown option '%s' (see dyad serve --help)\n", argv[i]);
-            bad = true;
-        }
+    size_t len = (size_t)snprintf(o->chat_help, sizeof o->chat_help,
+                                  "override the family detected from the model's template:");
+    for (int f = 0; f < DY_CHAT_N_FAMILIES; f++) {
+        o->family_values[f] = (f + 1) % DY_CHAT_N_FAMILIES;
+        o->families[f] = dy_chat_family_name(o->family_values[f]);
+        const char *sep = f == 0 ? " " : f + 1 < DY_CHAT_N_FAMILIES ? ", " : " or ";
+        if (len < sizeof o->chat_help)
+            len += (size_t)snprintf(o->chat_help + len, sizeof o->chat_help - len, "%s%s", sep,
+                                    o->families[f]);
     }
-    if (!bad && agg > 0 && (pre > 0 || dec > 0)) {
+}
+
+/* The frontend's own options; the workers' come from worker_args.h. */
+static int frontend_opts(serve_opts *o, dy_opt *t)
+{
+    static const char *const transfers[] = {"shm", "tcp", NULL};
+    static const int transfer_values[] = {DY_XFER_SHM, DY_XFER_TCP};
+    static const int policy_values[] = {DY_ROUTER_ROUND_ROBIN, DY_ROUTER_RANDOM,
+                                        DY_ROUTER_LEAST_LOADED, DY_ROUTER_KV_AWARE};
+    for (int i = 0; i < 4; i++)
+        o->policies[i] = dy_router_policy_name(policy_values[i]);
+    chat_families(o);
+    _Static_assert(sizeof(dy_xfer_kind) == sizeof(int) &&
+                   sizeof(dy_router_policy) == sizeof(int), "ENUM options store an int");
+    const dy_route_config route = dy_route_config_default();
+    const dy_router_config router = dy_router_config_default();
+    const dy_opt own[] = {
+        {.section = "Frontend: HTTP, disaggregation, routing", .name = "model-name",
+         .kind = DY_OPT_STR, .dst = &o->model_name, .meta = "NAME",
+         .help = "the id clients use", .shown_default = "the file name without extension"},
+        {.name = "host", .kind = DY_OPT_STR, .dst = &o->host, .meta = "ADDR",
+         .help = "IPv4 address to listen on", .def_str = "127.0.0.1"},
+        {.name = "port", .kind = DY_OPT_INT, .dst = &o->port, .meta = "N",
+         .help = "port to listen on; 0 picks a free port", .min = 0, .max = 65535,
+         .def = 8000},
+        {.name = "workers", .kind = DY_OPT_INT, .dst = &o->agg, .meta = "N",
+         .help = "aggregated worker processes (the same as --prefill-workers 0 "
+                 "--decode-workers N)", .min = 1, .max = 64, .def = -1, .shown_default = ""},
+        {.name = "prefill-workers", .kind = DY_OPT_INT, .dst = &o->pre, .meta = "P",
+         .help = "prefill workers; 0 = aggregated serving", .min = 0, .max = 63, .def = -1,
+         .shown_default = "1"},
+        {.name = "decode-workers", .kind = DY_OPT_INT, .dst = &o->dec, .meta = "D",
+         .help = "decode workers", .min = 1, .max = 64, .def = -1, .shown_default = "1"},
+        {.name = "disagg-min-tokens", .kind = DY_OPT_INT, .dst = &o->w.route.disagg_min_tokens,
+         .meta = "N", .help = "prompts with fewer tokens prefill on their decode worker",
+         .min = 0, .max = 1 << 24, .def = route.disagg_min_tokens},
+        {.name = "prefill-busy-tokens", .kind = DY_OPT_INT, .dst = &o->prefill_busy_tokens,
+         .meta = "N", .help = "prefill backlog above which prompts stay local", .min = 0,
+         .max = 1 << 30, .def = (double)route.prefill_busy_tokens},
+        {.name = "kv-transfer", .kind = DY_OPT_ENUM, .dst = (int *)&o->w.xfer,
+         .meta = "shm|tcp", .help = "how KV moves from prefill to decode workers",
+         .names = transfers, .values = transfer_values, .def = DY_XFER_SHM},
+        {.name = "kv-host", .kind = DY_OPT_STR, .dst = &o->w.kv_host, .meta = "ADDR",
+         .help = "TCP: the address decode workers receive KV on", .def_str = "127.0.0.1"},
+        {.name = "xfer-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.xfer_timeout_s,
+         .meta = "S", .help = "a prefill not done by then is redone locally", .min = 0.01,
+         .max = 86400, .def = 30},
+        {.name = "prefill-launcher", .kind = DY_OPT_STR, .dst = &o->w.prefill_launcher,
+         .meta = "CMD", .help = "run prefill workers as `CMD dyad worker ...` (e.g. 'ip netns "
+                                "exec hostA' for another network namespace)"},
+        {.name = "decode-launcher", .kind = DY_OPT_STR, .dst = &o->w.decode_launcher,
+         .meta = "CMD", .help = "the same for decode workers"},
+        {.name = "router", .kind = DY_OPT_ENUM, .dst = (int *)&o->w.router.policy,
+         .meta = "POLICY", .help = "which worker of a pool: kv-aware (cached prefix against "
+                                   "load), least-loaded, round-robin or random",
+         .names = o->policies, .values = policy_values, .def = router.policy},
+        {.name = "router-overlap-weight", .kind = DY_OPT_DOUBLE,
+         .dst = &o->w.router.overlap_weight, .meta = "W",
+         .help = "kv-aware: weight of prefill blocks against decode blocks", .min = 0,
+         .max = 1e6, .def = router.overlap_weight},
+        {.name = "router-temperature", .kind = DY_OPT_DOUBLE, .dst = &o->w.router.temperature,
+         .meta = "T", .help = "kv-aware: 0 picks the cheapest worker; > 0 samples from a "
+                              "softmax over normalised costs",
+         .min = 0, .max = 1e6, .def = router.temperature},
+        {.name = "router-ttl", .kind = DY_OPT_DOUBLE, .dst = &o->w.router.approx_ttl_s,
+         .meta = "S", .help = "approximate mode (--no-kv-events): how long a prediction holds",
+         .min = 0.001, .max = 1e7, .def = router.approx_ttl_s},
+        {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->w.max_queue, .meta = "N",
+         .help = "sequences waiting for a first token before new requests get 429", .min = 1,
+         .max = 1 << 20, .def = 256},
+        {.name = "api-key", .kind = DY_OPT_STR, .dst = &o->api_key, .meta = "KEY",
+         .help = "require 'Authorization: Bearer KEY'", .shown_default = "none"},
+        {.name = "chat-template", .kind = DY_OPT_ENUM, .dst = &o->chat, .meta = "NAME",
+         .help = o->chat_help, .names = o->families, .values = o->family_values, .def = -1},
+        {.name = "max-body", .kind = DY_OPT_INT, .dst = &o->max_body, .meta = "BYTES",
+         .help = "request body limit", .min = 1024, .max = 1 << 30,
+         .def = (double)dy_api_limits_default(0).max_body_bytes},
+        {.name = "max-connections", .kind = DY_OPT_INT, .dst = &o->max_connections,
+         .meta = "N", .help = "concurrent HTTP connections", .min = 1, .max = 65536,
+         .def = 256},
+        {.name = "timeout", .kind = DY_OPT_INT, .dst = &o->timeout, .meta = "S",
+         .help = "idle connection timeout in seconds", .min = 1, .max = 86400, .def = 60},
+        {.name = "drain-timeout", .kind = DY_OPT_INT, .dst = &o->drain, .meta = "S",
+         .help = "on shutdown, how long in-flight requests may finish", .min = 0,
+         .max = 86400, .def = 30},
+        {.name = "request-log", .kind = DY_OPT_STR, .dst = &o->request_log, .meta = "PATH",
+         .help = "append one JSON line per request (where it ran, its KV transfer, latencies) "
+                 "to PATH; '-' for standard error"},
+    };
+    int n = (int)(sizeof own / sizeof own[0]);
+    for (int i = 0; i < n; i++)
+        t[i] = own[i];
+    return n;
+}
+
+/* Every option of `dyad serve`: the workers' shared settings first, then the frontend's. */
+static int serve_table(serve_opts *o, dy_opt *t)
+{
+    int n = dy_worker_args_opts(&o->w.worker, DY_WORKER_OPTS_SHARED, t);
+    t[0].section = "Model and workers (passed on to each `dyad worker`)";
+    dy_opts_find(t, n, "model")->shown_default = "the bundled stories260K";
+    n += frontend_opts(o, t + n);
+    _Static_assert(DY_WORKER_MAX_OPTS + 32 <= MAX_SERVE_OPTS, "MAX_SERVE_OPTS");
+    return n;
+}
+
+/* How many workers of which kind, from --workers or --prefill-workers/--decode-workers. */
+static bool count_workers(serve_opts *o)
+{
+    if (o->agg > 0 && (o->pre > 0 || o->dec > 0)) {
         fprintf(stderr, "dyad serve: --workers (aggregated) cannot be combined with "
                 "--prefill-workers/--decode-workers\n");
-        bad = true;
+        return false;
     }
-    if (agg > 0) { /* aggregated: N workers that prefill and decode */
+    if (o->agg > 0) { /* aggregated: N workers that prefill and decode */
         o->w.n_prefill = 0;
-        o->w.n_workers = agg;
+        o->w.n_workers = o->agg;
     } else {
-        o->w.n_prefill = pre >= 0 ? pre : 1;
-        o->w.n_workers = o->w.n_prefill + (dec > 0 ? dec : 1);
+        o->w.n_prefill = o->pre >= 0 ? o->pre : 1;
+        o->w.n_workers = o->w.n_prefill + (o->dec > 0 ? o->dec : 1);
     }
-    if (!bad && o->w.n_workers > 64) {
+    if (o->w.n_workers > 64) {
         fprintf(stderr, "dyad serve: at most 64 workers in all\n");
-        bad = true;
+        return false;
     }
-    return bad ? 2 : -1;
+    return true;
+}
+
+/* 0 after --help, 2 on a usage error, CLI_GO to go on and serve. */
+static int parse(int argc, char **argv, serve_opts *o)
+{
+    *o = (serve_opts){.w = {.startup_timeout_s = 120, .route = dy_route_config_default(),
+                            .router = dy_router_config_default()}};
+    dy_opt t[MAX_SERVE_OPTS];
+    int n = serve_table(o, t);
+    int rc = cli_parse("serve", serve_usage, serve_epilog, t, n, argc, argv, NULL);
+    if (rc != CLI_GO)
+        return rc;
+    o->w.route.prefill_busy_tokens = o->prefill_busy_tokens;
+    return count_workers(o) ? CLI_GO : 2;
 }
 
 /* "dir/stories260K.bin" → "stories260K" */
@@ -201,12 +206,12 @@ int cmd_serve(int argc, char **argv)
     if (rc >= 0)
         return rc;
     char model_buf[4096], tok_buf[4096], exe[PATH_MAX], name[256], err[1024] = "";
-    if (!o.model) {
+    if (!o.w.worker.model) {
         snprintf(model_buf, sizeof model_buf, "%s/stories260K.bin", dyad_model_dir());
         snprintf(tok_buf, sizeof tok_buf, "%s/tok512.bin", dyad_model_dir());
-        o.model = model_buf;
-        if (!o.tokenizer)
-            o.tokenizer = tok_buf;
+        o.w.worker.model = model_buf;
+        if (!o.w.worker.tokenizer)
+            o.w.worker.tokenizer = tok_buf;
     }
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) {
@@ -215,19 +220,15 @@ int cmd_serve(int argc, char **argv)
     }
     exe[n] = 0;
     /* The frontend tokenizes, so it loads the model too (weights are mapped, not read). */
-    dy_model *m = dy_model_load(o.model, o.tokenizer, err, sizeof err);
+    dy_model *m = dy_model_load(o.w.worker.model, o.w.worker.tokenizer, err, sizeof err);
     if (!m || !m->tok) {
         fprintf(stderr, "dyad serve: %s\n", m ? "the model has no tokenizer (--tokenizer)" : err);
         dy_model_free(m);
         return 1;
     }
-    dy_chat_family chat = dy_chat_detect(dy_tokenizer_chat_template(m->tok));
-    if (o.chat && !dy_chat_family_from_name(o.chat, &chat)) {
-        fprintf(stderr, "dyad serve: --chat-template: unknown family '%s'\n", o.chat);
-        dy_model_free(m);
-        return 2;
-    }
-    default_name(o.model, name, sizeof name);
+    dy_chat_family chat = o.chat >= 0 ? (dy_chat_family)o.chat
+                                      : dy_chat_detect(dy_tokenizer_chat_template(m->tok));
+    default_name(o.w.worker.model, name, sizeof name);
 
     /* Signals are taken by sigwait below; every thread started from here inherits the mask. */
     sigset_t sigs;
@@ -238,8 +239,6 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     o.w.exe = exe;
-    o.w.model = o.model;
-    o.w.tokenizer = o.tokenizer;
     dy_reqlog *reqlog = o.request_log ? dy_reqlog_open(o.request_log, err, sizeof err) : NULL;
     if (o.request_log && !reqlog) {
         fprintf(stderr, "dyad serve: %s\n", err);
@@ -275,14 +274,14 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d prefill + %d decode workers × %d "
                 "threads, KV over %s, router %s (chat template: %s)\n",
                 o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_prefill,
-                o.w.n_workers - o.w.n_prefill, o.w.threads_per_worker,
+                o.w.n_workers - o.w.n_prefill, o.w.worker.threads,
                 o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
                 dy_router_policy_name(o.w.router.policy), dy_chat_family_name(chat));
     else
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads, "
                 "router %s (chat template: %s)\n", o.model_name ? o.model_name : name, o.host,
                 dy_http_port(http), o.w.n_workers, o.w.n_workers == 1 ? "" : "s",
-                o.w.threads_per_worker, dy_router_policy_name(o.w.router.policy),
+                o.w.worker.threads, dy_router_policy_name(o.w.router.policy),
                 dy_chat_family_name(chat));
     int sig = 0;
     sigwait(&sigs, &sig);

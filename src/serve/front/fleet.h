@@ -12,15 +12,14 @@
 #include "route/place.h"
 #include "route/router.h"
 #include "serve/front/job.h"
+#include "serve/wire/worker_args.h"
 
 typedef struct {
     const char *exe;        /* the dyad binary */
-    const char *model, *tokenizer;
+    /* What every worker is started with (serve/wire/worker_args.h); each worker's socket, id,
+     * role and KV receiver are set when it is started. */
+    dy_worker_config worker;
     int n_workers;
-    int threads_per_worker;
-    int kv_mem_mib, kv_blocks, block_size;
-    int max_batch_tokens, max_running;
-    bool no_prefix_cache;   /* workers compute every prompt in full (measurements) */
     int max_queue;          /* sequences waiting for their first token, over all workers */
     double startup_timeout_s;
     /* Disaggregation: the first n_prefill workers prefill, the others decode; with

@@ -75,9 +75,9 @@ static dy_place_view place_view(dy_fleet *w)
         w->view[i] = (dy_place_worker){.alive = s->alive, .pool = pool_of_role(s->role),
                                        .kv_blocks = (int)s->hello.kv_blocks};
     }
-    /* Every worker was started with cfg.block_size (and reports it back in HELLO). */
+    /* Every worker was started with cfg.worker.block_size (and reports it back in HELLO). */
     return (dy_place_view){.workers = w->view, .n_workers = w->cfg.n_workers,
-                           .block_size = w->cfg.block_size, .max_samples = DY_WIRE_MAX_SAMPLES,
+                           .block_size = w->cfg.worker.block_size, .max_samples = DY_WIRE_MAX_SAMPLES,
                            .route = w->cfg.route, .router = w->router};
 }
 
@@ -85,7 +85,7 @@ static dy_place_view place_view(dy_fleet *w)
  * model's fingerprint from HELLO starts the chain), into a malloc'd *out. -1 if out of memory. */
 static int prompt_hashes(const dy_fleet *w, const dy_msg_request *r, uint64_t **out)
 {
-    const int bs = w->cfg.block_size, n = (int)r->n_prompt / bs;
+    const int bs = w->cfg.worker.block_size, n = (int)r->n_prompt / bs;
     *out = malloc(sizeof(uint64_t) * (size_t)(n ? n : 1));
     if (!*out)
         return -1;

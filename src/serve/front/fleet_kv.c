@@ -101,7 +101,7 @@ void fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
                            (int64_t)m->kv_blocks_total};
     dy_router_report_load(w->router, s->index, &load);
     dy_kv_index *x = dy_router_index(w->router);
-    if (!w->cfg.no_kv_events && dy_kv_index_worker_state(x, s->index) == DY_KV_WORKER_LIVE &&
+    if (!w->cfg.worker.no_kv_events && dy_kv_index_worker_state(x, s->index) == DY_KV_WORKER_LIVE &&
         dy_kv_index_worker_seq(x, s->index) != m->kv_event_seq)
         ask_resync(w, s, DY_RESYNC_GAP);
     pthread_mutex_unlock(&w->mu);

@@ -29,16 +29,7 @@ static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
         return -1;
     }
     const dy_fleet_config *c = &w->cfg;
-    char fd[16], id[16], th[16], kvm[16], kvb[16], bs[16], mbt[16], mr[16];
-    snprintf(fd, sizeof fd, "%d", sv[1]);
-    snprintf(id, sizeof id, "%d", s->index);
-    snprintf(th, sizeof th, "%d", c->threads_per_worker);
-    snprintf(kvm, sizeof kvm, "%d", c->kv_mem_mib);
-    snprintf(kvb, sizeof kvb, "%d", c->kv_blocks);
-    snprintf(bs, sizeof bs, "%d", c->block_size);
-    snprintf(mbt, sizeof mbt, "%d", c->max_batch_tokens);
-    snprintf(mr, sizeof mr, "%d", c->max_running);
-    char *argv[64];
+    char *argv[16 + 2 + DY_WORKER_ARGV_MAX], store[DY_WORKER_ARGV_STORE];
     int a = 0;
     /* An optional launcher in front, e.g. "ip netns exec hostA" (its words split on spaces). */
     char launcher[256] = "";
@@ -52,35 +43,22 @@ static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     const char *prog = a ? argv[0] : c->exe;
     argv[a++] = (char *)c->exe;
     argv[a++] = "worker";
-    argv[a++] = "--fd"; argv[a++] = fd;
-    argv[a++] = "--id"; argv[a++] = id;
-    argv[a++] = "--model"; argv[a++] = (char *)c->model;
-    if (c->tokenizer) {
-        argv[a++] = "--tokenizer";
-        argv[a++] = (char *)c->tokenizer;
-    }
-    argv[a++] = "--threads"; argv[a++] = th;
-    argv[a++] = "--kv-mem"; argv[a++] = kvm;
-    if (c->kv_blocks) {
-        argv[a++] = "--kv-blocks";
-        argv[a++] = kvb;
-    }
-    argv[a++] = "--block-size"; argv[a++] = bs;
-    argv[a++] = "--max-batch-tokens"; argv[a++] = mbt;
-    argv[a++] = "--max-running"; argv[a++] = mr;
-    if (c->no_prefix_cache)
-        argv[a++] = "--no-prefix-cache";
-    if (c->no_kv_events)
-        argv[a++] = "--no-kv-events";
-    static const char *const roles[] = {"agg", "prefill", "decode"};
-    argv[a++] = "--role"; argv[a++] = (char *)roles[s->role];
+    /* Every worker gets the same settings; its socket, id, role and KV receiver are its own. */
+    dy_worker_config wc = c->worker;
+    wc.fd = sv[1];
+    wc.worker_id = s->index;
+    wc.role = s->role;
     char listen[DY_WIRE_MAX_PEER + 8];
     if (s->role == DY_ROLE_DECODE && c->xfer == DY_XFER_TCP) {
-        snprintf(listen, sizeof listen, "%s:0", c->kv_host ? c->kv_host : "127.0.0.1");
-        argv[a++] = "--kv-listen";
-        argv[a++] = listen;
+        snprintf(listen, sizeof listen, "%s:0", c->kv_host);
+        wc.kv_listen = listen;
     }
-    argv[a] = NULL;
+    if (dy_worker_args_argv(&wc, argv + a, DY_WORKER_ARGV_MAX, store, sizeof store) < 0) {
+        snprintf(err, errlen, "the worker's arguments do not fit");
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -134,7 +112,7 @@ static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
     /* A new incarnation: forget the old one's blocks and load; its first snapshot
      * (sequence 0) brings it into the index. */
     dy_router_remove_worker(w->router, s->index);
-    dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+    dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
     fleet_snapshot_reset(&s->snap);
     s->resync_asked = false;
     pthread_cond_broadcast(&w->changed);
@@ -259,7 +237,7 @@ static void *reader_main(void *arg)
             s->restarts++;
             /* A candidate at once (requests queue on its socket while it loads); its blocks
              * enter the index with its first snapshot after HELLO. */
-            dy_router_add_worker(w->router, s->index, !w->cfg.no_kv_events);
+            dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
         }
         pthread_mutex_unlock(&w->mu);
         if (rc != 0)
@@ -337,7 +315,7 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
     w->cfg = *cfg;
     w->next_id = 1;
     w->rt.policy = dy_router_policy_name(cfg->router.policy);
-    w->cfg.router.block_size = cfg->block_size; /* the router counts blocks as workers do */
+    w->cfg.router.block_size = cfg->worker.block_size; /* the router counts blocks as workers do */
     if (!(w->router = dy_router_new(&w->cfg.router, cfg->n_workers))) {
         snprintf(err, errlen, "bad router settings, or out of memory");
         free(w->view);
@@ -358,7 +336,7 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
         if (spawn(w, s, err, errlen) != 0)
             break;
         pthread_mutex_lock(&w->mu);
-        dy_router_add_worker(w->router, i, !cfg->no_kv_events);
+        dy_router_add_worker(w->router, i, !cfg->worker.no_kv_events);
         pthread_mutex_unlock(&w->mu);
         if (pthread_create(&s->reader, NULL, reader_main, s) != 0)
             break;

@@ -6,22 +6,7 @@
 #define DYAD_WORKER_H
 
 #include <stdint.h>
-
-typedef struct {
-    const char *model, *tokenizer;
-    int fd;               /* connected socket to the frontend */
-    int worker_id;
-    int threads;
-    int kv_blocks;        /* 0: derive from kv_mem_mib */
-    int kv_mem_mib;
-    int block_size;
-    int max_batch_tokens;
-    int max_running;
-    bool no_prefix_cache;
-    bool no_kv_events;    /* publish no KV events (the router runs in approximate mode) */
-    int role;              /* dy_worker_role (serve/wire/wire.h) */
-    const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
-} dy_worker_config;
+#include "serve/wire/worker_args.h"
 
 /* Runs until the frontend closes the socket or asks to shut down. Returns the process exit
  * status (0, or 1 with a message on stderr when the model or engine cannot be set up). */

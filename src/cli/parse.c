@@ -1,0 +1,15 @@
+/* parse.c — see parse.h. */
+#include "cli/parse.h"
+
+int cli_parse(const char *cmd, const char *usage, const char *epilog, const dy_opt *opts, int n,
+              int argc, char **argv, dy_opt_positional *pos)
+{
+    char err[512];
+    switch (dy_opts_parse(opts, n, argc, argv, pos, err, sizeof err)) {
+    case DY_OPTS_OK: return CLI_GO;
+    case DY_OPTS_HELP: dy_opts_help(stdout, usage, opts, n, epilog); return 0;
+    case DY_OPTS_BAD: break;
+    }
+    fprintf(stderr, "dyad %s: %s (see dyad %s --help)\n", cmd, err, cmd);
+    return 2;
+}

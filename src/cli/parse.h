@@ -1,0 +1,14 @@
+/* parse.h — how every `dyad` command reads its options: its table (util/opts.h), parsed,
+ * with --help printed to stdout and a bad option reported as "dyad CMD: --flag: problem". */
+#ifndef DYAD_CLI_PARSE_H
+#define DYAD_CLI_PARSE_H
+
+#include "util/opts.h"
+
+#define CLI_GO (-1) /* parsed: the command runs */
+
+/* CLI_GO, or the exit status: 0 after --help, 2 after a usage error (already reported). */
+int cli_parse(const char *cmd, const char *usage, const char *epilog, const dy_opt *opts, int n,
+              int argc, char **argv, dy_opt_positional *pos);
+
+#endif

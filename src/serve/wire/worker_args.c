@@ -1,0 +1,94 @@
+/* worker_args.c — see worker_args.h. */
+#include "serve/wire/worker_args.h"
+
+#include "serve/wire/wire.h"
+
+static const char *const role_names[] = {"agg", "prefill", "decode", NULL};
+static const int role_values[] = {DY_ROLE_AGG, DY_ROLE_PREFILL, DY_ROLE_DECODE};
+
+typedef struct {
+    dy_opt opt;
+    const char *serve_name; /* its name in `dyad serve`; NULL: set per worker, not there */
+} worker_opt;
+
+/* The one description of a worker's options; the fields of c they store into. */
+static int describe(dy_worker_config *c, worker_opt *out)
+{
+    const worker_opt all[] = {
+        {{.name = "model", .kind = DY_OPT_STR, .dst = &c->model, .meta = "PATH",
+          .help = "GGUF file or llama2.c checkpoint"}, "model"},
+        {{.name = "tokenizer", .kind = DY_OPT_STR, .dst = &c->tokenizer, .meta = "PATH",
+          .help = "llama2.c tokenizer.bin for checkpoints"}, "tokenizer"},
+        {{.name = "threads", .kind = DY_OPT_INT, .dst = &c->threads, .meta = "N",
+          .help = "engine threads per worker", .min = 1, .max = 256, .def = 1},
+         "threads-per-worker"},
+        {{.name = "kv-mem", .kind = DY_OPT_INT, .dst = &c->kv_mem_mib, .meta = "MiB",
+          .help = "KV cache per worker", .min = 1, .max = 1 << 20, .def = 256}, "kv-mem"},
+        {{.name = "kv-blocks", .kind = DY_OPT_INT, .dst = &c->kv_blocks, .meta = "N",
+          .help = "KV cache per worker in blocks (overrides --kv-mem)", .min = 2,
+          .max = 1 << 24, .shown_default = ""}, "kv-blocks"},
+        {{.name = "block-size", .kind = DY_OPT_INT, .dst = &c->block_size, .meta = "N",
+          .help = "positions per KV block", .min = 1, .max = 256, .def = 16}, "block-size"},
+        {{.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &c->max_batch_tokens,
+          .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
+          .def = 512}, "max-batch-tokens"},
+        {{.name = "max-running", .kind = DY_OPT_INT, .dst = &c->max_running, .meta = "N",
+          .help = "sequences in one worker's running batch", .min = 1, .max = 4096,
+          .def = 64}, "max-running"},
+        {{.name = "no-prefix-cache", .kind = DY_OPT_FLAG, .dst = &c->no_prefix_cache,
+          .help = "workers compute every prompt in full (for measurements)"},
+         "no-prefix-cache"},
+        {{.name = "no-kv-events", .kind = DY_OPT_FLAG, .dst = &c->no_kv_events,
+          .help = "workers publish no KV events; the frontend's router predicts their caches "
+                  "from its own decisions (approximate mode)"}, "no-kv-events"},
+        {{.name = "fd", .kind = DY_OPT_INT, .dst = &c->fd, .meta = "N",
+          .help = "connected socket to the frontend", .min = 0, .max = 1 << 20, .def = -1,
+          .shown_default = ""}, NULL},
+        {{.name = "id", .kind = DY_OPT_INT, .dst = &c->worker_id, .meta = "N",
+          .help = "worker id (for logs and metrics)", .min = 0, .max = 1 << 20,
+          .shown_default = ""}, NULL},
+        {{.name = "role", .kind = DY_OPT_ENUM, .dst = &c->role, .meta = "R",
+          .help = "agg (prefill and decode), prefill, or decode", .names = role_names,
+          .values = role_values, .def = DY_ROLE_AGG}, NULL},
+        {{.name = "kv-listen", .kind = DY_OPT_STR, .dst = &c->kv_listen, .meta = "HOST:PORT",
+          .help = "decode role: also receive KV blocks over TCP (port 0: any)"}, NULL},
+    };
+    _Static_assert(sizeof all / sizeof all[0] <= DY_WORKER_MAX_OPTS, "DY_WORKER_MAX_OPTS");
+    int n = (int)(sizeof all / sizeof all[0]);
+    for (int i = 0; i < n; i++)
+        out[i] = all[i];
+    return n;
+}
+
+int dy_worker_args_opts(dy_worker_config *c, dy_worker_opts_set which, dy_opt *out)
+{
+    worker_opt all[DY_WORKER_MAX_OPTS];
+    int n = describe(c, all), k = 0;
+    for (int i = 0; i < n; i++) {
+        if (which == DY_WORKER_OPTS_ALL) {
+            out[k++] = all[i].opt;
+        } else if (all[i].serve_name) {
+            out[k] = all[i].opt;
+            out[k++].name = all[i].serve_name;
+        }
+    }
+    return k;
+}
+
+dy_opts_result dy_worker_args_parse(int argc, char **argv, dy_worker_config *out, char *err,
+                                    size_t errlen)
+{
+    dy_opt opts[DY_WORKER_MAX_OPTS];
+    *out = (dy_worker_config){0};
+    int n = dy_worker_args_opts(out, DY_WORKER_OPTS_ALL, opts);
+    return dy_opts_parse(opts, n, argc, argv, NULL, err, errlen);
+}
+
+int dy_worker_args_argv(const dy_worker_config *c, char **argv, int cap, char *store,
+                        size_t storecap)
+{
+    dy_worker_config copy = *c; /* the table's destinations; strings still point into c's */
+    dy_opt opts[DY_WORKER_MAX_OPTS];
+    int n = dy_worker_args_opts(&copy, DY_WORKER_OPTS_ALL, opts);
+    return dy_opts_to_argv(opts, n, argv, cap, store, storecap);
+}
