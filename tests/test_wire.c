@@ -246,7 +246,7 @@ static void test_stream_reassembly(void **st)
         dy_msg_type t;
         const uint8_t *p;
         uint32_t len;
-        while (dy_conn_next(&conn, &t, &p, &len, err, sizeof err) == 1)
+        while (dy_conn_next(&conn, &t, &p, &len, err, sizeof err) == DY_CONN_FRAME)
             seen[n++] = t;
     }
     assert_int_equal(n, 3);

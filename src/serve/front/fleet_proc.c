@@ -207,13 +207,13 @@ static void *reader_main(void *arg)
         const uint8_t *p;
         uint32_t len;
         char err[256];
-        int k = 0;
+        dy_conn_result k = DY_CONN_PARTIAL;
         if (n > 0)
-            while ((k = dy_conn_next(&conn, &t, &p, &len, err, sizeof err)) == 1)
+            while ((k = dy_conn_next(&conn, &t, &p, &len, err, sizeof err)) == DY_CONN_FRAME)
                 on_frame(w, s, t, p, len);
-        if (n > 0 && k == 0)
+        if (n > 0 && k == DY_CONN_PARTIAL)
             continue;
-        if (k < 0) {
+        if (k == DY_CONN_CORRUPT) {
             fprintf(stderr, "dyad serve: worker %d sent a corrupt frame (%s); restarting it\n",
                     s->index, err);
             kill(s->pid, SIGKILL);

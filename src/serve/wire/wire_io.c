@@ -51,20 +51,20 @@ long dy_conn_fill(dy_conn *c)
     }
 }
 
-int dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
+dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen)
 {
     size_t avail = c->len - c->consumed;
     if (avail < DY_WIRE_HEADER)
-        return 0;
+        return DY_CONN_PARTIAL;
     const uint8_t *h = c->buf + c->consumed;
     if (!dy_wire_header(h, type, len, err, errlen))
-        return -1;
+        return DY_CONN_CORRUPT;
     if (avail < DY_WIRE_HEADER + (size_t)*len)
-        return 0;
+        return DY_CONN_PARTIAL;
     *payload = h + DY_WIRE_HEADER;
     c->consumed += DY_WIRE_HEADER + *len;
-    return 1;
+    return DY_CONN_FRAME;
 }
 
 bool dy_write_all(int fd, const void *p, size_t n)

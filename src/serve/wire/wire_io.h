@@ -19,9 +19,14 @@ void dy_conn_free(dy_conn *c);
 /* Reads what the socket has (one read call; blocks only if the fd is blocking). Returns the
  * bytes read, 0 at end of stream, -1 on error (EAGAIN counts as 1: nothing yet, no error). */
 long dy_conn_fill(dy_conn *c);
-/* The next whole frame in the buffer: 1 with type/payload set (valid until the next fill),
- * 0 if none is complete yet, -1 if the stream is corrupt (message in err). */
-int dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
+typedef enum {
+    DY_CONN_FRAME = 1,    /* a whole frame: type and payload set (valid until the next fill) */
+    DY_CONN_PARTIAL = 0,  /* no whole frame yet: fill again */
+    DY_CONN_CORRUPT = -1, /* the stream is corrupt (message in err): drop the connection */
+} dy_conn_result;
+
+/* The next whole frame in the buffer. */
+dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen);
 /* Writes all n bytes (waiting on a non-blocking fd). false on error or a closed peer. */
 bool dy_write_all(int fd, const void *p, size_t n);

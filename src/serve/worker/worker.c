@@ -233,8 +233,8 @@ static bool read_frames(worker *w)
     const uint8_t *p;
     uint32_t len;
     char err[256];
-    int k;
-    while ((k = dy_conn_next(&w->conn, &t, &p, &len, err, sizeof err)) == 1) {
+    dy_conn_result k;
+    while ((k = dy_conn_next(&w->conn, &t, &p, &len, err, sizeof err)) == DY_CONN_FRAME) {
         if (t == DY_MSG_REQUEST) {
             dy_msg_request m;
             if (dy_wire_decode_request(p, len, &m, err, sizeof err))
@@ -265,7 +265,7 @@ static bool read_frames(worker *w)
                 dy_disagg_on_kv_ready(w, &m);
         }
     }
-    if (k < 0) {
+    if (k == DY_CONN_CORRUPT) {
         fprintf(stderr, "dyad worker %d: corrupt stream from the frontend: %s\n",
                 w->cfg.worker_id, err);
         return false;
