@@ -3,6 +3,7 @@
  * metrics per request, the whole answer, and SSE frames. */
 #include "serve/front/gen.h"
 #include "serve/front/select.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +187,7 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
         return NULL;
     }
     g->env = *env;
-    g->t_arrival = dy_job_now();
+    g->t_arrival = dy_now();
     if (dy_api_parse(body, len, kind, env->limits, &g->req, err) != 0)
         goto fail;
     if (strcmp(g->req.model, env->model_id) != 0) {
@@ -653,7 +654,7 @@ static void record(gen *g)
         if (o > worst)
             worst = o;
     }
-    double e2e = dy_job_now() - g->t_arrival;
+    double e2e = dy_now() - g->t_arrival;
     dy_metrics_e2e(m, e2e);
     dy_metrics_request(m, worst);
     if (g->env.reqlog)

@@ -1,5 +1,6 @@
 /* job.c — see job.h. */
 #include "serve/front/job.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,12 @@ dy_job *dy_job_new(int n_choices)
         return NULL;
     }
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    if (dy_cond_init(&j->cv) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        free(j->choices);
+        free(j);
+        return NULL;
+    }
     j->n_choices = n_choices;
     j->refs = 1;
     j->group = 1;
