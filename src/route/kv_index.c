@@ -522,11 +522,12 @@ int dy_kv_index_remove_worker(dy_kv_index *x, int worker)
 static void lookup_chunk(const dy_kv_index *x, const uint64_t *hashes, int n,
                          const uint64_t **bits)
 {
+    size_t home[CHUNK];
     for (int i = 0; i < n; i++)
-        dy_hashmap_prefetch(&x->table, hashes[i]);
+        home[i] = dy_hashmap_prefetch(&x->table, hashes[i]);
     for (int i = 0; i < n; i++) {
-        long e = find_entry(x, hashes[i]);
-        bits[i] = e >= 0 ? plane(x, (uint32_t)e, 0) : NULL;
+        uint64_t e = dy_hashmap_get_from(&x->table, hashes[i], home[i]);
+        bits[i] = e != DY_HASHMAP_NONE ? plane(x, (uint32_t)e, 0) : NULL;
         for (int k = 0; bits[i] && k < PLANES * x->nwords; k += 8) /* each cache line */
             __builtin_prefetch(bits[i] + k);
     }

@@ -56,24 +56,36 @@ static inline size_t dy_hashmap_home(const dy_hashmap *m, uint64_t key)
     return (size_t)(((key ^ (key >> 32)) * 0x9e3779b97f4a7c15ull) >> m->shift);
 }
 
-/* Key's value, or DY_HASHMAP_NONE if it is absent. */
-static inline uint64_t dy_hashmap_get(const dy_hashmap *m, uint64_t key)
+/* dy_hashmap_get for a key whose home slot is already known (from dy_hashmap_prefetch). */
+static inline uint64_t dy_hashmap_get_from(const dy_hashmap *m, uint64_t key, size_t home)
 {
     if (!m->cap)
         return DY_HASHMAP_NONE;
     size_t mask = m->cap - 1;
-    for (size_t i = dy_hashmap_home(m, key);; i = (i + 1) & mask) {
+    for (size_t i = home;; i = (i + 1) & mask) {
         const dy_hashmap_slot *s = &m->slots[i];
         if (s->value == DY_HASHMAP_NONE || s->key == key)
             return s->value;
     }
 }
 
-/* Starts loading key's home slot into the cache, for a dy_hashmap_get shortly after. */
-static inline void dy_hashmap_prefetch(const dy_hashmap *m, uint64_t key)
+/* Key's value, or DY_HASHMAP_NONE if it is absent. */
+static inline uint64_t dy_hashmap_get(const dy_hashmap *m, uint64_t key)
 {
-    if (m->cap)
-        __builtin_prefetch(&m->slots[dy_hashmap_home(m, key)]);
+    return dy_hashmap_get_from(m, key, m->cap ? dy_hashmap_home(m, key) : 0);
+}
+
+/* Starts loading key's home slot into the cache and returns that slot, for a
+ * dy_hashmap_get_from shortly after: a batch of lookups that prefetches every key first
+ * overlaps its cache misses. (The slot is returned to be used: a loop of bare prefetches
+ * has no effect the compiler must keep, and it may delete it.) */
+static inline size_t dy_hashmap_prefetch(const dy_hashmap *m, uint64_t key)
+{
+    if (!m->cap)
+        return 0;
+    size_t home = dy_hashmap_home(m, key);
+    __builtin_prefetch(&m->slots[home]);
+    return home;
 }
 
 static inline size_t dy_hashmap_len(const dy_hashmap *m)
