@@ -4,7 +4,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 dy_job *dy_job_new(int n_choices)
 {
@@ -75,13 +74,6 @@ bool dy_job_all_done(const dy_job *j)
         if (!j->choices[i].done)
             return false;
     return true;
-}
-
-double dy_job_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now)
