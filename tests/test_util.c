@@ -408,8 +408,10 @@ static void test_hashmap_deletes_in_clusters(void **state)
                 i = (i + 1) % 8;
             assert_true(dy_hashmap_remove(&m, keys[i]) == (uint64_t)i);
             gone[i] = true;
-            for (int k = 0; k < 8; k++)
-                assert_true(dy_hashmap_get(&m, keys[k]) == (gone[k] ? DY_HASHMAP_NONE : (uint64_t)k));
+            for (int k = 0; k < 8; k++) {
+                uint64_t want = gone[k] ? DY_HASHMAP_NONE : (uint64_t)k;
+                assert_true(dy_hashmap_get(&m, keys[k]) == want);
+            }
         }
         assert_int_equal(dy_hashmap_len(&m), 0);
         for (size_t s = 0; s < m.cap; s++)

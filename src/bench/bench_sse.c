@@ -16,13 +16,14 @@ void dyb_sse_free(dyb_sse *p)
     dy_buf_free(&p->data);
 }
 
-/* Appends n bytes; -1 past max bytes or without memory. */
+/* Appends n bytes and keeps a NUL after them (so the event's data is a string when it is
+ * dispatched); -1 past max bytes or without memory. */
 static int append(dy_buf *b, const char *s, size_t n, size_t max)
 {
     if (b->len + n > max)
         return -1;
     dy_buf_append(b, s, n);
-    return b->oom ? -1 : 0;
+    return dy_buf_cstr(b) ? 0 : -1;
 }
 
 static void dispatch(dyb_sse *p, dyb_sse_cb cb, void *user)
@@ -31,8 +32,8 @@ static void dispatch(dyb_sse *p, dyb_sse_cb cb, void *user)
         dy_buf *d = &p->data;
         if (d->len && d->data[d->len - 1] == '\n') /* the last data line's '\n' */
             d->len--;
-        const char *text = dy_buf_cstr(d);
-        cb(user, p->event, text ? text : "", text ? d->len : 0);
+        const char *text = dy_buf_cstr(d); /* cannot fail: append kept room for the NUL */
+        cb(user, p->event, text ? text : "", d->len);
     }
     dy_buf_clear(&p->data);
     p->has_data = false;

@@ -173,7 +173,7 @@ static void render_llama31(rctx *c)
     const char *sys;
     int first = first_after_system(c, &sys);
     dy_buf_append_str(&c->out, "<|start_header_id|>system<|end_header_id|>\n\n"
-                    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+                               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
     put_trimmed(&c->out, sys ? sys : "", sys ? strlen(sys) : 0);
     dy_buf_append_str(&c->out, "<|eot_id|>");
     for (int i = first; i < c->n; i++) {
