@@ -3,13 +3,14 @@
  * Layout. A hash map (util/hashmap.h) maps a block hash to an entry id. An entry is PLANES
  * bitsets of nwords words each: one per tier (event-reported) and one for predictions.
  * Entries live in one array and keep their id while the map grows, so growing moves
- * (hash, id) pairs, not bitsets. An entry whose bits
- * are all clear is freed at once, so every indexed hash is held by someone.
+ * (hash, id) pairs, not bitsets. An entry whose bits are all clear is freed at once, so
+ * every indexed hash is held by someone.
  *
- * Predictions carry a deadline per (hash, worker): a second table maps (hash, worker) to
- * its deadline, and a min-heap of timers pops them in deadline order. Extending a deadline
- * only updates the table; when the old timer pops it is re-armed, so each live prediction
- * has exactly one valid timer and the heap never grows with repeats. */
+ * Predictions carry a deadline per (hash, worker): a second table (open addressing of its
+ * own, as its key is a pair and its value two times) maps (hash, worker) to its deadline,
+ * and a min-heap of timers pops them in deadline order. Extending a deadline only updates
+ * the table; when the old timer pops it is re-armed, so each live prediction has exactly one
+ * valid timer and the heap never grows with repeats. */
 #include "route/kv_index.h"
 #include "util/hashmap.h"
 
