@@ -114,15 +114,10 @@ static bool set_value(gguf_writer *w, const char *key, dy_buf val)
         kv->val = val;
         return true;
     }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        wkv *p = realloc(w->kv, cap * sizeof *p);
-        if (!p) {
-            dy_buf_free(&val);
-            return wfail(w, "out of memory for metadata '%s'", key);
-        }
-        w->kv = p;
-        w->cap_kv = cap;
+    if (w->n_kv == w->cap_kv &&
+        !dy_array_reserve((void **)&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv)) {
+        dy_buf_free(&val);
+        return wfail(w, "out of memory for metadata '%s'", key);
     }
     char *k = strdup(key);
     if (!k) {
@@ -347,14 +342,9 @@ bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
     if (size != nbytes)
         return wfail(w, "tensor '%s': %llu bytes given, its type and shape need %llu", name,
                      (unsigned long long)nbytes, (unsigned long long)size);
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *p = realloc(w->t, cap * sizeof *p);
-        if (!p)
-            return wfail(w, "out of memory for tensor '%s'", name);
-        w->t = p;
-        w->cap_t = cap;
-    }
+    if (w->n_t == w->cap_t &&
+        !dy_array_reserve((void **)&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t))
+        return wfail(w, "out of memory for tensor '%s'", name);
     wtensor *t = &w->t[w->n_t];
     *t = (wtensor){.name = strdup(name), .n_dims = n_dims, .type = type, .data = data,
                    .nbytes = size};
