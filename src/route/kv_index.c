@@ -6,18 +6,19 @@
  * (hash, id) pairs, not bitsets. An entry whose bits are all clear is freed at once, so
  * every indexed hash is held by someone.
  *
- * Predictions carry a deadline per (hash, worker): a second table (open addressing of its
- * own, as its key is a pair and its value two times) maps (hash, worker) to its deadline,
- * and a min-heap of timers pops them in deadline order. Extending a deadline only updates
+ * Predictions carry a deadline per (hash, worker). They live in one array; a second map finds
+ * one by (entry id, worker), exact in 64 bits, and valid because a prediction keeps its
+ * hash's entry alive (it holds the entry's prediction bit). A min-heap of timers pops them
+ * in deadline order. Extending a deadline only updates
  * the table; when the old timer pops it is re-armed, so each live prediction has exactly one
  * valid timer and the heap never grows with repeats. */
 #include "route/kv_index.h"
+#include "util/buf.h"
 #include "util/hashmap.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #define PLANES (DY_KV_N_TIERS + 1)
 #define PLANE_PRED DY_KV_N_TIERS
@@ -27,7 +28,8 @@ typedef struct {
     uint64_t hash;
     double expires; /* the prediction's deadline */
     double armed;   /* the deadline its one valid timer carries */
-    int32_t worker; /* -1: empty slot */
+    int32_t worker;
+    uint32_t entry; /* the hash's entry id */
 } pred;
 
 typedef struct {
@@ -51,24 +53,13 @@ struct dy_kv_index {
     uint32_t n_free;
     wstate *w;
     pred *preds;
-    size_t pcap, pused;
+    size_t n_preds, preds_cap;
+    dy_hashmap pred_at;      /* pred_key(entry, worker) → index in preds */
     timer *heap;
     size_t hlen, hcap;
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static size_t pred_home(uint64_t hash, int32_t worker, size_t cap)
-{
-    return (size_t)XXH3_64bits_withSeed(&hash, sizeof hash, (uint64_t)worker) & (cap - 1);
-}
-
-/* Backward-shift deletion: may the element at j, whose home is h, move into the hole at i?
- * Yes unless h lies cyclically in (i, j]. */
-static int can_fill(size_t h, size_t i, size_t j)
-{
-    return i <= j ? (h <= i || h > j) : (h <= i && h > j);
-}
 
 static uint64_t *plane(const dy_kv_index *x, uint32_t e, int p)
 {
@@ -204,20 +195,18 @@ dy_kv_index *dy_kv_index_new(int max_workers)
     x->max_workers = max_workers;
     x->nwords = (max_workers + 63) / 64;
     x->ecap = 512;
-    x->pcap = 1024;
     x->hcap = 512;
     bool table_ok = dy_hashmap_init(&x->table, 512);
     x->bits = calloc((size_t)x->ecap * PLANES * (size_t)x->nwords, sizeof *x->bits);
     x->free_ids = malloc(x->ecap * sizeof *x->free_ids);
     x->w = calloc((size_t)max_workers, sizeof *x->w);
-    x->preds = malloc(x->pcap * sizeof *x->preds);
+    bool preds_ok = dy_hashmap_init(&x->pred_at, 512) &&
+                    dy_array_reserve((void **)&x->preds, &x->preds_cap, 512, sizeof *x->preds);
     x->heap = malloc(x->hcap * sizeof *x->heap);
-    if (!table_ok || !x->bits || !x->free_ids || !x->w || !x->preds || !x->heap) {
+    if (!table_ok || !x->bits || !x->free_ids || !x->w || !preds_ok || !x->heap) {
         dy_kv_index_free(x);
         return NULL;
     }
-    for (size_t i = 0; i < x->pcap; i++)
-        x->preds[i].worker = -1;
     return x;
 }
 
@@ -230,6 +219,7 @@ void dy_kv_index_free(dy_kv_index *x)
     free(x->free_ids);
     free(x->w);
     free(x->preds);
+    dy_hashmap_free(&x->pred_at);
     free(x->heap);
     free(x);
 }
@@ -335,53 +325,31 @@ int dy_kv_index_resync(dy_kv_index *x, int worker, uint64_t seq, const uint64_t 
 
 /* ---------------------------------------------------------------- predictions */
 
+static uint64_t pred_key(uint32_t entry, int32_t worker)
+{
+    return (uint64_t)entry << 32 | (uint32_t)worker;
+}
+
+/* The index of worker's prediction of hash, or -1. */
 static long pred_find(const dy_kv_index *x, uint64_t hash, int32_t worker)
 {
-    size_t m = x->pcap - 1;
-    for (size_t i = pred_home(hash, worker, x->pcap);; i = (i + 1) & m) {
-        if (x->preds[i].worker < 0)
-            return -1;
-        if (x->preds[i].hash == hash && x->preds[i].worker == worker)
-            return (long)i;
-    }
+    long e = find_entry(x, hash);
+    if (e < 0)
+        return -1;
+    uint64_t i = dy_hashmap_get(&x->pred_at, pred_key((uint32_t)e, worker));
+    return i == DY_HASHMAP_NONE ? -1 : (long)i;
 }
 
-static void pred_place(pred *t, size_t cap, pred p)
-{
-    size_t i = pred_home(p.hash, p.worker, cap);
-    while (t[i].worker >= 0)
-        i = (i + 1) & (cap - 1);
-    t[i] = p;
-}
-
-static bool pred_grow(dy_kv_index *x)
-{
-    size_t cap = x->pcap * 2;
-    pred *t = malloc(cap * sizeof *t);
-    if (!t)
-        return false;
-    for (size_t i = 0; i < cap; i++)
-        t[i].worker = -1;
-    for (size_t i = 0; i < x->pcap; i++)
-        if (x->preds[i].worker >= 0)
-            pred_place(t, cap, x->preds[i]);
-    free(x->preds);
-    x->preds = t;
-    x->pcap = cap;
-    return true;
-}
-
+/* Removes prediction i; the last one moves into its place. */
 static void pred_erase(dy_kv_index *x, size_t i)
 {
-    size_t m = x->pcap - 1;
-    for (size_t j = (i + 1) & m; x->preds[j].worker >= 0; j = (j + 1) & m) {
-        if (can_fill(pred_home(x->preds[j].hash, x->preds[j].worker, x->pcap), i, j)) {
-            x->preds[i] = x->preds[j];
-            i = j;
-        }
-    }
-    x->preds[i].worker = -1;
-    x->pused--;
+    dy_hashmap_remove(&x->pred_at, pred_key(x->preds[i].entry, x->preds[i].worker));
+    size_t last = --x->n_preds;
+    if (i == last)
+        return;
+    x->preds[i] = x->preds[last];
+    /* the key is there, so this replaces its value and cannot fail */
+    dy_hashmap_put(&x->pred_at, pred_key(x->preds[i].entry, x->preds[i].worker), i);
 }
 
 static bool heap_push(dy_kv_index *x, timer t)
@@ -430,7 +398,8 @@ static int predict_one(dy_kv_index *x, int worker, uint64_t hash, double expires
             x->preds[s].expires = expires_at;
         return DY_KV_INDEX_OK;
     }
-    if ((x->pused + 1) * 2 > x->pcap && !pred_grow(x))
+    if (!dy_hashmap_reserve(&x->pred_at, x->n_preds + 1) ||
+        !dy_array_reserve((void **)&x->preds, &x->preds_cap, x->n_preds + 1, sizeof *x->preds))
         return DY_KV_INDEX_ENOMEM;
     long e = get_entry(x, hash);
     if (e < 0)
@@ -440,8 +409,8 @@ static int predict_one(dy_kv_index *x, int worker, uint64_t hash, double expires
             erase_entry(x, hash);
         return DY_KV_INDEX_ENOMEM;
     }
-    pred_place(x->preds, x->pcap, (pred){hash, expires_at, expires_at, worker});
-    x->pused++;
+    x->preds[x->n_preds] = (pred){hash, expires_at, expires_at, worker, (uint32_t)e};
+    dy_hashmap_put(&x->pred_at, pred_key((uint32_t)e, worker), x->n_preds++); /* reserved */
     set_bit(x, (uint32_t)e, PLANE_PRED, worker, true);
     x->w[worker].predicted++;
     return DY_KV_INDEX_OK;
@@ -503,9 +472,9 @@ int dy_kv_index_remove_worker(dy_kv_index *x, int worker)
     if (w->blocks || w->predicted)
         clear_worker(x, worker, 0, PLANES);
     if (w->predicted) { /* their timers stay in the heap and are dropped when they pop */
-        for (size_t i = 0; i < x->pcap;) {
+        for (size_t i = 0; i < x->n_preds;) {
             if (x->preds[i].worker == worker)
-                pred_erase(x, i); /* a later one may have moved into i */
+                pred_erase(x, i); /* the last one moved into i: look at it again */
             else
                 i++;
         }
