@@ -9,9 +9,9 @@
  * Predictions carry a deadline per (hash, worker). They live in one array; a second map finds
  * one by (entry id, worker), exact in 64 bits, and valid because a prediction keeps its
  * hash's entry alive (it holds the entry's prediction bit). A min-heap of timers pops them
- * in deadline order. Extending a deadline only updates
- * the table; when the old timer pops it is re-armed, so each live prediction has exactly one
- * valid timer and the heap never grows with repeats. */
+ * in deadline order. Extending a deadline only updates the prediction; when the old timer
+ * pops it is re-armed, so each live prediction has exactly one valid timer and the heap
+ * never grows with repeats. */
 #include "route/kv_index.h"
 #include "util/buf.h"
 #include "util/hashmap.h"
