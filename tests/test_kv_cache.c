@@ -115,7 +115,7 @@ static void test_duplicate_stays_private_and_clear(void **st)
     dy_kv_pool_free(p);
 }
 
-/* Many publish/evict rounds exercise tombstones and the table rebuild. */
+/* Many publish/evict rounds exercise deletion from the index (the hash map's backward shift). */
 static void test_churn(void **st)
 {
     (void)st;

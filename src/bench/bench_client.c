@@ -2,6 +2,7 @@
  * and one transfer per request in flight (its easy handle, body, SSE parser and stream).
  * What goes into a request body, and how an error body is read, is bench_request.c's. */
 #include "bench/bench_client.h"
+#include "util/clock.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -9,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "bench/bench_request.h"
 #include "bench/bench_sse.h"
@@ -41,13 +41,6 @@ struct dyb_client {
     xfer *head;
     int n;
 };
-
-double dyb_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 int dyb_http_init(void)
 {
@@ -106,7 +99,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user)
 {
     xfer *x = user;
     size_t n = size * nmemb;
-    x->now = dyb_now_ms();
+    x->now = 1e3 * dy_now();
     if (!x->checked)
         check_answer(x);
     if (x->raw) {
@@ -173,7 +166,7 @@ int dyb_client_start(dyb_client *c, const dyb_request *r, long index)
         return -1;
     }
     /* The clock starts as the request is handed to curl, as vLLM's starts before its POST. */
-    dyb_stream_init(&x->st, dyb_now_ms());
+    dyb_stream_init(&x->st, 1e3 * dy_now());
     if (curl_multi_add_handle(c->multi, x->easy) != CURLM_OK) {
         xfer_free(x);
         return -1;
@@ -200,7 +193,7 @@ static void unlink_xfer(dyb_client *c, xfer *x)
 
 static void finish(dyb_client *c, xfer *x, CURLcode rc, dyb_done_cb done, void *user)
 {
-    double now = dyb_now_ms();
+    double now = 1e3 * dy_now();
     char msg[600];
     if (rc != CURLE_OK) {
         curl_message(rc, x->curl_err, c->url, msg, sizeof msg);

@@ -26,9 +26,6 @@ typedef void (*dyb_done_cb)(void *user, dyb_result *r);
 
 typedef struct dyb_client dyb_client;
 
-/* Monotonic time in ms (the clock every measurement uses). */
-double dyb_now_ms(void);
-
 /* Process-wide libcurl setup; call once before any client, pair with dyb_http_cleanup. */
 int dyb_http_init(void);
 void dyb_http_cleanup(void);

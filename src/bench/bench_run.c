@@ -1,5 +1,6 @@
 /* bench_run.c — see bench_run.h. Owns the launch schedule of one phase and the progress line. */
 #include "bench/bench_run.h"
+#include "util/clock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -118,11 +119,11 @@ static void draw_progress(phase *p, double now, bool final)
 /* Runs a phase to its end; returns its duration in ms, or -1 with err set. */
 static double run_phase(phase *p, char *err, size_t errlen)
 {
-    p->t0 = dyb_now_ms();
+    p->t0 = 1e3 * dy_now();
     p->arrivals = dyb_rng_keyed(p->c->seed, DYB_DOMAIN_ARRIVAL, p->warmup);
     p->next_at = p->timed ? dyb_workload_arrival_ms(p->c->wl, 0) : 0;
     for (;;) {
-        double now = dyb_now_ms() - p->t0;
+        double now = 1e3 * dy_now() - p->t0;
         int wait = launch_due(p, now, err, errlen);
         if (wait < 0)
             return -1;
@@ -137,9 +138,9 @@ static double run_phase(phase *p, char *err, size_t errlen)
             snprintf(err, errlen, "out of memory while collecting results");
             return -1;
         }
-        draw_progress(p, dyb_now_ms() - p->t0, false);
+        draw_progress(p, 1e3 * dy_now() - p->t0, false);
     }
-    double end = dyb_now_ms() - p->t0;
+    double end = 1e3 * dy_now() - p->t0;
     draw_progress(p, end, true);
     return end;
 }

@@ -12,40 +12,30 @@ void dyb_sse_init(dyb_sse *p, size_t max_bytes)
 
 void dyb_sse_free(dyb_sse *p)
 {
-    free(p->line);
-    free(p->data);
-    p->line = p->data = NULL;
+    dy_buf_free(&p->line);
+    dy_buf_free(&p->data);
 }
 
-/* Appends n bytes (and keeps a NUL after them); -1 past max_bytes or without memory. */
-static int append(char **buf, size_t *len, size_t *cap, const char *s, size_t n, size_t max)
+/* Appends n bytes and keeps a NUL after them (so the event's data is a string when it is
+ * dispatched); -1 past max bytes or without memory. */
+static int append(dy_buf *b, const char *s, size_t n, size_t max)
 {
-    if (*len + n > max)
+    if (b->len + n > max)
         return -1;
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *q = realloc(*buf, c);
-        if (!q)
-            return -1;
-        *buf = q;
-        *cap = c;
-    }
-    memcpy(*buf + *len, s, n);
-    *len += n;
-    (*buf)[*len] = 0;
-    return 0;
+    dy_buf_append(b, s, n);
+    return dy_buf_cstr(b) ? 0 : -1;
 }
 
 static void dispatch(dyb_sse *p, dyb_sse_cb cb, void *user)
 {
     if (p->has_data) {
-        if (p->data_len && p->data[p->data_len - 1] == '\n') /* the last data line's '\n' */
-            p->data[--p->data_len] = 0;
-        cb(user, p->event, p->data ? p->data : "", p->data_len);
+        dy_buf *d = &p->data;
+        if (d->len && d->data[d->len - 1] == '\n') /* the last data line's '\n' */
+            d->len--;
+        const char *text = dy_buf_cstr(d); /* cannot fail: append kept room for the NUL */
+        cb(user, p->event, text ? text : "", d->len);
     }
-    p->data_len = 0;
+    dy_buf_clear(&p->data);
     p->has_data = false;
     strcpy(p->event, "message");
 }
@@ -67,8 +57,8 @@ static int line_done(dyb_sse *p, const char *s, size_t n, dyb_sse_cb cb, void *u
     size_t val_len = (size_t)(s + n - val);
     if (name_len == 4 && !memcmp(s, "data", 4)) {
         p->has_data = true;
-        if (append(&p->data, &p->data_len, &p->data_cap, val, val_len, p->max_bytes) ||
-            append(&p->data, &p->data_len, &p->data_cap, "\n", 1, p->max_bytes))
+        if (append(&p->data, val, val_len, p->max_bytes) ||
+            append(&p->data, "\n", 1, p->max_bytes))
             return -1;
     } else if (name_len == 5 && !memcmp(s, "event", 5)) {
         size_t k = val_len < sizeof p->event - 1 ? val_len : sizeof p->event - 1;
@@ -89,13 +79,13 @@ int dyb_sse_feed(dyb_sse *p, const char *buf, size_t n, dyb_sse_cb cb, void *use
         while (j < n && buf[j] != '\n' && buf[j] != '\r')
             j++;
         if (j == n) /* no line end yet: keep the piece */
-            return append(&p->line, &p->line_len, &p->line_cap, buf + i, n - i, p->max_bytes);
+            return append(&p->line, buf + i, n - i, p->max_bytes);
         int rc;
-        if (p->line_len) { /* finish the kept piece */
-            if (append(&p->line, &p->line_len, &p->line_cap, buf + i, j - i, p->max_bytes))
+        if (p->line.len) { /* finish the kept piece */
+            if (append(&p->line, buf + i, j - i, p->max_bytes))
                 return -1;
-            rc = line_done(p, p->line, p->line_len, cb, user);
-            p->line_len = 0;
+            rc = line_done(p, (const char *)p->line.data, p->line.len, cb, user);
+            dy_buf_clear(&p->line);
         } else
             rc = line_done(p, buf + i, j - i, cb, user);
         if (rc)
@@ -113,9 +103,9 @@ int dyb_sse_feed(dyb_sse *p, const char *buf, size_t n, dyb_sse_cb cb, void *use
 
 void dyb_sse_finish(dyb_sse *p, dyb_sse_cb cb, void *user)
 {
-    if (p->line_len) {
-        line_done(p, p->line, p->line_len, cb, user);
-        p->line_len = 0;
+    if (p->line.len) {
+        line_done(p, (const char *)p->line.data, p->line.len, cb, user);
+        dy_buf_clear(&p->line);
     }
     dispatch(p, cb, user);
 }

@@ -6,6 +6,8 @@
 #ifndef DYAD_BENCH_SSE_H
 #define DYAD_BENCH_SSE_H
 
+#include "util/buf.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -14,10 +16,8 @@
 typedef void (*dyb_sse_cb)(void *user, const char *event, const char *data, size_t len);
 
 typedef struct {
-    char *line;          /* the current, unfinished line */
-    size_t line_len, line_cap;
-    char *data;          /* data lines of the current event */
-    size_t data_len, data_cap;
+    dy_buf line;         /* the current, unfinished line */
+    dy_buf data;         /* data lines of the current event */
     bool has_data;       /* a data field was seen (an empty one counts) */
     char event[32];
     bool after_cr;       /* the last byte was CR: a following LF belongs to the same line end */

@@ -1,5 +1,6 @@
 /* bench_stats.c — see bench_stats.h. Owns the collected per-request samples. */
 #include "bench/bench_stats.h"
+#include "util/buf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -108,29 +109,14 @@ static void count_error(dyb_stats *s, const char *msg)
     s->errors[s->n_errors++] = (dyb_error_count){m, 1};
 }
 
-static int reserve(void **a, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*a, c * elem);
-    if (!q)
-        return -1;
-    *a = q;
-    *cap = c;
-    return 0;
-}
-
 int dyb_stats_add(dyb_stats *s, const dyb_result *r)
 {
     if (!r->ok) {
         count_error(s, r->error ? r->error : "unknown error");
         return 0;
     }
-    if (reserve((void **)&s->req, &s->cap, s->n_ok + 1, sizeof *s->req) ||
-        reserve((void **)&s->itl, &s->itl_cap, s->n_itl + r->n_itl, sizeof *s->itl))
+    if (!dy_array_reserve((void **)&s->req, &s->cap, s->n_ok + 1, sizeof *s->req) ||
+        !dy_array_reserve((void **)&s->itl, &s->itl_cap, s->n_itl + r->n_itl, sizeof *s->itl))
         return -1;
     double tpot = r->output_tokens > 1
                       ? (r->e2e_ms - r->ttft_ms) / (double)(r->output_tokens - 1) : NAN;

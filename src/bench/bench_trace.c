@@ -1,6 +1,7 @@
 /* bench_trace.c — see bench_trace.h. Owns line reading, CSV splitting, the Mooncake line
  * schema, timestamp parsing and row storage; a dyb_trace owns its rows and hash ids. */
 #include "bench/bench_trace.h"
+#include "util/buf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -46,27 +47,13 @@ static int oom(reader *r)
     return -1;
 }
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem)
-{
-    if (need <= *cap)
-        return 0;
-    size_t c = *cap ? *cap * 2 : 256;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q)
-        return -1;
-    *p = q;
-    *cap = c;
-    return 0;
-}
-
 static int add_row(reader *r, double t_ms, long in_len, long out_len, const uint64_t *hashes,
                    size_t n_hash)
 {
     dyb_trace *t = r->t;
-    if (grow((void **)&t->rows, &t->cap, t->n + 1, sizeof *t->rows) ||
-        grow((void **)&t->hashes, &t->hashes_cap, t->n_hashes + n_hash, sizeof *t->hashes))
+    if (!dy_array_reserve((void **)&t->rows, &t->cap, t->n + 1, sizeof *t->rows) ||
+        !dy_array_reserve((void **)&t->hashes, &t->hashes_cap, t->n_hashes + n_hash,
+                          sizeof *t->hashes))
         return oom(r);
     if (n_hash)
         memcpy(t->hashes + t->n_hashes, hashes, n_hash * sizeof *hashes);

@@ -9,12 +9,12 @@
 #include "engine/model.h"
 #include "engine/roofline.h"
 #include "bench/bench.h"
+#include "util/clock.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char bench_usage[] = "usage: dyad bench engine [options]\n";
 static const char bench_epilog[] =
@@ -47,13 +47,6 @@ typedef struct {
     int ctx_used;
 } results;
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 typedef struct {
     dy_model *m;
     dy_kv_pool *kv;
@@ -70,10 +63,10 @@ static double time_step(bench_ctx *b, const dy_span *spans, int n, int reps)
 {
     double best = -1;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_ms();
+        double t0 = 1e3 * dy_now();
         if (dy_engine_step(b->e, spans, n, b->logits, b->err, sizeof b->err) != 0)
             return -1;
-        double t = now_ms() - t0;
+        double t = 1e3 * dy_now() - t0;
         if (best < 0 || t < best)
             best = t;
     }

@@ -9,11 +9,11 @@
 #include "cli/parse.h"
 #include "kv/kv_cache.h"
 #include "route/router.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static const char router_usage[] =
     "usage: dyad bench router [--workers W] [--blocks B] [--reps N] [--batch E] [--json]\n"
@@ -42,13 +42,6 @@ static uint64_t rng_next(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -136,14 +129,14 @@ static timing time_decisions(dy_router *r, const ropts *o, const uint64_t *h, in
     dy_router_ticket tk;
     for (int k = 0; k < o->reps; k++) {
         const uint64_t *req = &h[(rng_next(rng) % (uint64_t)n_chains) * CHAIN];
-        double t0 = now_us();
+        uint64_t t0 = dy_now_ns();
         dy_router_choice c = dy_router_pick(r, DY_POOL_AGG, NULL, 0, req, n, n * 16, k * 1e-3);
         if (account && c.worker >= 0) {
             dy_router_on_routed(r, &tk, c.worker, -1, req, n, n * 16, k * 1e-3);
             dy_router_on_first_token(r, &tk);
             dy_router_on_finished(r, &tk);
         }
-        t[k] = now_us() - t0;
+        t[k] = (double)(dy_now_ns() - t0) / 1e3;
     }
     return summarise(t, o->reps);
 }
@@ -170,9 +163,9 @@ static timing time_apply(dy_router *r, const ropts *o, uint64_t *rng, double *t)
                 ev[i].kind = DY_KV_EV_REMOVED;
         }
         uint64_t seq = dy_kv_index_worker_seq(x, w) + 1;
-        double t0 = now_us();
+        uint64_t t0 = dy_now_ns();
         dy_kv_index_apply(x, w, seq, ev, o->batch);
-        t[k] = now_us() - t0;
+        t[k] = (double)(dy_now_ns() - t0) / 1e3;
     }
     free(ev);
     return summarise(t, o->reps);

@@ -6,11 +6,11 @@
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "serve/worker/xfer.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static const char xfer_usage[] =
@@ -26,13 +26,6 @@ typedef struct {
 
 #define N_SHAPES 3
 static const shape shapes[N_SHAPES] = {{"15m", 6, 288}, {"110m", 12, 768}, {"1b", 22, 256}};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 typedef struct {
     const shape *sh;
@@ -81,17 +74,17 @@ static int run_local(const xopts *o)
     uint64_t bytes;
     /* Alternate the three so machine noise spreads over all of them. */
     for (int r = 0; r < o->reps; r++) {
-        double t0 = now_s();
+        double t0 = dy_now();
         for (int i = 0; i < o->n; i++)
             memcpy(dy_kv_keys(dst, i, 0), dy_kv_keys(src, i, 0), bb);
-        double t1 = now_s();
+        double t1 = dy_now();
         dy_xfer_send(shm, 1, src, ids, ids, o->n, &bytes, err, sizeof err);
-        double t2 = now_s();
+        double t2 = dy_now();
         dy_xfer_rx_expect(rx, (uint64_t)r + 10, ids, o->n);
         dy_xfer_send(tcp, (uint64_t)r + 10, src, ids, ids, o->n, &bytes, err, sizeof err);
         while (dy_xfer_rx_received(rx, (uint64_t)r + 10) < o->n)
             ;
-        double t3 = now_s();
+        double t3 = dy_now();
         dy_xfer_rx_forget(rx, (uint64_t)r + 10);
         best_mem = t1 - t0 < best_mem ? t1 - t0 : best_mem;
         best_shm = t2 - t1 < best_shm ? t2 - t1 : best_shm;
@@ -141,20 +134,20 @@ static int run_remote(const xopts *o)
         double t0 = 0;
         while (dy_xfer_rx_received(rx, 1) < o->n) {
             if (t0 == 0 && dy_xfer_rx_received(rx, 1) > 0)
-                t0 = now_s();
+                t0 = dy_now();
             usleep(100);
         }
-        report("TCP receive", total, now_s() - t0);
+        report("TCP receive", total, dy_now() - t0);
         dy_xfer_rx_stop(rx);
     } else {
         dy_xfer_peer *p = dy_xfer_open(DY_XFER_TCP, o->connect, dy_kv_block_bytes(pool), err, sizeof err);
         uint64_t bytes;
-        double t0 = now_s();
+        double t0 = dy_now();
         if (!p || dy_xfer_send(p, 1, pool, ids, ids, o->n, &bytes, err, sizeof err) != 0) {
             fprintf(stderr, "dyad bench xfer: %s\n", err);
             return 1;
         }
-        report("TCP send", total, now_s() - t0);
+        report("TCP send", total, dy_now() - t0);
         dy_xfer_close(p);
     }
     dy_kv_pool_free(pool);

@@ -7,6 +7,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
+#include "util/clock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -84,13 +85,6 @@ static int parse(int argc, char **argv, run_opts *o)
     if (!o->seeded)
         o->sampling.seed = (uint64_t)time(NULL);
     return rc;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
 /* Everything one generation needs, freed together. */
@@ -187,7 +181,7 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
         for (int i = 1; i < n_prompt; i++)
             emit_token(s, s->prompt[i - 1], s->prompt[i]);
 
-    double t0 = now_ms();
+    double t0 = 1e3 * dy_now();
     int chunk = dy_engine_max_step_tokens(s->engine);
     for (int p = 0; p < n_prompt; p += chunk) {
         int n = n_prompt - p < chunk ? n_prompt - p : chunk;
@@ -195,7 +189,7 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
         if (dy_engine_step(s->engine, &sp, 1, s->logits, err, errlen) != 0)
             return -1;
     }
-    double t1 = now_ms();
+    double t1 = 1e3 * dy_now();
     int generated = 0, pos = n_prompt;
     int32_t prev = s->prompt[n_prompt - 1];
     if (o->ignore_eos) { /* the server's ignore_eos too: such tokens are never drawn */
@@ -225,7 +219,7 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     dy_stop_flush(&s->stop, &out, &out_len);
     emit(out, out_len);
     emit("\n", 1);
-    double t2 = now_ms();
+    double t2 = 1e3 * dy_now();
     int decoded = generated > 1 ? generated - 1 : 0; /* steps after the prefill */
     fprintf(stderr, "prompt tokens: %d, prefill: %.2f ms (%.1f tokens/s), generated: %d, "
             "decode: %.3f ms/token (%.1f tokens/s), threads: %d, kernels: %s\n",

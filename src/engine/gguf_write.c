@@ -4,6 +4,7 @@
  * staying open. Tensor offsets are laid out at begin(), sequentially in add order with
  * every tensor padded to the alignment: llama.cpp's reader insists on exactly that layout. */
 #include "engine/gguf_write.h"
+#include "util/buf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,16 +19,9 @@
 #define GGUF_VERSION 3u
 #define IO_BUF_BYTES (1u << 20)
 
-/* A growable byte buffer; `oom` is set (and further puts ignored) after a failed resize. */
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    bool oom;
-} wbuf;
-
 typedef struct {
     char *key;
-    wbuf val; /* type tag (u32) followed by the value */
+    dy_buf val; /* type tag (u32) followed by the value */
 } wkv;
 
 typedef struct {
@@ -76,40 +70,15 @@ static bool report(const gguf_writer *w, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- byte buffers */
 
-static void put(wbuf *b, const void *src, size_t n)
-{
-    if (b->oom || n == 0)
-        return;
-    if (n > b->cap - b->n) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap - b->n < n) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            cap *= 2;
-        }
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, src, n);
-    b->n += n;
-}
-
 /* GGUF is little-endian; so is every machine dyad targets (x86-64, aarch64), and the
  * reader memcpy's the same way, so native stores are correct. */
-static void put_u32(wbuf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(wbuf *b, uint64_t v) { put(b, &v, 8); }
+static void put_u32(dy_buf *b, uint32_t v) { dy_buf_append(b, &v, 4); }
+static void put_u64(dy_buf *b, uint64_t v) { dy_buf_append(b, &v, 8); }
 
-static void put_str(wbuf *b, const char *s, uint64_t len)
+static void put_str(dy_buf *b, const char *s, uint64_t len)
 {
     put_u64(b, len);
-    put(b, s, len);
+    dy_buf_append(b, s, len);
 }
 
 /* ---------------------------------------------------------------- metadata */
@@ -133,31 +102,26 @@ bool gguf_writer_has_key(const gguf_writer *w, const char *key)
 }
 
 /* Stores a serialized value under key, taking ownership of val's bytes. */
-static bool set_value(gguf_writer *w, const char *key, wbuf val)
+static bool set_value(gguf_writer *w, const char *key, dy_buf val)
 {
     if (val.oom) {
-        free(val.p);
+        dy_buf_free(&val);
         return wfail(w, "out of memory for metadata '%s'", key);
     }
     wkv *kv = find_kv(w, key);
     if (kv) {
-        free(kv->val.p);
+        dy_buf_free(&kv->val);
         kv->val = val;
         return true;
     }
-    if (w->n_kv == w->cap_kv) {
-        size_t cap = w->cap_kv ? 2 * w->cap_kv : 32;
-        wkv *p = realloc(w->kv, cap * sizeof *p);
-        if (!p) {
-            free(val.p);
-            return wfail(w, "out of memory for metadata '%s'", key);
-        }
-        w->kv = p;
-        w->cap_kv = cap;
+    if (w->n_kv == w->cap_kv &&
+        !dy_array_reserve((void **)&w->kv, &w->cap_kv, w->n_kv + 1, sizeof *w->kv)) {
+        dy_buf_free(&val);
+        return wfail(w, "out of memory for metadata '%s'", key);
     }
     char *k = strdup(key);
     if (!k) {
-        free(val.p);
+        dy_buf_free(&val);
         return wfail(w, "out of memory for metadata '%s'", key);
     }
     w->kv[w->n_kv++] = (wkv){k, val};
@@ -165,9 +129,9 @@ static bool set_value(gguf_writer *w, const char *key, wbuf val)
 }
 
 /* Checks the key and starts its value buffer with the type tag. */
-static bool begin_value(gguf_writer *w, const char *key, gguf_vtype type, wbuf *val)
+static bool begin_value(gguf_writer *w, const char *key, gguf_vtype type, dy_buf *val)
 {
-    *val = (wbuf){0};
+    *val = (dy_buf){0};
     if (!key || !*key)
         return wfail(w, "empty metadata key");
     if (strcmp(key, "general.alignment") == 0)
@@ -180,10 +144,10 @@ static bool begin_value(gguf_writer *w, const char *key, gguf_vtype type, wbuf *
 static bool set_scalar(gguf_writer *w, const char *key, gguf_vtype type, const void *v,
                        size_t size)
 {
-    wbuf val;
+    dy_buf val;
     if (!begin_value(w, key, type, &val))
         return false;
-    put(&val, v, size);
+    dy_buf_append(&val, v, size);
     return set_value(w, key, val);
 }
 
@@ -210,7 +174,7 @@ bool gguf_writer_set_bool(gguf_writer *w, const char *key, bool v)
 
 bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v)
 {
-    wbuf val;
+    dy_buf val;
     if (!begin_value(w, key, GGUF_STRING, &val))
         return false;
     put_str(&val, v, strlen(v));
@@ -221,13 +185,13 @@ bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v)
 static bool set_arr_raw(gguf_writer *w, const char *key, gguf_vtype et, const void *v, size_t n,
                         size_t es)
 {
-    wbuf val;
+    dy_buf val;
     if (!begin_value(w, key, GGUF_ARRAY, &val))
         return false;
     put_u32(&val, (uint32_t)et);
     put_u64(&val, n);
     if (n)
-        put(&val, v, n * es);
+        dy_buf_append(&val, v, n * es);
     return set_value(w, key, val);
 }
 
@@ -243,7 +207,7 @@ bool gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, 
 
 bool gguf_writer_set_arr_strn(gguf_writer *w, const char *key, const gguf_str *v, size_t n)
 {
-    wbuf val;
+    dy_buf val;
     if (!begin_value(w, key, GGUF_ARRAY, &val))
         return false;
     put_u32(&val, GGUF_STRING);
@@ -255,7 +219,7 @@ bool gguf_writer_set_arr_strn(gguf_writer *w, const char *key, const gguf_str *v
 
 bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n)
 {
-    wbuf val;
+    dy_buf val;
     if (!begin_value(w, key, GGUF_ARRAY, &val))
         return false;
     put_u32(&val, GGUF_STRING);
@@ -278,20 +242,20 @@ static size_t scalar_size(gguf_vtype t)
 }
 
 /* Narrows a scalar the reader widened back to its stored width. */
-static void put_scalar(wbuf *b, const gguf_kv *kv)
+static void put_scalar(dy_buf *b, const gguf_kv *kv)
 {
     switch (kv->type) {
-    case GGUF_UINT8: { uint8_t x = (uint8_t)kv->v.u; put(b, &x, 1); break; }
-    case GGUF_INT8: { int8_t x = (int8_t)kv->v.i; put(b, &x, 1); break; }
-    case GGUF_UINT16: { uint16_t x = (uint16_t)kv->v.u; put(b, &x, 2); break; }
-    case GGUF_INT16: { int16_t x = (int16_t)kv->v.i; put(b, &x, 2); break; }
+    case GGUF_UINT8: { uint8_t x = (uint8_t)kv->v.u; dy_buf_append(b, &x, 1); break; }
+    case GGUF_INT8: { int8_t x = (int8_t)kv->v.i; dy_buf_append(b, &x, 1); break; }
+    case GGUF_UINT16: { uint16_t x = (uint16_t)kv->v.u; dy_buf_append(b, &x, 2); break; }
+    case GGUF_INT16: { int16_t x = (int16_t)kv->v.i; dy_buf_append(b, &x, 2); break; }
     case GGUF_UINT32: put_u32(b, (uint32_t)kv->v.u); break;
-    case GGUF_INT32: { int32_t x = (int32_t)kv->v.i; put(b, &x, 4); break; }
+    case GGUF_INT32: { int32_t x = (int32_t)kv->v.i; dy_buf_append(b, &x, 4); break; }
     case GGUF_UINT64: put_u64(b, kv->v.u); break;
-    case GGUF_INT64: put(b, &kv->v.i, 8); break;
-    case GGUF_FLOAT32: { float x = (float)kv->v.f; put(b, &x, 4); break; }
-    case GGUF_FLOAT64: put(b, &kv->v.f, 8); break;
-    case GGUF_BOOL: { uint8_t x = kv->v.b ? 1 : 0; put(b, &x, 1); break; }
+    case GGUF_INT64: dy_buf_append(b, &kv->v.i, 8); break;
+    case GGUF_FLOAT32: { float x = (float)kv->v.f; dy_buf_append(b, &x, 4); break; }
+    case GGUF_FLOAT64: dy_buf_append(b, &kv->v.f, 8); break;
+    case GGUF_BOOL: { uint8_t x = kv->v.b ? 1 : 0; dy_buf_append(b, &x, 1); break; }
     default: break;
     }
 }
@@ -305,7 +269,7 @@ bool gguf_writer_set_kv(gguf_writer *w, const gguf_kv *kv)
         free(key);
         return true; /* the writer's own alignment applies */
     }
-    wbuf val;
+    dy_buf val;
     bool ok = begin_value(w, key, kv->type, &val);
     if (ok && kv->type == GGUF_STRING) {
         put_str(&val, kv->v.s.ptr, kv->v.s.len);
@@ -316,7 +280,7 @@ bool gguf_writer_set_kv(gguf_writer *w, const gguf_kv *kv)
             for (uint64_t i = 0; i < kv->v.arr.n; i++)
                 put_str(&val, kv->v.arr.strings[i].ptr, kv->v.arr.strings[i].len);
         else if (kv->v.arr.n)
-            put(&val, kv->v.arr.data, kv->v.arr.n * scalar_size(kv->v.arr.type));
+            dy_buf_append(&val, kv->v.arr.data, kv->v.arr.n * scalar_size(kv->v.arr.type));
     } else if (ok) {
         put_scalar(&val, kv);
     }
@@ -378,14 +342,9 @@ bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
     if (size != nbytes)
         return wfail(w, "tensor '%s': %llu bytes given, its type and shape need %llu", name,
                      (unsigned long long)nbytes, (unsigned long long)size);
-    if (w->n_t == w->cap_t) {
-        size_t cap = w->cap_t ? 2 * w->cap_t : 64;
-        wtensor *p = realloc(w->t, cap * sizeof *p);
-        if (!p)
-            return wfail(w, "out of memory for tensor '%s'", name);
-        w->t = p;
-        w->cap_t = cap;
-    }
+    if (w->n_t == w->cap_t &&
+        !dy_array_reserve((void **)&w->t, &w->cap_t, w->n_t + 1, sizeof *w->t))
+        return wfail(w, "out of memory for tensor '%s'", name);
     wtensor *t = &w->t[w->n_t];
     *t = (wtensor){.name = strdup(name), .n_dims = n_dims, .type = type, .data = data,
                    .nbytes = size};
@@ -471,7 +430,7 @@ static bool open_tmp(gguf_writer *w, const char *path)
     return true;
 }
 
-static void put_tensor_info(wbuf *b, const wtensor *t)
+static void put_tensor_info(dy_buf *b, const wtensor *t)
 {
     put_str(b, t->name, strlen(t->name));
     put_u32(b, t->n_dims);
@@ -489,23 +448,23 @@ static bool write_header(gguf_writer *w)
         w->t[i].offset = off;
         off += pad_to(w->t[i].nbytes);
     }
-    wbuf b = {0};
+    dy_buf b = {0};
     put_u32(&b, GGUF_MAGIC);
     put_u32(&b, GGUF_VERSION);
     put_u64(&b, w->n_t);
     put_u64(&b, w->n_kv + 1);
     for (size_t i = 0; i < w->n_kv; i++) {
         put_str(&b, w->kv[i].key, strlen(w->kv[i].key));
-        put(&b, w->kv[i].val.p, w->kv[i].val.n);
+        dy_buf_append(&b, w->kv[i].val.data, w->kv[i].val.len);
     }
     put_str(&b, "general.alignment", strlen("general.alignment"));
     put_u32(&b, GGUF_UINT32);
     put_u32(&b, GGUF_WRITE_ALIGNMENT);
     for (size_t i = 0; i < w->n_t; i++)
         put_tensor_info(&b, &w->t[i]);
-    bool ok = !b.oom ? out(w, b.p, b.n) && out_zeros(w, pad_to(b.n) - b.n)
+    bool ok = !b.oom ? out(w, b.data, b.len) && out_zeros(w, pad_to(b.len) - b.len)
                      : wfail(w, "%s: out of memory for the header", w->path);
-    free(b.p);
+    dy_buf_free(&b);
     return ok;
 }
 
@@ -745,7 +704,7 @@ void gguf_writer_free(gguf_writer *w)
     abandon(w);
     for (size_t i = 0; i < w->n_kv; i++) {
         free(w->kv[i].key);
-        free(w->kv[i].val.p);
+        dy_buf_free(&w->kv[i].val);
     }
     for (size_t i = 0; i < w->n_t; i++)
         free(w->t[i].name);

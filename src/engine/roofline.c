@@ -1,17 +1,10 @@
 /* roofline.c — see roofline.h. */
 #include "engine/roofline.h"
+#include "util/clock.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 typedef struct {
     const uint64_t *buf;
@@ -43,9 +36,9 @@ double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps)
     j.buf = buf;
     double best = 0.0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = dy_now();
         dy_pool_run(pool, read_phase, &j);
-        double gbps = (double)(j.words * 8) / (now_s() - t0) / 1e9;
+        double gbps = (double)(j.words * 8) / (dy_now() - t0) / 1e9;
         if (gbps > best)
             best = gbps;
     }
@@ -82,9 +75,9 @@ double dy_measure_fma_gflops(dy_pool *pool, dy_simd simd, int reps)
     double flops_per_thread = simd == DY_SIMD_AVX2 ? 2.0 * 8 * 10 * j.iters : 2.0 * 8 * j.iters;
     double best = 0.0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = dy_now();
         dy_pool_run(pool, fma_phase, &j);
-        double g = flops_per_thread * dy_pool_size(pool) / (now_s() - t0) / 1e9;
+        double g = flops_per_thread * dy_pool_size(pool) / (dy_now() - t0) / 1e9;
         if (g > best)
             best = g;
     }

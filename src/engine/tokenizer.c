@@ -5,6 +5,7 @@
  * ids match llama-tokenize exactly. */
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_impl.h"
+#include "util/buf.h"
 
 #include <ctype.h>
 #include <limits.h>
@@ -73,15 +74,9 @@ static void frag_push(frag_vec *a, int32_t id, size_t off, size_t len)
 {
     if (a->failed || (id < 0 && len == 0))
         return;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 16;
-        frag *v = realloc(a->v, cap * sizeof *v);
-        if (!v) {
-            a->failed = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
+    if (a->n == a->cap && !dy_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v)) {
+        a->failed = true;
+        return;
     }
     a->v[a->n++] = (frag){id, off, len};
 }

@@ -6,6 +6,7 @@
 #include <pcre2.h>
 
 #include "engine/tokenizer_impl.h"
+#include "util/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,15 +125,9 @@ static void span_push(span_vec *a, size_t start, size_t len)
 {
     if (a->failed || len == 0)
         return;
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        size_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v) {
-            a->failed = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
+    if (a->n + 2 > a->cap && !dy_array_reserve((void **)&a->v, &a->cap, a->n + 2, sizeof *a->v)) {
+        a->failed = true;
+        return;
     }
     a->v[a->n++] = start;
     a->v[a->n++] = len;

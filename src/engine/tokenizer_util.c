@@ -1,6 +1,7 @@
 /* tokenizer_util.c — the containers the tokenizer encoders share: a string→id hash map
  * (open addressing, XXH3 hashes), a growable id vector, and the bigram heap. */
 #include "engine/tokenizer_impl.h"
+#include "util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -81,15 +82,9 @@ void tok_vec_push(tok_vec *a, int32_t id)
 {
     if (a->failed)
         return;
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        int32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v) {
-            a->failed = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
+    if (a->n == a->cap && !dy_array_reserve((void **)&a->v, &a->cap, a->n + 1, sizeof *a->v)) {
+        a->failed = true;
+        return;
     }
     a->v[a->n++] = id;
 }
@@ -111,15 +106,9 @@ void tok_heap_push(tok_heap *h, tok_bigram b)
 {
     if (h->failed)
         return;
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        tok_bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v) {
-            h->failed = true;
-            return;
-        }
-        h->v = v;
-        h->cap = cap;
+    if (h->n == h->cap && !dy_array_reserve((void **)&h->v, &h->cap, h->n + 1, sizeof *h->v)) {
+        h->failed = true;
+        return;
     }
     size_t i = h->n++;
     h->v[i] = b;

@@ -1,13 +1,12 @@
-/* kv_cache.c — see kv_cache.h. The index is an open-addressing table from hash to block
- * (tombstones on removal); evictable blocks form a doubly linked LRU list threaded through
- * per-block arrays; the event log is a fixed ring. */
+/* kv_cache.c — see kv_cache.h. The index is a hash map from block hash to block; evictable
+ * blocks form a doubly linked LRU list threaded through per-block arrays; the event log is a
+ * fixed ring. */
 #include "kv/kv_cache.h"
+#include "util/hashmap.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#define EMPTY -1
-#define TOMB -2
 
 struct dy_kv_cache {
     dy_kv_pool *pool;
@@ -19,9 +18,7 @@ struct dy_kv_cache {
     /* the evictable list: head is the oldest */
     int32_t lru_head, lru_tail;
     int n_evictable, n_indexed;
-    /* hash → block */
-    int32_t *slots;
-    int n_slots; /* power of two, ≥ 2 × blocks */
+    dy_hashmap index; /* hash → block, sized for every block: it never grows */
     dy_kv_cache_stats stats;
     /* the event log (NULL when off): a ring of log_cap events from log_head */
     dy_kv_event *log;
@@ -44,21 +41,16 @@ dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint)
     const int n = pool->n_blocks;
     c->pool = pool;
     c->fingerprint = fingerprint;
-    c->n_slots = 16;
-    while (c->n_slots < 2 * n)
-        c->n_slots *= 2;
     c->hash = calloc((size_t)n, sizeof *c->hash);
     c->parent = calloc((size_t)n, sizeof *c->parent);
     c->indexed = calloc((size_t)n, sizeof *c->indexed);
     c->lru_prev = malloc(sizeof(int32_t) * (size_t)n);
     c->lru_next = malloc(sizeof(int32_t) * (size_t)n);
-    c->slots = malloc(sizeof(int32_t) * (size_t)c->n_slots);
-    if (!c->hash || !c->parent || !c->indexed || !c->lru_prev || !c->lru_next || !c->slots) {
+    bool index_ok = dy_hashmap_init(&c->index, (size_t)n);
+    if (!c->hash || !c->parent || !c->indexed || !c->lru_prev || !c->lru_next || !index_ok) {
         dy_kv_cache_free(c);
         return NULL;
     }
-    for (int i = 0; i < c->n_slots; i++)
-        c->slots[i] = EMPTY;
     c->lru_head = c->lru_tail = -1;
     return c;
 }
@@ -73,7 +65,7 @@ void dy_kv_cache_free(dy_kv_cache *c)
     free(c->indexed);
     free(c->lru_prev);
     free(c->lru_next);
-    free(c->slots);
+    dy_hashmap_free(&c->index);
     free(c);
 }
 
@@ -89,55 +81,27 @@ uint64_t dy_kv_cache_fingerprint(const dy_kv_cache *c)
 
 /* ---------------------------------------------------------------- the index */
 
-/* The slot holding `hash`, or -1. */
-static int index_find(const dy_kv_cache *c, uint64_t hash)
+/* The block indexed under hash, or -1. */
+static int32_t index_find(const dy_kv_cache *c, uint64_t hash)
 {
-    unsigned mask = (unsigned)c->n_slots - 1;
-    for (unsigned i = (unsigned)hash & mask, k = 0; k < (unsigned)c->n_slots; i = (i + 1) & mask, k++) {
-        int32_t b = c->slots[i];
-        if (b == EMPTY)
-            return -1;
-        if (b >= 0 && c->hash[b] == hash)
-            return (int)i;
-    }
-    return -1;
+    uint64_t b = dy_hashmap_get(&c->index, hash);
+    return b == DY_HASHMAP_NONE ? -1 : (int32_t)b;
 }
 
+/* Cannot fail: the map was sized for every block at creation. */
 static void index_insert(dy_kv_cache *c, int32_t block)
 {
-    unsigned mask = (unsigned)c->n_slots - 1;
-    unsigned i = (unsigned)c->hash[block] & mask;
-    while (c->slots[i] >= 0)
-        i = (i + 1) & mask;
-    c->slots[i] = block;
+    dy_hashmap_put(&c->index, c->hash[block], (uint64_t)block);
     c->indexed[block] = true;
     c->n_indexed++;
 }
 
 static void index_remove(dy_kv_cache *c, int32_t block)
 {
-    int s = index_find(c, c->hash[block]);
-    if (s >= 0 && c->slots[s] == block)
-        c->slots[s] = TOMB;
+    if (index_find(c, c->hash[block]) == block)
+        dy_hashmap_remove(&c->index, c->hash[block]);
     c->indexed[block] = false;
     c->n_indexed--;
-}
-
-/* The table fills with tombstones over time; rebuild it when few empty slots remain. */
-static void index_maybe_rebuild(dy_kv_cache *c)
-{
-    int empty = 0;
-    for (int i = 0; i < c->n_slots; i++)
-        empty += c->slots[i] == EMPTY;
-    if (empty > c->n_slots / 4)
-        return;
-    for (int i = 0; i < c->n_slots; i++)
-        c->slots[i] = EMPTY;
-    int n = c->n_indexed;
-    c->n_indexed = 0;
-    for (int32_t b = 0; b < c->pool->n_blocks && c->n_indexed < n; b++)
-        if (c->indexed[b])
-            index_insert(c, b);
 }
 
 /* ---------------------------------------------------------------- the event log */
@@ -195,10 +159,9 @@ int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *b
     c->stats.lookup_blocks += (uint64_t)n;
     int found = 0;
     for (; found < n; found++) {
-        int s = index_find(c, hashes[found]);
-        if (s < 0)
+        int32_t b = index_find(c, hashes[found]);
+        if (b < 0)
             break;
-        int32_t b = c->slots[s];
         if (c->pool->refcount[b] == 0) {
             lru_unlink(c, b); /* evictable → in use again */
             c->pool->refcount[b] = 1;
@@ -229,7 +192,6 @@ int32_t dy_kv_cache_alloc(dy_kv_cache *c)
     lru_unlink(c, b);
     log_event(c, DY_KV_EV_REMOVED, b);
     index_remove(c, b);
-    index_maybe_rebuild(c);
     c->stats.evictions++;
     c->pool->refcount[b] = 1;
     return b;
@@ -283,7 +245,6 @@ void dy_kv_cache_clear(dy_kv_cache *c)
         c->pool->refcount[b] = 1;
         dy_kv_unref(c->pool, b);
     }
-    index_maybe_rebuild(c);
     if (c->log && c->n_indexed == 0) { /* one CLEARED says it all, and heals an overflow */
         c->log_head = c->log_len = 0;
         c->log_overflow = false;

@@ -1,36 +1,35 @@
 /* kv_index.c — the router's global prefix index (see kv_index.h).
  *
- * Layout. An open-addressing table (linear probing, backward-shift deletion, no tombstones)
- * maps a block hash to an entry id. An entry is PLANES bitsets of nwords words each: one per
- * tier (event-reported) and one for predictions. Entries live in one array and keep their id
- * while the table grows, so growing moves 12-byte slots, not bitsets. An entry whose bits
- * are all clear is freed at once, so every indexed hash is held by someone.
+ * Layout. A hash map (util/hashmap.h) maps a block hash to an entry id. An entry is PLANES
+ * bitsets of nwords words each: one per tier (event-reported) and one for predictions.
+ * Entries live in one array and keep their id while the map grows, so growing moves
+ * (hash, id) pairs, not bitsets. An entry whose bits are all clear is freed at once, so
+ * every indexed hash is held by someone.
  *
- * Predictions carry a deadline per (hash, worker): a second table maps (hash, worker) to
- * its deadline, and a min-heap of timers pops them in deadline order. Extending a deadline
- * only updates the table; when the old timer pops it is re-armed, so each live prediction
- * has exactly one valid timer and the heap never grows with repeats. */
+ * Predictions carry a deadline per (hash, worker). They live in one array; a second map finds
+ * one by (entry id, worker), exact in 64 bits, and valid because a prediction keeps its
+ * hash's entry alive (it holds the entry's prediction bit). A min-heap of timers pops them
+ * in deadline order. Extending a deadline only updates the prediction; when the old timer
+ * pops it is re-armed, so each live prediction has exactly one valid timer and the heap
+ * never grows with repeats. */
 #include "route/kv_index.h"
+#include "util/buf.h"
+#include "util/hashmap.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <xxhash.h>
 
 #define PLANES (DY_KV_N_TIERS + 1)
 #define PLANE_PRED DY_KV_N_TIERS
 #define MAX_WORDS (DY_KV_INDEX_MAX_WORKERS / 64)
 
 typedef struct {
-    uint64_t key;
-    uint32_t ref; /* 0: empty slot; else entry id + 1 */
-} slot;
-
-typedef struct {
     uint64_t hash;
     double expires; /* the prediction's deadline */
     double armed;   /* the deadline its one valid timer carries */
-    int32_t worker; /* -1: empty slot */
+    int32_t worker;
+    uint32_t entry; /* the hash's entry id */
 } pred;
 
 typedef struct {
@@ -47,37 +46,20 @@ typedef struct {
 
 struct dy_kv_index {
     int max_workers, nwords;
-    slot *slots;
-    size_t cap, used;        /* table size (a power of two) and hashes in it */
+    dy_hashmap table;        /* hash → entry id */
     uint64_t *bits;          /* ecap entries × PLANES × nwords */
     uint32_t ecap, next_id;  /* entries allocated; ids below next_id have been handed out */
     uint32_t *free_ids;
     uint32_t n_free;
     wstate *w;
     pred *preds;
-    size_t pcap, pused;
+    size_t n_preds, preds_cap;
+    dy_hashmap pred_at;      /* pred_key(entry, worker) → index in preds */
     timer *heap;
     size_t hlen, hcap;
 };
 
 /* ---------------------------------------------------------------- helpers */
-
-static size_t home_of(uint64_t key, size_t cap)
-{
-    return (size_t)XXH3_64bits(&key, sizeof key) & (cap - 1);
-}
-
-static size_t pred_home(uint64_t hash, int32_t worker, size_t cap)
-{
-    return (size_t)XXH3_64bits_withSeed(&hash, sizeof hash, (uint64_t)worker) & (cap - 1);
-}
-
-/* Backward-shift deletion: may the element at j, whose home is h, move into the hole at i?
- * Yes unless h lies cyclically in (i, j]. */
-static int can_fill(size_t h, size_t i, size_t j)
-{
-    return i <= j ? (h <= i || h > j) : (h <= i && h > j);
-}
 
 static uint64_t *plane(const dy_kv_index *x, uint32_t e, int p)
 {
@@ -91,41 +73,11 @@ static bool valid_worker(const dy_kv_index *x, int worker)
 
 /* ---------------------------------------------------------------- the hash → entry table */
 
-/* The slot holding key, searching from its home slot; -1 if absent. */
-static long find_from(const dy_kv_index *x, uint64_t key, size_t home)
+/* The entry id of key, or -1 if it is not indexed. */
+static long find_entry(const dy_kv_index *x, uint64_t key)
 {
-    size_t m = x->cap - 1;
-    for (size_t i = home;; i = (i + 1) & m) {
-        if (!x->slots[i].ref)
-            return -1;
-        if (x->slots[i].key == key)
-            return (long)i;
-    }
-}
-
-static long find_slot(const dy_kv_index *x, uint64_t key)
-{
-    return find_from(x, key, home_of(key, x->cap));
-}
-
-static bool grow_table(dy_kv_index *x)
-{
-    size_t cap = x->cap * 2;
-    slot *s = calloc(cap, sizeof *s);
-    if (!s)
-        return false;
-    for (size_t i = 0; i < x->cap; i++) {
-        if (!x->slots[i].ref)
-            continue;
-        size_t j = home_of(x->slots[i].key, cap);
-        while (s[j].ref)
-            j = (j + 1) & (cap - 1);
-        s[j] = x->slots[i];
-    }
-    free(x->slots);
-    x->slots = s;
-    x->cap = cap;
-    return true;
+    uint64_t e = dy_hashmap_get(&x->table, key);
+    return e == DY_HASHMAP_NONE ? -1 : (long)e;
 }
 
 /* A fresh entry id with every bit clear (freed entries are clear by construction). */
@@ -155,19 +107,15 @@ static long new_entry(dy_kv_index *x)
 /* The entry for key, created (all clear) if absent; -1 when out of memory. */
 static long get_entry(dy_kv_index *x, uint64_t key)
 {
-    long s = find_slot(x, key);
-    if (s >= 0)
-        return x->slots[s].ref - 1;
-    if ((x->used + 1) * 2 > x->cap && !grow_table(x))
+    long e = find_entry(x, key);
+    if (e >= 0)
+        return e;
+    if (!dy_hashmap_reserve(&x->table, dy_hashmap_len(&x->table) + 1))
         return -1;
-    long e = new_entry(x);
+    e = new_entry(x);
     if (e < 0)
         return -1;
-    size_t i = home_of(key, x->cap);
-    while (x->slots[i].ref)
-        i = (i + 1) & (x->cap - 1);
-    x->slots[i] = (slot){key, (uint32_t)e + 1};
-    x->used++;
+    dy_hashmap_put(&x->table, key, (uint64_t)e); /* cannot fail: the room is reserved */
     return e;
 }
 
@@ -180,19 +128,18 @@ static bool entry_empty(const dy_kv_index *x, uint32_t e)
     return true;
 }
 
-/* Removes slot i (its entry is clear) and closes the hole behind it. */
-static void erase_slot(dy_kv_index *x, size_t i)
+/* Hands a cleared entry's id back for reuse. */
+static void free_entry(dy_kv_index *x, uint32_t e)
 {
-    x->free_ids[x->n_free++] = x->slots[i].ref - 1;
-    size_t m = x->cap - 1;
-    for (size_t j = (i + 1) & m; x->slots[j].ref; j = (j + 1) & m) {
-        if (can_fill(home_of(x->slots[j].key, x->cap), i, j)) {
-            x->slots[i] = x->slots[j];
-            i = j;
-        }
-    }
-    x->slots[i].ref = 0;
-    x->used--;
+    x->free_ids[x->n_free++] = e;
+}
+
+/* Drops key from the table; its entry (all clear) is freed. */
+static void erase_entry(dy_kv_index *x, uint64_t key)
+{
+    uint64_t e = dy_hashmap_remove(&x->table, key);
+    if (e != DY_HASHMAP_NONE)
+        free_entry(x, (uint32_t)e);
 }
 
 /* Which tiers (bits 0..2) and whether predicted (bit 3) worker holds entry e in. */
@@ -211,22 +158,29 @@ static void set_bit(dy_kv_index *x, uint32_t e, int p, int worker, bool on)
     *w = on ? *w | b : *w & ~b;
 }
 
+typedef struct {
+    dy_kv_index *x;
+    int worker, p0, p1;
+} clearing;
+
+/* Clears one entry's bits of the worker; true (drop the hash) if the entry is empty now. */
+static bool clear_entry(void *user, uint64_t key, uint64_t e)
+{
+    (void)key;
+    clearing *c = user;
+    for (int p = c->p0; p < c->p1; p++)
+        set_bit(c->x, (uint32_t)e, p, c->worker, false);
+    if (!entry_empty(c->x, (uint32_t)e))
+        return false;
+    free_entry(c->x, (uint32_t)e);
+    return true;
+}
+
 /* Clears the worker's bits in planes [p0, p1) of every entry, freeing emptied ones. */
 static void clear_worker(dy_kv_index *x, int worker, int p0, int p1)
 {
-    for (size_t i = 0; i < x->cap;) {
-        if (!x->slots[i].ref) {
-            i++;
-            continue;
-        }
-        uint32_t e = x->slots[i].ref - 1;
-        for (int p = p0; p < p1; p++)
-            set_bit(x, e, p, worker, false);
-        if (entry_empty(x, e))
-            erase_slot(x, i); /* a later slot may have moved into i: look at it again */
-        else
-            i++;
-    }
+    clearing c = {x, worker, p0, p1};
+    dy_hashmap_filter(&x->table, clear_entry, &c);
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -240,22 +194,19 @@ dy_kv_index *dy_kv_index_new(int max_workers)
         return NULL;
     x->max_workers = max_workers;
     x->nwords = (max_workers + 63) / 64;
-    x->cap = 1024;
     x->ecap = 512;
-    x->pcap = 1024;
     x->hcap = 512;
-    x->slots = calloc(x->cap, sizeof *x->slots);
+    bool table_ok = dy_hashmap_init(&x->table, 512);
     x->bits = calloc((size_t)x->ecap * PLANES * (size_t)x->nwords, sizeof *x->bits);
     x->free_ids = malloc(x->ecap * sizeof *x->free_ids);
     x->w = calloc((size_t)max_workers, sizeof *x->w);
-    x->preds = malloc(x->pcap * sizeof *x->preds);
+    bool preds_ok = dy_hashmap_init(&x->pred_at, 512) &&
+                    dy_array_reserve((void **)&x->preds, &x->preds_cap, 512, sizeof *x->preds);
     x->heap = malloc(x->hcap * sizeof *x->heap);
-    if (!x->slots || !x->bits || !x->free_ids || !x->w || !x->preds || !x->heap) {
+    if (!table_ok || !x->bits || !x->free_ids || !x->w || !preds_ok || !x->heap) {
         dy_kv_index_free(x);
         return NULL;
     }
-    for (size_t i = 0; i < x->pcap; i++)
-        x->preds[i].worker = -1;
     return x;
 }
 
@@ -263,11 +214,12 @@ void dy_kv_index_free(dy_kv_index *x)
 {
     if (!x)
         return;
-    free(x->slots);
+    dy_hashmap_free(&x->table);
     free(x->bits);
     free(x->free_ids);
     free(x->w);
     free(x->preds);
+    dy_hashmap_free(&x->pred_at);
     free(x->heap);
     free(x);
 }
@@ -287,16 +239,16 @@ static int store(dy_kv_index *x, int worker, uint64_t hash, int tier)
 
 static void unstore(dy_kv_index *x, int worker, uint64_t hash, int tier)
 {
-    long s = find_slot(x, hash);
-    if (s < 0)
+    long found = find_entry(x, hash);
+    if (found < 0)
         return; /* not known here: nothing to undo */
-    uint32_t e = x->slots[s].ref - 1;
+    uint32_t e = (uint32_t)found;
     unsigned before = entry_mask(x, e, worker) & 7u;
     set_bit(x, e, tier, worker, false);
     if (before && !(entry_mask(x, e, worker) & 7u))
         x->w[worker].blocks--;
     if (entry_empty(x, e))
-        erase_slot(x, (size_t)s);
+        erase_entry(x, hash);
 }
 
 static void clear_reported(dy_kv_index *x, int worker)
@@ -368,53 +320,31 @@ int dy_kv_index_resync(dy_kv_index *x, int worker, uint64_t seq, const uint64_t 
 
 /* ---------------------------------------------------------------- predictions */
 
+static uint64_t pred_key(uint32_t entry, int32_t worker)
+{
+    return (uint64_t)entry << 32 | (uint32_t)worker;
+}
+
+/* The index of worker's prediction of hash, or -1. */
 static long pred_find(const dy_kv_index *x, uint64_t hash, int32_t worker)
 {
-    size_t m = x->pcap - 1;
-    for (size_t i = pred_home(hash, worker, x->pcap);; i = (i + 1) & m) {
-        if (x->preds[i].worker < 0)
-            return -1;
-        if (x->preds[i].hash == hash && x->preds[i].worker == worker)
-            return (long)i;
-    }
+    long e = find_entry(x, hash);
+    if (e < 0)
+        return -1;
+    uint64_t i = dy_hashmap_get(&x->pred_at, pred_key((uint32_t)e, worker));
+    return i == DY_HASHMAP_NONE ? -1 : (long)i;
 }
 
-static void pred_place(pred *t, size_t cap, pred p)
-{
-    size_t i = pred_home(p.hash, p.worker, cap);
-    while (t[i].worker >= 0)
-        i = (i + 1) & (cap - 1);
-    t[i] = p;
-}
-
-static bool pred_grow(dy_kv_index *x)
-{
-    size_t cap = x->pcap * 2;
-    pred *t = malloc(cap * sizeof *t);
-    if (!t)
-        return false;
-    for (size_t i = 0; i < cap; i++)
-        t[i].worker = -1;
-    for (size_t i = 0; i < x->pcap; i++)
-        if (x->preds[i].worker >= 0)
-            pred_place(t, cap, x->preds[i]);
-    free(x->preds);
-    x->preds = t;
-    x->pcap = cap;
-    return true;
-}
-
+/* Removes prediction i; the last one moves into its place. */
 static void pred_erase(dy_kv_index *x, size_t i)
 {
-    size_t m = x->pcap - 1;
-    for (size_t j = (i + 1) & m; x->preds[j].worker >= 0; j = (j + 1) & m) {
-        if (can_fill(pred_home(x->preds[j].hash, x->preds[j].worker, x->pcap), i, j)) {
-            x->preds[i] = x->preds[j];
-            i = j;
-        }
-    }
-    x->preds[i].worker = -1;
-    x->pused--;
+    dy_hashmap_remove(&x->pred_at, pred_key(x->preds[i].entry, x->preds[i].worker));
+    size_t last = --x->n_preds;
+    if (i == last)
+        return;
+    x->preds[i] = x->preds[last];
+    /* the key is there, so this replaces its value and cannot fail */
+    dy_hashmap_put(&x->pred_at, pred_key(x->preds[i].entry, x->preds[i].worker), i);
 }
 
 static bool heap_push(dy_kv_index *x, timer t)
@@ -463,18 +393,19 @@ static int predict_one(dy_kv_index *x, int worker, uint64_t hash, double expires
             x->preds[s].expires = expires_at;
         return DY_KV_INDEX_OK;
     }
-    if ((x->pused + 1) * 2 > x->pcap && !pred_grow(x))
+    if (!dy_hashmap_reserve(&x->pred_at, x->n_preds + 1) ||
+        !dy_array_reserve((void **)&x->preds, &x->preds_cap, x->n_preds + 1, sizeof *x->preds))
         return DY_KV_INDEX_ENOMEM;
     long e = get_entry(x, hash);
     if (e < 0)
         return DY_KV_INDEX_ENOMEM;
     if (!heap_push(x, (timer){expires_at, hash, worker})) {
         if (entry_empty(x, (uint32_t)e))
-            erase_slot(x, (size_t)find_slot(x, hash));
+            erase_entry(x, hash);
         return DY_KV_INDEX_ENOMEM;
     }
-    pred_place(x->preds, x->pcap, (pred){hash, expires_at, expires_at, worker});
-    x->pused++;
+    x->preds[x->n_preds] = (pred){hash, expires_at, expires_at, worker, (uint32_t)e};
+    dy_hashmap_put(&x->pred_at, pred_key((uint32_t)e, worker), x->n_preds++); /* reserved */
     set_bit(x, (uint32_t)e, PLANE_PRED, worker, true);
     x->w[worker].predicted++;
     return DY_KV_INDEX_OK;
@@ -495,14 +426,14 @@ int dy_kv_index_predict(dy_kv_index *x, int worker, const uint64_t *hashes, int 
 
 static void unpredict(dy_kv_index *x, int worker, uint64_t hash)
 {
-    long s = find_slot(x, hash);
-    if (s < 0)
+    long found = find_entry(x, hash);
+    if (found < 0)
         return;
-    uint32_t e = x->slots[s].ref - 1;
+    uint32_t e = (uint32_t)found;
     set_bit(x, e, PLANE_PRED, worker, false);
     x->w[worker].predicted--;
     if (entry_empty(x, e))
-        erase_slot(x, (size_t)s);
+        erase_entry(x, hash);
 }
 
 void dy_kv_index_expire(dy_kv_index *x, double now)
@@ -536,9 +467,9 @@ int dy_kv_index_remove_worker(dy_kv_index *x, int worker)
     if (w->blocks || w->predicted)
         clear_worker(x, worker, 0, PLANES);
     if (w->predicted) { /* their timers stay in the heap and are dropped when they pop */
-        for (size_t i = 0; i < x->pcap;) {
+        for (size_t i = 0; i < x->n_preds;) {
             if (x->preds[i].worker == worker)
-                pred_erase(x, i); /* a later one may have moved into i */
+                pred_erase(x, i); /* the last one moved into i: look at it again */
             else
                 i++;
         }
@@ -557,13 +488,11 @@ static void lookup_chunk(const dy_kv_index *x, const uint64_t *hashes, int n,
                          const uint64_t **bits)
 {
     size_t home[CHUNK];
+    for (int i = 0; i < n; i++)
+        home[i] = dy_hashmap_prefetch(&x->table, hashes[i]);
     for (int i = 0; i < n; i++) {
-        home[i] = home_of(hashes[i], x->cap);
-        __builtin_prefetch(&x->slots[home[i]]);
-    }
-    for (int i = 0; i < n; i++) {
-        long s = find_from(x, hashes[i], home[i]);
-        bits[i] = s >= 0 ? plane(x, x->slots[s].ref - 1, 0) : NULL;
+        uint64_t e = dy_hashmap_get_from(&x->table, hashes[i], home[i]);
+        bits[i] = e != DY_HASHMAP_NONE ? plane(x, (uint32_t)e, 0) : NULL;
         for (int k = 0; bits[i] && k < PLANES * x->nwords; k += 8) /* each cache line */
             __builtin_prefetch(bits[i] + k);
     }
@@ -613,8 +542,8 @@ int dy_kv_index_overlap_one(const dy_kv_index *x, int worker, const uint64_t *ha
         return -1;
     int i = 0;
     for (; i < n; i++) {
-        long s = find_slot(x, hashes[i]);
-        if (s < 0 || !entry_mask(x, x->slots[s].ref - 1, worker))
+        long e = find_entry(x, hashes[i]);
+        if (e < 0 || !entry_mask(x, (uint32_t)e, worker))
             break;
     }
     return i;
@@ -633,7 +562,7 @@ uint64_t dy_kv_index_worker_seq(const dy_kv_index *x, int worker)
 
 size_t dy_kv_index_size(const dy_kv_index *x)
 {
-    return x ? x->used : 0;
+    return x ? dy_hashmap_len(&x->table) : 0;
 }
 
 int64_t dy_kv_index_worker_blocks(const dy_kv_index *x, int worker)
@@ -650,8 +579,8 @@ unsigned dy_kv_index_holds(const dy_kv_index *x, int worker, uint64_t hash)
 {
     if (!valid_worker(x, worker))
         return 0;
-    long s = find_slot(x, hash);
-    return s < 0 ? 0 : entry_mask(x, x->slots[s].ref - 1, worker);
+    long e = find_entry(x, hash);
+    return e < 0 ? 0 : entry_mask(x, (uint32_t)e, worker);
 }
 
 int64_t dy_kv_index_worker_hashes(const dy_kv_index *x, int worker, uint64_t *out, int64_t cap)
@@ -659,11 +588,12 @@ int64_t dy_kv_index_worker_hashes(const dy_kv_index *x, int worker, uint64_t *ou
     if (!valid_worker(x, worker) || cap < 0 || (cap > 0 && !out))
         return -1;
     int64_t n = 0;
-    for (size_t i = 0; i < x->cap; i++) {
-        if (!x->slots[i].ref || !(entry_mask(x, x->slots[i].ref - 1, worker) & 7u))
+    uint64_t hash, e;
+    for (size_t i = 0; dy_hashmap_next(&x->table, &i, &hash, &e);) {
+        if (!(entry_mask(x, (uint32_t)e, worker) & 7u))
             continue;
         if (n < cap)
-            out[n] = x->slots[i].key;
+            out[n] = hash;
         n++;
     }
     return n;

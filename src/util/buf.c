@@ -42,23 +42,28 @@ void dy_buf_append_str(dy_buf *b, const char *s)
     dy_buf_append(b, s, strlen(s));
 }
 
+/* Formats into the free space first, so text that fits is formatted once; the rare longer
+ * text is formatted again after the buffer grows. A format error counts as a failed append. */
 void dy_buf_printf(dy_buf *b, const char *fmt, ...)
 {
     if (b->oom)
         return;
+    size_t room = b->cap - b->len;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    int n = vsnprintf(room ? (char *)b->data + b->len : NULL, room, fmt, ap);
     va_end(ap);
     if (n < 0) {
         b->oom = true;
         return;
     }
-    if (!dy_buf_reserve(b, (size_t)n + 1))
-        return;
-    va_start(ap, fmt);
-    vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
+    if ((size_t)n >= room) {
+        if (!dy_buf_reserve(b, (size_t)n + 1))
+            return;
+        va_start(ap, fmt);
+        vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
     b->len += (size_t)n;
 }
 
@@ -80,4 +85,24 @@ void dy_buf_free(dy_buf *b)
 {
     free(b->data);
     memset(b, 0, sizeof *b);
+}
+
+bool dy_array_reserve(void **a, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    size_t c = *cap ? *cap : 256;
+    while (c < need) {
+        if (c > SIZE_MAX / 2)
+            return false;
+        c *= 2;
+    }
+    if (elem && c > SIZE_MAX / elem)
+        return false;
+    void *q = realloc(*a, c * elem);
+    if (!q)
+        return false;
+    *a = q;
+    *cap = c;
+    return true;
 }

@@ -27,4 +27,8 @@ void dy_buf_clear(dy_buf *b);
 /* Frees the memory and leaves an empty buffer. */
 void dy_buf_free(dy_buf *b);
 
+/* The same doubling growth for a typed array *a of *cap elements of elem bytes: makes room for
+ * `need` elements. False if memory is short (the array is left as it was). */
+bool dy_array_reserve(void **a, size_t *cap, size_t need, size_t elem);
+
 #endif

@@ -38,10 +38,15 @@ int dy_cond_init(pthread_cond_t *cv)
     return rc;
 }
 
+/* Far enough to mean "no deadline" and still convert to time_t without overflow. */
+#define FAR_FUTURE_S 1e15
+
 int dy_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline)
 {
-    if (!(deadline > 0))
+    if (!(deadline > 0)) /* also NaN */
         deadline = 0;
+    if (deadline > FAR_FUTURE_S)
+        deadline = FAR_FUTURE_S;
     double whole = floor(deadline);
     struct timespec ts = {(time_t)whole, (long)((deadline - whole) * 1e9)};
     if (ts.tv_nsec >= 1000000000L) {

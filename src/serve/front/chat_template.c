@@ -9,43 +9,12 @@
  * an HTTP client cannot fix a template. Jinja's `trim` / Python's strip() are approximated by
  * stripping ASCII whitespace. */
 #include "serve/front/chat_template.h"
+#include "util/buf.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a growable string; an allocation failure is remembered and reported at the end ---- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-    bool oom;
-} sbuf;
-
-static void sb_putn(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom || n == 0)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-static void sb_put(sbuf *b, const char *s)
-{
-    sb_putn(b, s, strlen(s));
-}
+/* ---- appending to the output (util/buf.h remembers a failed allocation) ---- */
 
 static bool is_space(char c)
 {
@@ -53,42 +22,42 @@ static bool is_space(char c)
 }
 
 /* Appends s[0..n) without leading and trailing whitespace. */
-static void sb_put_trimmed(sbuf *b, const char *s, size_t n)
+static void put_trimmed(dy_buf *b, const char *s, size_t n)
 {
     while (n > 0 && is_space(*s))
         s++, n--;
     while (n > 0 && is_space(s[n - 1]))
         n--;
-    sb_putn(b, s, n);
+    dy_buf_append(b, s, n);
 }
 
 /* Appends s as a JSON string literal the way Jinja's `tojson` does in HF transformers
  * (json.dumps with ensure_ascii=False): quotes, backslashes and control bytes escaped. */
-static void sb_put_json_string(sbuf *b, const char *s)
+static void put_json_string(dy_buf *b, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
-    sb_put(b, "\"");
+    dy_buf_append_str(b, "\"");
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n"
                         : c == '\r' ? "\\r" : c == '\t' ? "\\t" : c == '\b' ? "\\b"
                         : c == '\f' ? "\\f" : NULL;
         if (esc) {
-            sb_put(b, esc);
+            dy_buf_append_str(b, esc);
         } else if (c < 0x20) {
             char u[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
-            sb_put(b, u);
+            dy_buf_append_str(b, u);
         } else {
-            sb_putn(b, s, 1);
+            dy_buf_append(b, s, 1);
         }
     }
-    sb_put(b, "\"");
+    dy_buf_append_str(b, "\"");
 }
 
 /* ---- rendering context ---- */
 
 typedef struct {
-    sbuf out;
+    dy_buf out;
     const dy_chat_msg *m;
     int n;
     bool gen;
@@ -118,27 +87,27 @@ static void render_plain(rctx *c)
 {
     static const char *const label[] = {"System", "User", "Assistant", "Tool"};
     for (int i = 0; i < c->n; i++) {
-        sb_put(&c->out, "### ");
-        sb_put(&c->out, label[c->m[i].role]);
-        sb_put(&c->out, ":\n");
-        sb_put(&c->out, content_of(&c->m[i]));
-        sb_put(&c->out, "\n\n");
+        dy_buf_append_str(&c->out, "### ");
+        dy_buf_append_str(&c->out, label[c->m[i].role]);
+        dy_buf_append_str(&c->out, ":\n");
+        dy_buf_append_str(&c->out, content_of(&c->m[i]));
+        dy_buf_append_str(&c->out, "\n\n");
     }
     if (c->gen)
-        sb_put(&c->out, "### Assistant:\n");
+        dy_buf_append_str(&c->out, "### Assistant:\n");
 }
 
 static void render_chatml(rctx *c)
 {
     for (int i = 0; i < c->n; i++) {
-        sb_put(&c->out, "<|im_start|>");
-        sb_put(&c->out, dy_chat_role_name(c->m[i].role));
-        sb_put(&c->out, "\n");
-        sb_put(&c->out, content_of(&c->m[i]));
-        sb_put(&c->out, "<|im_end|>\n");
+        dy_buf_append_str(&c->out, "<|im_start|>");
+        dy_buf_append_str(&c->out, dy_chat_role_name(c->m[i].role));
+        dy_buf_append_str(&c->out, "\n");
+        dy_buf_append_str(&c->out, content_of(&c->m[i]));
+        dy_buf_append_str(&c->out, "<|im_end|>\n");
     }
     if (c->gen)
-        sb_put(&c->out, "<|im_start|>assistant\n");
+        dy_buf_append_str(&c->out, "<|im_start|>assistant\n");
 }
 
 /* meta-llama/Llama-2-7b-chat-hf: the system prompt goes inside the first [INST] in <<SYS>>
@@ -149,38 +118,40 @@ static void render_llama2(rctx *c)
     const char *sys;
     int first = first_after_system(c, &sys);
     for (int i = first; i < c->n; i++) {
-        sbuf content = {0};
+        dy_buf content = {0};
         if (i == first && sys) {
-            sb_put(&content, "<<SYS>>\n");
-            sb_put(&content, sys);
-            sb_put(&content, "\n<</SYS>>\n\n");
+            dy_buf_append_str(&content, "<<SYS>>\n");
+            dy_buf_append_str(&content, sys);
+            dy_buf_append_str(&content, "\n<</SYS>>\n\n");
         }
-        sb_put(&content, content_of(&c->m[i]));
+        dy_buf_append_str(&content, content_of(&c->m[i]));
+        const char *text = dy_buf_cstr(&content);
         c->out.oom |= content.oom;
-        const char *text = content.p ? content.p : "";
+        if (!text)
+            text = "";
         if (c->m[i].role == DY_ROLE_ASSISTANT) {
-            sb_put(&c->out, " ");
-            sb_put_trimmed(&c->out, text, content.len);
-            sb_put(&c->out, " ");
-            sb_put(&c->out, c->eos);
+            dy_buf_append_str(&c->out, " ");
+            put_trimmed(&c->out, text, content.len);
+            dy_buf_append_str(&c->out, " ");
+            dy_buf_append_str(&c->out, c->eos);
         } else {
             if (c->out.len > 0) /* the template's first bos_token is the tokenizer's BOS */
-                sb_put(&c->out, c->bos);
-            sb_put(&c->out, "[INST] ");
-            sb_put_trimmed(&c->out, text, content.len);
-            sb_put(&c->out, " [/INST]");
+                dy_buf_append_str(&c->out, c->bos);
+            dy_buf_append_str(&c->out, "[INST] ");
+            put_trimmed(&c->out, text, content.len);
+            dy_buf_append_str(&c->out, " [/INST]");
         }
-        free(content.p);
+        dy_buf_free(&content);
     }
 }
 
 static void llama3_turn(rctx *c, const char *role, const char *content)
 {
-    sb_put(&c->out, "<|start_header_id|>");
-    sb_put(&c->out, role);
-    sb_put(&c->out, "<|end_header_id|>\n\n");
-    sb_put_trimmed(&c->out, content, strlen(content));
-    sb_put(&c->out, "<|eot_id|>");
+    dy_buf_append_str(&c->out, "<|start_header_id|>");
+    dy_buf_append_str(&c->out, role);
+    dy_buf_append_str(&c->out, "<|end_header_id|>\n\n");
+    put_trimmed(&c->out, content, strlen(content));
+    dy_buf_append_str(&c->out, "<|eot_id|>");
 }
 
 /* meta-llama/Meta-Llama-3-8B-Instruct: every role by name, content trimmed. */
@@ -189,7 +160,7 @@ static void render_llama3(rctx *c)
     for (int i = 0; i < c->n; i++)
         llama3_turn(c, dy_chat_role_name(c->m[i].role), content_of(&c->m[i]));
     if (c->gen)
-        sb_put(&c->out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        dy_buf_append_str(&c->out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* meta-llama/Llama-3.1-8B-Instruct (and 3.2, 3.3): a system block is always written, with
@@ -201,21 +172,21 @@ static void render_llama31(rctx *c)
 {
     const char *sys;
     int first = first_after_system(c, &sys);
-    sb_put(&c->out, "<|start_header_id|>system<|end_header_id|>\n\n"
-                    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
-    sb_put_trimmed(&c->out, sys ? sys : "", sys ? strlen(sys) : 0);
-    sb_put(&c->out, "<|eot_id|>");
+    dy_buf_append_str(&c->out, "<|start_header_id|>system<|end_header_id|>\n\n"
+                               "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    put_trimmed(&c->out, sys ? sys : "", sys ? strlen(sys) : 0);
+    dy_buf_append_str(&c->out, "<|eot_id|>");
     for (int i = first; i < c->n; i++) {
         if (c->m[i].role == DY_ROLE_TOOL) {
-            sb_put(&c->out, "<|start_header_id|>ipython<|end_header_id|>\n\n");
-            sb_put_json_string(&c->out, content_of(&c->m[i]));
-            sb_put(&c->out, "<|eot_id|>");
+            dy_buf_append_str(&c->out, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            put_json_string(&c->out, content_of(&c->m[i]));
+            dy_buf_append_str(&c->out, "<|eot_id|>");
         } else {
             llama3_turn(c, dy_chat_role_name(c->m[i].role), content_of(&c->m[i]));
         }
     }
     if (c->gen)
-        sb_put(&c->out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        dy_buf_append_str(&c->out, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
 /* The Mistral templates differ only in spacing, in trimming the assistant's text, and in
@@ -268,24 +239,24 @@ static void render_mistral(rctx *c, dy_chat_family f)
     for (int i = first; i < c->n; i++) {
         const char *text = content_of(&c->m[i]);
         if (c->m[i].role == DY_ROLE_SYSTEM && st->sys == SYS_BLOCK) {
-            sb_put(&c->out, st->sys_open);
-            sb_put(&c->out, text);
-            sb_put(&c->out, "[/SYSTEM_PROMPT]");
+            dy_buf_append_str(&c->out, st->sys_open);
+            dy_buf_append_str(&c->out, text);
+            dy_buf_append_str(&c->out, "[/SYSTEM_PROMPT]");
         } else if (c->m[i].role == DY_ROLE_ASSISTANT) {
-            sb_put(&c->out, st->asst_prefix);
+            dy_buf_append_str(&c->out, st->asst_prefix);
             if (st->trim_asst)
-                sb_put_trimmed(&c->out, text, strlen(text));
+                put_trimmed(&c->out, text, strlen(text));
             else
-                sb_put(&c->out, text);
-            sb_put(&c->out, c->eos);
+                dy_buf_append_str(&c->out, text);
+            dy_buf_append_str(&c->out, c->eos);
         } else {
-            sb_put(&c->out, st->inst_open);
+            dy_buf_append_str(&c->out, st->inst_open);
             if (i == target && sys) {
-                sb_put(&c->out, sys);
-                sb_put(&c->out, "\n\n");
+                dy_buf_append_str(&c->out, sys);
+                dy_buf_append_str(&c->out, "\n\n");
             }
-            sb_put(&c->out, text);
-            sb_put(&c->out, st->inst_close);
+            dy_buf_append_str(&c->out, text);
+            dy_buf_append_str(&c->out, st->inst_close);
         }
     }
 }
@@ -298,13 +269,13 @@ static void render_phi3(rctx *c)
         dy_chat_role r = c->m[i].role == DY_ROLE_TOOL ? DY_ROLE_USER : c->m[i].role;
         if (r == DY_ROLE_SYSTEM && !*content_of(&c->m[i]))
             continue; /* Phi-3.5 writes a system turn only when it has content */
-        sb_put(&c->out, "<|");
-        sb_put(&c->out, dy_chat_role_name(r));
-        sb_put(&c->out, "|>\n");
-        sb_put(&c->out, content_of(&c->m[i]));
-        sb_put(&c->out, "<|end|>\n");
+        dy_buf_append_str(&c->out, "<|");
+        dy_buf_append_str(&c->out, dy_chat_role_name(r));
+        dy_buf_append_str(&c->out, "|>\n");
+        dy_buf_append_str(&c->out, content_of(&c->m[i]));
+        dy_buf_append_str(&c->out, "<|end|>\n");
     }
-    sb_put(&c->out, c->gen ? "<|assistant|>\n" : c->eos);
+    dy_buf_append_str(&c->out, c->gen ? "<|assistant|>\n" : c->eos);
 }
 
 /* google/gemma-2b-it, gemma-2, gemma-3: the assistant is "model"; content is trimmed. Gemma 1
@@ -316,18 +287,18 @@ static void render_gemma(rctx *c)
     int first = first_after_system(c, &sys);
     for (int i = first; i < c->n; i++) {
         const char *text = content_of(&c->m[i]);
-        sb_put(&c->out, "<start_of_turn>");
-        sb_put(&c->out, c->m[i].role == DY_ROLE_ASSISTANT ? "model" : "user");
-        sb_put(&c->out, "\n");
+        dy_buf_append_str(&c->out, "<start_of_turn>");
+        dy_buf_append_str(&c->out, c->m[i].role == DY_ROLE_ASSISTANT ? "model" : "user");
+        dy_buf_append_str(&c->out, "\n");
         if (i == first && sys) {
-            sb_put(&c->out, sys);
-            sb_put(&c->out, "\n\n");
+            dy_buf_append_str(&c->out, sys);
+            dy_buf_append_str(&c->out, "\n\n");
         }
-        sb_put_trimmed(&c->out, text, strlen(text));
-        sb_put(&c->out, "<end_of_turn>\n");
+        put_trimmed(&c->out, text, strlen(text));
+        dy_buf_append_str(&c->out, "<end_of_turn>\n");
     }
     if (c->gen)
-        sb_put(&c->out, "<start_of_turn>model\n");
+        dy_buf_append_str(&c->out, "<start_of_turn>model\n");
 }
 
 /* HuggingFaceH4/zephyr-7b-beta (rendered with trim_blocks, as transformers does). */
@@ -335,15 +306,15 @@ static void render_zephyr(rctx *c)
 {
     for (int i = 0; i < c->n; i++) {
         dy_chat_role r = c->m[i].role == DY_ROLE_TOOL ? DY_ROLE_USER : c->m[i].role;
-        sb_put(&c->out, "<|");
-        sb_put(&c->out, dy_chat_role_name(r));
-        sb_put(&c->out, "|>\n");
-        sb_put(&c->out, content_of(&c->m[i]));
-        sb_put(&c->out, c->eos);
-        sb_put(&c->out, "\n");
+        dy_buf_append_str(&c->out, "<|");
+        dy_buf_append_str(&c->out, dy_chat_role_name(r));
+        dy_buf_append_str(&c->out, "|>\n");
+        dy_buf_append_str(&c->out, content_of(&c->m[i]));
+        dy_buf_append_str(&c->out, c->eos);
+        dy_buf_append_str(&c->out, "\n");
     }
     if (c->gen && c->n > 0) /* the template writes it inside the loop, on the last message */
-        sb_put(&c->out, "<|assistant|>\n");
+        dy_buf_append_str(&c->out, "<|assistant|>\n");
 }
 
 char *dy_chat_render(dy_chat_family f, const dy_chat_msg *msgs, int n, bool add_generation_prompt,
@@ -367,13 +338,11 @@ char *dy_chat_render(dy_chat_family f, const dy_chat_msg *msgs, int n, bool add_
     case DY_CHAT_ZEPHYR: render_zephyr(&c); break;
     default: render_mistral(&c, f); break;
     }
-    if (!c.out.oom && !c.out.p)
-        c.out.p = calloc(1, 1); /* nothing was written: an empty string, not NULL */
-    if (c.out.oom) {
-        free(c.out.p);
+    if (!dy_buf_cstr(&c.out)) { /* even with nothing written: an empty string, not NULL */
+        dy_buf_free(&c.out);
         return NULL;
     }
-    return c.out.p;
+    return (char *)c.out.data;
 }
 
 /* ---- detection ---- */

@@ -4,6 +4,7 @@
 #include "serve/front/gen.h"
 #include "serve/front/json.h"
 #include "serve/front/select.h"
+#include "util/clock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -196,7 +197,7 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
         return NULL;
     }
     g->env = *env;
-    g->t_arrival = dy_job_now();
+    g->t_arrival = dy_now();
     g->status = 200;
     if (dy_api_parse(body, len, kind, env->limits, &g->req, err) != 0)
         goto fail;
@@ -916,7 +917,7 @@ char *dy_gen_answer(dy_gen *g, int *status)
     pthread_mutex_lock(&g->job->mu);
     select_choices(g);
     pthread_mutex_unlock(&g->job->mu);
-    double end = dy_job_now();
+    double end = dy_now();
     char *body = answer_body(g);
     record(g, end); /* after the answer is built: the log names the status it got */
     *status = g->status;
@@ -952,5 +953,5 @@ bool dy_gen_stream_over(const dy_gen *g)
 
 void dy_gen_record(dy_gen *g)
 {
-    record(g, dy_job_now());
+    record(g, dy_now());
 }

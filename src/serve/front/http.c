@@ -5,6 +5,7 @@
 #include "serve/front/http.h"
 #include "serve/front/gen.h"
 #include "serve/front/json.h"
+#include "util/clock.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -13,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 struct dy_http {
     dy_http_config cfg;
@@ -193,14 +193,7 @@ static bool fd_gone(int fd)
 /* Waits on the job's condition for at most ms milliseconds (mu held). */
 static void wait_job(dy_job *j, int ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000 * 1000;
-    while (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-    }
-    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+    dy_cond_wait_for(&j->cv, &j->mu, ms / 1e3);
 }
 
 /* ---------------------------------------------------------------- one JSON answer */
@@ -257,7 +250,7 @@ static const char keep_alive[] = ": keep-alive\n\n";
 static bool keep_alive_due(const stream *st)
 {
     double every = st->h->cfg.connection_timeout_s / 3.0;
-    return dy_job_now() - st->last_sent >= (every < 0.2 ? 0.2 : every);
+    return dy_now() - st->last_sent >= (every < 0.2 ? 0.2 : every);
 }
 
 static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
@@ -296,7 +289,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         }
     }
     pthread_mutex_unlock(&j->mu);
-    st->last_sent = dy_job_now();
+    st->last_sent = dy_now();
     return (ssize_t)n;
 }
 
@@ -333,7 +326,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
         free(st);
         return MHD_NO;
     }
-    *st = (stream){h, g, connection_fd(c), dy_job_now()};
+    *st = (stream){h, g, connection_fd(c), dy_now()};
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     enum MHD_Result ok = MHD_queue_response(c, 200, r);

@@ -1,9 +1,9 @@
 /* job.c — see job.h. */
 #include "serve/front/job.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 dy_job *dy_job_new(int n_choices)
 {
@@ -16,7 +16,12 @@ dy_job *dy_job_new(int n_choices)
         return NULL;
     }
     pthread_mutex_init(&j->mu, NULL);
-    pthread_cond_init(&j->cv, NULL);
+    if (dy_cond_init(&j->cv) != 0) {
+        pthread_mutex_destroy(&j->mu);
+        free(j->choices);
+        free(j);
+        return NULL;
+    }
     j->n_choices = n_choices;
     j->refs = 1;
     j->group = 1;
@@ -69,13 +74,6 @@ bool dy_job_all_done(const dy_job *j)
         if (!j->choices[i].done)
             return false;
     return true;
-}
-
-double dy_job_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now)

@@ -1,6 +1,8 @@
 /* job.h — one HTTP request in flight, as the frontend sees it: n choices, each a sequence on
  * a worker, whose tokens arrive on the worker's reader thread and are consumed by the HTTP
- * thread. One mutex and condition variable guard the whole job. */
+ * thread. One mutex and condition variable (on CLOCK_MONOTONIC: dy_cond_init) guard the whole
+ * job. Every time in a job is dy_now() seconds (util/clock.h): request arrivals, token
+ * arrivals and ends are read from the one clock, so their differences are latencies. */
 #ifndef DYAD_JOB_H
 #define DYAD_JOB_H
 
@@ -63,9 +65,6 @@ bool dy_job_all_done(const dy_job *j);
 /* Appends a token event (called by the pool with mu held). false if out of memory. */
 bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now);
 
-/* The frontend's clock (monotonic seconds): request arrivals, token arrivals and ends are all
- * read from it, so their differences are latencies. */
-double dy_job_now(void);
 /* Marks the choice done (called by the pool with mu held). */
 void dy_choice_finish(dy_choice *c, const dy_msg_done *d);
 /* Marks the choice failed with a message (worker died, no worker). */

@@ -1,9 +1,9 @@
 /* metrics.c — see metrics.h. Histogram buckets are fixed per metric (seconds), chosen to
  * cover a CPU server's range from sub-millisecond token gaps to minute-long requests. */
 #include "serve/front/metrics.h"
+#include "util/buf.h"
 
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,70 +95,41 @@ void dy_metrics_request(dy_metrics *m, dy_end outcome)
 
 /* ---------------------------------------------------------------- rendering */
 
-typedef struct {
-    char *buf;
-    size_t len, cap;
-    bool oom;
-} text;
-
-static void out(text *t, const char *fmt, ...)
+static void render_hist(dy_buf *t, const hist *h)
 {
-    if (t->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n >= 0 && (size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)(n > 0 ? n : 0) + 1024;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->oom = true;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-}
-
-static void render_hist(text *t, const hist *h)
-{
-    out(t, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
+    dy_buf_printf(t, "# HELP %s %s\n# TYPE %s histogram\n", h->name, h->help, h->name);
     uint64_t cum = 0;
     for (int i = 0; i < h->n; i++) {
         cum += h->counts[i];
-        out(t, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i], (unsigned long long)cum);
+        dy_buf_printf(t, "%s_bucket{le=\"%g\"} %llu\n", h->name, h->bounds[i],
+                      (unsigned long long)cum);
     }
-    out(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", h->name,
+    dy_buf_printf(t, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", h->name,
         (unsigned long long)h->count, h->name, h->sum, h->name, (unsigned long long)h->count);
 }
 
-static void header(text *t, const char *name, const char *type, const char *help)
+static void header(dy_buf *t, const char *name, const char *type, const char *help)
 {
-    out(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+    dy_buf_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 /* One counter or gauge summed over workers, from a field picked by `get`. */
-static void worker_sum(text *t, const char *name, const char *type, const char *help,
+static void worker_sum(dy_buf *t, const char *name, const char *type, const char *help,
                        const dy_worker_info *w, int n, double (*get)(const dy_worker_info *))
 {
     double s = 0;
     for (int i = 0; i < n; i++)
         s += get(&w[i]);
     header(t, name, type, help);
-    out(t, "%s %.17g\n", name, s);
+    dy_buf_printf(t, "%s %.17g\n", name, s);
 }
 
-static void worker_each(text *t, const char *name, const char *type, const char *help,
+static void worker_each(dy_buf *t, const char *name, const char *type, const char *help,
                         const dy_worker_info *w, int n, double (*get)(const dy_worker_info *))
 {
     header(t, name, type, help);
     for (int i = 0; i < n; i++)
-        out(t, "%s{worker=\"%d\"} %.17g\n", name, i, get(&w[i]));
+        dy_buf_printf(t, "%s{worker=\"%d\"} %.17g\n", name, i, get(&w[i]));
 }
 
 static double prompt_tokens(const dy_worker_info *w) { return (double)w->stats.prompt_tokens; }
@@ -179,50 +150,54 @@ static double kv_use(const dy_worker_info *w)
     return w->stats.kv_blocks_total ? (double)w->stats.kv_blocks_used / w->stats.kv_blocks_total : 0;
 }
 
-static void xfer_metrics(text *t, const dy_xfer_totals *x)
+static void xfer_metrics(dy_buf *t, const dy_xfer_totals *x)
 {
     header(t, "dyad_kv_transfers_total", "counter", "Prompts whose KV moved from a prefill worker.");
-    out(t, "dyad_kv_transfers_total %llu\n", (unsigned long long)x->transfers);
+    dy_buf_printf(t, "dyad_kv_transfers_total %llu\n", (unsigned long long)x->transfers);
     header(t, "dyad_kv_transfer_failures_total", "counter",
            "Remote prefills that failed or were abandoned (prefilled locally instead).");
-    out(t, "dyad_kv_transfer_failures_total %llu\n", (unsigned long long)(x->failed + x->timeouts));
+    dy_buf_printf(t, "dyad_kv_transfer_failures_total %llu\n",
+                  (unsigned long long)(x->failed + x->timeouts));
     header(t, "dyad_kv_transfer_timeouts_total", "counter", "Remote prefills past --xfer-timeout.");
-    out(t, "dyad_kv_transfer_timeouts_total %llu\n", (unsigned long long)x->timeouts);
+    dy_buf_printf(t, "dyad_kv_transfer_timeouts_total %llu\n", (unsigned long long)x->timeouts);
     header(t, "dyad_kv_transfer_bytes_total", "counter", "KV bytes moved between workers.");
-    out(t, "dyad_kv_transfer_bytes_total %llu\n", (unsigned long long)x->bytes);
+    dy_buf_printf(t, "dyad_kv_transfer_bytes_total %llu\n", (unsigned long long)x->bytes);
     header(t, "dyad_kv_transfer_seconds_total", "counter",
            "Time spent moving KV (bytes_total / seconds_total is the transfer rate).");
-    out(t, "dyad_kv_transfer_seconds_total %.9g\n", x->seconds);
+    dy_buf_printf(t, "dyad_kv_transfer_seconds_total %.9g\n", x->seconds);
     header(t, "dyad_prefill_total", "counter", "Prompts by where they were prefilled.");
-    out(t, "dyad_prefill_total{where=\"remote\"} %llu\ndyad_prefill_total{where=\"local\"} %llu\n",
-        (unsigned long long)x->remote, (unsigned long long)x->local);
+    dy_buf_printf(t, "dyad_prefill_total{where=\"remote\"} %llu\n"
+                  "dyad_prefill_total{where=\"local\"} %llu\n",
+                  (unsigned long long)x->remote, (unsigned long long)x->local);
 }
 
 static double routed(const dy_worker_info *w) { return (double)w->routed; }
 static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
 
-static void router_metrics(text *t, const dy_router_totals *r, const dy_worker_info *w, int n)
+static void router_metrics(dy_buf *t, const dy_router_totals *r, const dy_worker_info *w, int n)
 {
     header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
-    out(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
+    dy_buf_printf(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
     header(t, "dyad_router_decisions_total", "counter",
            "Routing decisions (a prompt's samples count once).");
-    out(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
+    dy_buf_printf(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
     worker_each(t, "dyad_router_worker_decisions_total", "counter",
                 "Routing decisions that chose the worker.", w, n, routed);
     header(t, "dyad_router_predicted_overlap_blocks_total", "counter",
            "Leading prompt blocks the chosen worker held by the global index, summed over "
            "decisions (divide by decisions for the mean).");
-    out(t, "dyad_router_predicted_overlap_blocks_total %llu\n", (unsigned long long)r->overlap_blocks);
+    dy_buf_printf(t, "dyad_router_predicted_overlap_blocks_total %llu\n",
+                  (unsigned long long)r->overlap_blocks);
     header(t, "dyad_router_cached_tokens_total", "counter",
            "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
            "worker when the KV moved).");
-    out(t, "dyad_router_cached_tokens_total %llu\n", (unsigned long long)r->cached_tokens);
+    dy_buf_printf(t, "dyad_router_cached_tokens_total %llu\n",
+                  (unsigned long long)r->cached_tokens);
     header(t, "dyad_router_resyncs_total", "counter",
            "Full KV snapshots asked of workers (event gaps, errors).");
-    out(t, "dyad_router_resyncs_total %llu\n", (unsigned long long)r->resyncs);
+    dy_buf_printf(t, "dyad_router_resyncs_total %llu\n", (unsigned long long)r->resyncs);
     header(t, "dyad_router_index_blocks", "gauge", "Distinct KV block hashes in the global index.");
-    out(t, "dyad_router_index_blocks %llu\n", (unsigned long long)r->index_blocks);
+    dy_buf_printf(t, "dyad_router_index_blocks %llu\n", (unsigned long long)r->index_blocks);
     worker_each(t, "dyad_router_worker_indexed_blocks", "gauge",
                 "Blocks the global index says the worker holds (reported or predicted).", w, n, indexed);
 }
@@ -230,7 +205,7 @@ static void router_metrics(text *t, const dy_router_totals *r, const dy_worker_i
 char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_xfer_totals *x,
                         const dy_router_totals *rt)
 {
-    text t = {0};
+    dy_buf t = {0};
     pthread_mutex_lock(&m->mu);
     render_hist(&t, &m->ttft);
     render_hist(&t, &m->itl);
@@ -238,7 +213,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     render_hist(&t, &m->queue);
     header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
     for (dy_end o = DY_END_STOP; o < DY_END_N; o++)
-        out(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),
+        dy_buf_printf(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),
             (unsigned long long)m->outcomes[o]);
     pthread_mutex_unlock(&m->mu);
     worker_sum(&t, "dyad_prompt_tokens_total", "counter",
@@ -265,9 +240,9 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
                 w, n, restarts);
     xfer_metrics(&t, x);
     router_metrics(&t, rt, w, n);
-    if (t.oom) {
-        free(t.buf);
+    if (!dy_buf_cstr(&t)) {
+        dy_buf_free(&t);
         return NULL;
     }
-    return t.buf;
+    return (char *)t.data;
 }

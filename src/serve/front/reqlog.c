@@ -1,6 +1,7 @@
 /* reqlog.c — see reqlog.h. */
 #include "serve/front/reqlog.h"
 #include "serve/front/json.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,12 +48,13 @@ void dy_reqlog_close(dy_reqlog *l)
 /* "2026-11-29T14:05:09.123Z" */
 static void utc_now(char *buf, size_t len)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
+    double now = dy_wall_now();
+    time_t sec = (time_t)now;
+    int ms = (int)((now - (double)sec) * 1e3);
     struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
+    gmtime_r(&sec, &tm);
     size_t n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03dZ", (int)(ts.tv_nsec / 1000000));
+    snprintf(buf + n, len - n, ".%03dZ", ms > 999 ? 999 : ms);
 }
 
 void dy_reqlog_write(dy_reqlog *l, json_t *entry)

@@ -2,6 +2,7 @@
  * (which sequences run, when to preempt) is the scheduler's; this file does the I/O around
  * it: frames in, engine step, sampling, detokenization, stop strings, frames out. */
 #include "serve/worker/worker_impl.h"
+#include "util/clock.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -9,15 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-double dy_worker_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 /* ---------------------------------------------------------------- replies */
 
@@ -30,7 +23,7 @@ static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const cha
         d.prompt_tokens = (uint32_t)r->seq->n_prompt;
         d.cached_tokens = (uint32_t)r->seq->n_cached;
         d.completion_tokens = r->generated;
-        double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_worker_now() - r->arrived;
+        double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_now() - r->arrived;
         d.queue_us = (uint32_t)(q * 1e6);
     }
     dy_wire_done(&w->tx, &d);
@@ -132,7 +125,7 @@ wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
         return NULL;
     }
     r->id = m->id;
-    r->arrived = dy_worker_now();
+    r->arrived = dy_now();
     r->sampling = s;
     dy_rng_seed(&r->rng, m->seed, m->stream);
     r->max_tokens = m->max_tokens;
@@ -361,7 +354,7 @@ static void step(worker *w)
     for (int i = 0; i < p->n_copies; i++)
         dy_kv_copy_block(w->pool, p->copies[i].dst, p->copies[i].src);
     char err[256];
-    double t0 = dy_worker_now();
+    double t0 = dy_now();
     for (int i = 0; i < p->n_items; i++) {
         wreq *r = p->items[i].seq->user;
         if (r->scheduled == 0)
@@ -372,7 +365,7 @@ static void step(worker *w)
         fail_plan(w, p, "the engine step failed");
         return;
     }
-    w->step_seconds += dy_worker_now() - t0;
+    w->step_seconds += dy_now() - t0;
     w->steps++;
     const int V = w->model->hp.vocab_size;
     for (int i = 0, k = 0; i < p->n_items; i++)
@@ -546,7 +539,7 @@ int dy_worker_run(const dy_worker_config *cfg)
             step(&w);
         if (!cfg->no_kv_events)
             dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
-        double t = dy_worker_now();
+        double t = dy_now();
         if (t - w.last_stats >= STATS_EVERY_S) {
             send_stats(&w);
             w.last_stats = t;

@@ -8,6 +8,7 @@
  *    computes the last prompt token itself, and samples the first token from its logits, so
  *    sampling, stop strings and random streams stay exactly those of aggregated serving. */
 #include "serve/worker/worker_impl.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@ void dy_disagg_on_prefill(worker *w, const dy_msg_prefill *m)
     }
     memcpy(dest, m->dest, sizeof(int32_t) * m->n_blocks);
     *r = (wreq){.id = m->id, .prefill_only = true, .xfer = m->xfer, .first_block = m->first_block,
-                .n_xfer_blocks = m->n_blocks, .dest = dest, .arrived = dy_worker_now(),
+                .n_xfer_blocks = m->n_blocks, .dest = dest, .arrived = dy_now(),
                 .max_tokens = 1};
     snprintf(r->peer, sizeof r->peer, "%s", m->peer);
     r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)m->n_prompt + 1, r);
@@ -95,13 +96,13 @@ static void drop_peer(worker *w, dy_xfer_peer *p)
 void dy_disagg_ship(worker *w, wreq *r)
 {
     char err[256];
-    double t0 = dy_worker_now();
+    double t0 = dy_now();
     uint64_t bytes = 0;
     dy_xfer_peer *p = peer_for(w, r->xfer, r->peer, err, sizeof err);
     int rc = p ? dy_xfer_send(p, r->id, w->pool, r->seq->blocks + r->first_block, r->dest,
                               (int)r->n_xfer_blocks, &bytes, err, sizeof err)
                : -1;
-    double t1 = dy_worker_now();
+    double t1 = dy_now();
     if (rc != 0) {
         if (p)
             drop_peer(w, p);

@@ -77,7 +77,6 @@ typedef struct {
     double step_seconds, last_stats;
 } worker;
 
-double dy_worker_now(void);
 void dy_worker_send_error(worker *w, uint64_t id, const char *msg);
 wreq **dy_worker_find_req(worker *w, uint64_t id);
 void dy_worker_drop_req(worker *w, wreq *r);
