@@ -429,12 +429,6 @@ uint64_t dy_model_weight_bytes(const dy_model *m)
     return b;
 }
 
-size_t dy_model_kv_bytes_per_token(const dy_model *m)
-{
-    return (size_t)m->hp.n_layers * 2 * (size_t)m->hp.n_kv_heads * (size_t)m->hp.head_dim *
-           sizeof(float);
-}
-
 dy_type dy_model_weight_type(const dy_model *m)
 {
     return m->layers[0].wq.type;
