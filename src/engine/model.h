@@ -42,7 +42,7 @@ typedef struct {
     const float *out_norm;  /* dim floats */
     dy_layer *layers;
     float *norms;           /* owned storage behind every norm vector */
-    gguf_file *gguf;        /* set for GGUF models */
+    dy_gguf_file *gguf;        /* set for GGUF models */
     void *map;              /* set for llama2.c checkpoints */
     size_t map_size;
     dy_tokenizer *tok;      /* may be NULL for a llama2.c checkpoint without tokenizer */
