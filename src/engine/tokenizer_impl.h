@@ -29,10 +29,10 @@ typedef struct {
     const char *key;
     uint32_t len;
     int32_t value;
-} tok_map_slot;
+} dy_tok_map_slot;
 
 typedef struct {
-    tok_map_slot *slots; /* key == NULL marks an empty slot */
+    dy_tok_map_slot *slots; /* key == NULL marks an empty slot */
     size_t cap;          /* a power of two */
     size_t count;
 } dy_tok_map;

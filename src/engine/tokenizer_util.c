@@ -25,12 +25,12 @@ void dy_tok_map_free(dy_tok_map *m)
 }
 
 /* The slot holding key, or the empty slot where it would go. */
-static tok_map_slot *find_slot(const dy_tok_map *m, const char *key, size_t len)
+static dy_tok_map_slot *find_slot(const dy_tok_map *m, const char *key, size_t len)
 {
     size_t mask = m->cap - 1;
     size_t i = (size_t)XXH3_64bits(key, len) & mask;
     for (;;) {
-        tok_map_slot *s = &m->slots[i];
+        dy_tok_map_slot *s = &m->slots[i];
         if (!s->key || (s->len == len && memcmp(s->key, key, len) == 0))
             return s;
         i = (i + 1) & mask;
@@ -57,7 +57,7 @@ bool dy_tok_map_put(dy_tok_map *m, const char *key, size_t len, int32_t value, b
         return false;
     if ((m->count + 1) * 2 > m->cap && !grow(m))
         return false;
-    tok_map_slot *s = find_slot(m, key, len);
+    dy_tok_map_slot *s = find_slot(m, key, len);
     if (!s->key) {
         s->key = key;
         s->len = (uint32_t)len;
@@ -73,7 +73,7 @@ int32_t dy_tok_map_get(const dy_tok_map *m, const char *key, size_t len)
 {
     if (!m->cap)
         return -1;
-    const tok_map_slot *s = find_slot(m, key, len);
+    const dy_tok_map_slot *s = find_slot(m, key, len);
     return s->key ? s->value : -1;
 }
 
