@@ -15,32 +15,32 @@ static void test_reads_bundled_model(void **state)
 {
     (void)state;
     char err[512];
-    gguf_file *g = gguf_open(tu_path(MODEL), err, sizeof err);
+    dy_gguf_file *g = dy_gguf_open(tu_path(MODEL), err, sizeof err);
     assert_non_null(g);
     assert_int_equal(g->version, 3);
     assert_int_equal(g->n_tensors, 48);
-    char *arch = gguf_get_str(g, "general.architecture");
+    char *arch = dy_gguf_get_str(g, "general.architecture");
     assert_string_equal(arch, "llama");
     free(arch);
     uint64_t v;
-    assert_true(gguf_get_u64(g, "llama.embedding_length", &v));
+    assert_true(dy_gguf_get_u64(g, "llama.embedding_length", &v));
     assert_int_equal(v, 64);
-    assert_true(gguf_get_u64(g, "llama.attention.head_count_kv", &v));
+    assert_true(dy_gguf_get_u64(g, "llama.attention.head_count_kv", &v));
     assert_int_equal(v, 4);
-    assert_true(gguf_get_u64(g, "llama.context_length", &v));
+    assert_true(dy_gguf_get_u64(g, "llama.context_length", &v));
     assert_int_equal(v, 2048);
-    const gguf_kv *toks = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
+    const dy_gguf_kv *toks = dy_gguf_get_arr(g, "tokenizer.ggml.tokens", DY_GGUF_STRING);
     assert_non_null(toks);
     assert_int_equal(toks->v.arr.n, 512);
-    assert_true(gguf_str_eq(toks->v.arr.strings[1], "<s>"));
-    const gguf_tensor *t = gguf_find_tensor(g, "blk.0.attn_q.weight");
+    assert_true(dy_gguf_str_eq(toks->v.arr.strings[1], "<s>"));
+    const dy_gguf_tensor *t = dy_gguf_find_tensor(g, "blk.0.attn_q.weight");
     assert_non_null(t);
     assert_int_equal(t->type, DY_F32);
     assert_int_equal(t->ne[0], 64);
     assert_int_equal(t->ne[1], 64);
     assert_int_equal(t->nbytes, 64 * 64 * 4);
-    assert_null(gguf_find_tensor(g, "no.such.tensor"));
-    gguf_close(g);
+    assert_null(dy_gguf_find_tensor(g, "no.such.tensor"));
+    dy_gguf_close(g);
 }
 
 /* Every prefix of the file is invalid and must say so with the name and an offset. */
@@ -56,7 +56,7 @@ static void test_truncated_everywhere(void **state)
         uint8_t *copy = malloc(n ? n : 1);
         memcpy(copy, buf, n);
         err[0] = 0;
-        gguf_file *g = gguf_parse(copy, n, "cut.gguf", err, sizeof err);
+        dy_gguf_file *g = dy_gguf_parse(copy, n, "cut.gguf", err, sizeof err);
         if (g)
             fail_msg("a %zu-byte prefix parsed", n);
         assert_non_null(strstr(err, "cut.gguf"));
@@ -65,22 +65,22 @@ static void test_truncated_everywhere(void **state)
     free(buf);
 }
 
-static gguf_file *parse_modified(const char *buf, size_t len, size_t off, const void *bytes,
-                                 size_t n, char *err, size_t errlen)
+static dy_gguf_file *parse_modified(const char *buf, size_t len, size_t off, const void *bytes,
+                                    size_t n, char *err, size_t errlen)
 {
     static uint8_t *copy;
     free(copy);
     copy = malloc(len);
     memcpy(copy, buf, len);
     memcpy(copy + off, bytes, n);
-    return gguf_parse(copy, len, "bad.gguf", err, errlen);
+    return dy_gguf_parse(copy, len, "bad.gguf", err, errlen);
 }
 
 static void expect_error(const char *buf, size_t len, size_t off, const void *bytes, size_t n,
                          const char *needle)
 {
     char err[512] = "";
-    gguf_file *g = parse_modified(buf, len, off, bytes, n, err, sizeof err);
+    dy_gguf_file *g = parse_modified(buf, len, off, bytes, n, err, sizeof err);
     if (g)
         fail_msg("modified file parsed (expected '%s')", needle);
     if (!strstr(err, needle))
@@ -96,11 +96,11 @@ static void test_version_2_accepted(void **state)
     uint32_t v2 = 2;
     memcpy(buf + 4, &v2, 4);
     char err[512];
-    gguf_file *g = gguf_parse((const uint8_t *)buf, len, "v2.gguf", err, sizeof err);
+    dy_gguf_file *g = dy_gguf_parse((const uint8_t *)buf, len, "v2.gguf", err, sizeof err);
     assert_non_null(g);
     assert_int_equal(g->version, 2);
     assert_int_equal(g->n_tensors, 48);
-    gguf_close(g);
+    dy_gguf_close(g);
     free(buf);
 }
 
@@ -168,10 +168,10 @@ static void test_random_flips(void **state)
             copy[x % 16000] ^= (uint8_t)(x >> 32) | 1;
         }
         char err[512];
-        gguf_file *g = gguf_parse(copy, len, "flip.gguf", err, sizeof err);
+        dy_gguf_file *g = dy_gguf_parse(copy, len, "flip.gguf", err, sizeof err);
         if (g) {
             parsed++;
-            gguf_close(g);
+            dy_gguf_close(g);
         } else
             assert_non_null(strstr(err, "flip.gguf"));
         free(copy);
@@ -184,7 +184,7 @@ static void test_missing_file(void **state)
 {
     (void)state;
     char err[512];
-    assert_null(gguf_open("/nonexistent/model.gguf", err, sizeof err));
+    assert_null(dy_gguf_open("/nonexistent/model.gguf", err, sizeof err));
     assert_non_null(strstr(err, "/nonexistent/model.gguf"));
 }
 

@@ -87,7 +87,7 @@ static void free_weights(weights *w)
 
 static bool have_avx2(void)
 {
-    return dy_simd_detect() == DY_SIMD_AVX2;
+    return dy_simd_has_avx2(dy_simd_detect());
 }
 
 /* Random activations X (B × ldx), converted for W's type at the given SIMD level. */
@@ -187,19 +187,15 @@ static void test_matmul_scalar(void **state)
     test_matmul_all_types(DY_SIMD_SCALAR);
 }
 
-/* The AVX2 level with and without its AVX-512 VNNI kernels (where the CPU has them). */
+/* The AVX2 level, and the AVX-512 VNNI level where the CPU has it. */
 static void test_matmul_avx2(void **state)
 {
     (void)state;
     if (!have_avx2())
         skip();
-    const bool vnni = dy_simd_vnni(-1);
     test_matmul_all_types(DY_SIMD_AVX2);
-    if (vnni) {
-        dy_simd_vnni(0);
-        test_matmul_all_types(DY_SIMD_AVX2);
-        dy_simd_vnni(1);
-    }
+    if (dy_simd_detect() == DY_SIMD_AVX512_VNNI)
+        test_matmul_all_types(DY_SIMD_AVX512_VNNI);
 }
 
 /* Activation conversion: identical bytes at both levels, by row subranges as well. */
@@ -247,7 +243,7 @@ static void test_act_convert_agrees(void **state)
  * same order), for every type, with few activation rows (AVX2 "direct" path) and many
  * ("shared" path). Real forward passes depend on this: activations are re-quantised between
  * layers, so last-bit differences would otherwise grow into visible logit differences. */
-static void check_scalar_avx2_identical(int64_t rows)
+static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
 {
     static const int Bs[] = {1, 2, 3, 4, 5, 19, 70};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
@@ -265,11 +261,11 @@ static void check_scalar_avx2_identical(int64_t rows)
                 X[i] = tu_rng_normal(&rng_state);
             void *act = convert_acts(DY_SIMD_SCALAR, w.type, X, cols, cols, B);
             dy_matmul_rows(DY_SIMD_SCALAR, &w.W, act, B, Ys, w.rows, 0, w.rows);
-            dy_matmul_rows(DY_SIMD_AVX2, &w.W, act, B, Ya, w.rows, 0, w.rows);
+            dy_matmul_rows(simd, &w.W, act, B, Ya, w.rows, 0, w.rows);
             for (int64_t i = 0; i < B * w.rows; i++)
                 if (memcmp(&Ys[i], &Ya[i], sizeof(float)) != 0)
-                    fail_msg("%s B=%d: scalar %.9g vs avx2 %.9g at %lld", dy_type_name(w.type),
-                             B, Ys[i], Ya[i], (long long)i);
+                    fail_msg("%s B=%d: scalar %.9g vs %s %.9g at %lld", dy_type_name(w.type),
+                             B, Ys[i], dy_simd_name(simd), Ya[i], (long long)i);
             free(act);
             free(X);
             free(Ys);
@@ -280,19 +276,18 @@ static void check_scalar_avx2_identical(int64_t rows)
 }
 
 /* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile.
- * Both with and without the VNNI kernels where the CPU has them. */
+ * At the AVX2 level, and at the AVX-512 VNNI level where the CPU has it. */
 static void test_scalar_avx2_identical(void **state)
 {
     (void)state;
     if (!have_avx2())
         skip();
-    const bool vnni = dy_simd_vnni(-1);
+    const bool vnni = dy_simd_detect() == DY_SIMD_AVX512_VNNI;
     for (int pass = 0; pass < (vnni ? 2 : 1); pass++) {
-        dy_simd_vnni(pass == 0 ? vnni : 0);
-        check_scalar_avx2_identical(21);
-        check_scalar_avx2_identical(150);
+        const dy_simd simd = pass == 0 ? DY_SIMD_AVX2 : DY_SIMD_AVX512_VNNI;
+        check_scalar_avx2_identical(simd, 21);
+        check_scalar_avx2_identical(simd, 150);
     }
-    dy_simd_vnni(vnni);
 }
 
 static void test_act_type_and_bytes(void **state)
@@ -311,9 +306,23 @@ static void test_act_type_and_bytes(void **state)
     assert_int_equal(dy_act_bytes(DY_Q6_K, 512, 5), 5 * 2 * 292);
     assert_string_equal(dy_simd_name(DY_SIMD_SCALAR), "scalar");
     assert_string_equal(dy_simd_name(DY_SIMD_AVX2), "avx2");
+    assert_string_equal(dy_simd_name(DY_SIMD_AVX512_VNNI), "avx512vnni");
+    const char *was = getenv("DYAD_SIMD");
+    char *saved = was ? strdup(was) : NULL;
+    unsetenv("DYAD_SIMD");
+    const dy_simd best = dy_simd_detect();
     setenv("DYAD_SIMD", "scalar", 1);
     assert_int_equal(dy_simd_detect(), DY_SIMD_SCALAR);
-    unsetenv("DYAD_SIMD");
+    /* "avx2" caps the level at AVX2; it never raises it */
+    setenv("DYAD_SIMD", "avx2", 1);
+    assert_int_equal(dy_simd_detect(), best < DY_SIMD_AVX2 ? best : DY_SIMD_AVX2);
+    setenv("DYAD_SIMD", "any other value", 1);
+    assert_int_equal(dy_simd_detect(), best);
+    if (saved)
+        setenv("DYAD_SIMD", saved, 1);
+    else
+        unsetenv("DYAD_SIMD");
+    free(saved);
 }
 
 int main(void)

@@ -9,6 +9,10 @@ static void test_alloc_free_refcount(void **st)
     dy_kv_pool *p = dy_kv_pool_new(3, 16, 2, 8);
     assert_non_null(p);
     assert_int_equal(dy_kv_block_bytes(p), 2 * 16 * 2 * 8 * sizeof(float));
+    assert_int_equal(dy_kv_bytes_per_block(16, 2, 8), dy_kv_block_bytes(p));
+    /* The block is exactly the span from one block's first keys to the next block's. */
+    assert_int_equal((size_t)((char *)dy_kv_keys(p, 1, 0) - (char *)dy_kv_keys(p, 0, 0)),
+                     dy_kv_block_bytes(p));
     assert_int_equal(dy_kv_alloc(p), 0);
     assert_int_equal(dy_kv_alloc(p), 1);
     assert_int_equal(dy_kv_alloc(p), 2);

@@ -15,12 +15,12 @@
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static dy_tokenizer *load_gguf(const char *rel, gguf_file **gout)
+static dy_tokenizer *load_gguf(const char *rel, dy_gguf_file **gout)
 {
     char err[512] = "";
-    gguf_file *g = gguf_open(tu_path(rel), err, sizeof err);
+    dy_gguf_file *g = dy_gguf_open(tu_path(rel), err, sizeof err);
     if (!g)
-        fail_msg("gguf_open %s: %s", rel, err);
+        fail_msg("dy_gguf_open %s: %s", rel, err);
     dy_tokenizer *t = dy_tokenizer_from_gguf(g, err, sizeof err);
     if (!t)
         fail_msg("dy_tokenizer_from_gguf %s: %s", rel, err);
@@ -85,7 +85,7 @@ static void run_vocab_set(const char *name)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "tests/data/vocab/ggml-vocab-%s.gguf", name);
-    gguf_file *g;
+    dy_gguf_file *g;
     dy_tokenizer *t = load_gguf(rel, &g);
     bool spm = dy_tokenizer_kind(t) == DY_VOCAB_SPM;
 
@@ -144,7 +144,7 @@ static void run_vocab_set(const char *name)
     free(inp);
     free(outs);
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void test_vocab_llama_spm(void **state)
@@ -198,7 +198,7 @@ static void check_stories_goldens(const dy_tokenizer *t)
 static void test_stories260K_gguf(void **state)
 {
     (void)state;
-    gguf_file *g;
+    dy_gguf_file *g;
     dy_tokenizer *t = load_gguf("models/stories260K.gguf", &g);
     assert_int_equal(dy_tokenizer_kind(t), DY_VOCAB_SPM);
     assert_int_equal(dy_tokenizer_vocab_size(t), 512);
@@ -210,7 +210,7 @@ static void test_stories260K_gguf(void **state)
     assert_null(dy_tokenizer_chat_template(t));
     check_stories_goldens(t);
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void test_llama2c_tok512(void **state)
@@ -305,7 +305,7 @@ static void test_llama2c_bad(void **state)
 static void test_special_tokens(void **state)
 {
     (void)state;
-    gguf_file *g;
+    dy_gguf_file *g;
     dy_tokenizer *t = load_gguf("tests/data/vocab/ggml-vocab-phi-3.gguf", &g);
     const char *s = "<|user|>\nHi<|end|>\n<|assistant|>";
     int n;
@@ -342,13 +342,13 @@ static void test_special_tokens(void **state)
     assert_non_null(dy_tokenizer_chat_template(t));
     assert_non_null(strstr(dy_tokenizer_chat_template(t), "<|assistant|>"));
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void test_gpt2_meta_and_pieces(void **state)
 {
     (void)state;
-    gguf_file *g;
+    dy_gguf_file *g;
     dy_tokenizer *t = load_gguf("tests/data/vocab/ggml-vocab-gpt-2.gguf", &g);
     assert_int_equal(dy_tokenizer_kind(t), DY_VOCAB_BPE);
     assert_int_equal(dy_tokenizer_vocab_size(t), 50257);
@@ -372,7 +372,7 @@ static void test_gpt2_meta_and_pieces(void **state)
     assert_string_equal(dy_tokenizer_token_text(t, 995), "\xc4\xa0world");
     assert_int_equal(dy_token_to_piece(t, -1, 50256, piece, sizeof piece), 0);
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void expect_split(const char *pre, const char *text, const char *const *want, int nwant)
@@ -417,33 +417,33 @@ static void test_pretokenizers(void **state)
 /* A small byte-level vocabulary in a GGUF without tensors. `mutate` breaks one thing. */
 enum { OK, BAD_MODEL, BAD_PRE, NO_MERGES, SHORT_SCORES, TYPES_AS_F32 };
 
-static gguf_file *synthetic_bpe(const char *pre, int mutate, char *err, size_t errlen)
+static dy_gguf_file *synthetic_bpe(const char *pre, int mutate, char *err, size_t errlen)
 {
     const char *toks[] = {"a", "b", "c", "ab", "bc", "abc", "\xc4\xa0", "<|eot_id|>"};
     const char *merges[] = {"b c", "a b"};
     int32_t types[] = {1, 1, 1, 1, 1, 1, 1, 3};
     float scores[] = {0, 0, 0, 0, 0, 0, 0, 0};
     const char *path = "/tmp/dyad_test_tokenizer.gguf";
-    gguf_writer *w = gguf_writer_new();
+    dy_gguf_writer *w = dy_gguf_writer_new();
     assert_non_null(w);
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_str(w, "tokenizer.ggml.model", mutate == BAD_MODEL ? "t5" : "gpt2");
-    gguf_writer_set_str(w, "tokenizer.ggml.pre", mutate == BAD_PRE ? "klingon" : pre);
-    gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 8);
+    dy_gguf_writer_set_str(w, "general.architecture", "llama");
+    dy_gguf_writer_set_str(w, "tokenizer.ggml.model", mutate == BAD_MODEL ? "t5" : "gpt2");
+    dy_gguf_writer_set_str(w, "tokenizer.ggml.pre", mutate == BAD_PRE ? "klingon" : pre);
+    dy_gguf_writer_set_arr_str(w, "tokenizer.ggml.tokens", toks, 8);
     if (mutate == TYPES_AS_F32)
-        gguf_writer_set_arr_f32(w, "tokenizer.ggml.token_type", scores, 8);
+        dy_gguf_writer_set_arr_f32(w, "tokenizer.ggml.token_type", scores, 8);
     else
-        gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, 8);
-    gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, mutate == SHORT_SCORES ? 7 : 8);
+        dy_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", types, 8);
+    dy_gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", scores, mutate == SHORT_SCORES ? 7 : 8);
     if (mutate != NO_MERGES)
-        gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 2);
-    gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0);
-    gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 7);
+        dy_gguf_writer_set_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+    dy_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 0);
+    dy_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 7);
     char werr[256];
-    if (!gguf_writer_write_file(w, path, werr, sizeof werr))
+    if (!dy_gguf_writer_write_file(w, path, werr, sizeof werr))
         fail_msg("%s", werr);
-    gguf_writer_free(w);
-    gguf_file *g = gguf_open(path, err, errlen);
+    dy_gguf_writer_free(w);
+    dy_gguf_file *g = dy_gguf_open(path, err, errlen);
     if (!g)
         fail_msg("%s", err);
     remove(path);
@@ -456,7 +456,7 @@ static void test_bpe_ignore_merges(void **state)
     char err[256];
     int32_t ids[8];
     /* gpt-2: merges only — "b c" ranks first, and nothing joins "a" + "bc" */
-    gguf_file *g = synthetic_bpe("gpt-2", OK, err, sizeof err);
+    dy_gguf_file *g = synthetic_bpe("gpt-2", OK, err, sizeof err);
     dy_tokenizer *t = dy_tokenizer_from_gguf(g, err, sizeof err);
     if (!t)
         fail_msg("%s", err);
@@ -466,7 +466,7 @@ static void test_bpe_ignore_merges(void **state)
     assert_int_equal(ids[1], 4);
     assert_true(dy_tokenizer_is_eog(t, 7));
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 
     /* llama-bpe: a pre-token that is a whole token is taken as is; BOS by default */
     g = synthetic_bpe("llama-bpe", OK, err, sizeof err);
@@ -482,19 +482,19 @@ static void test_bpe_ignore_merges(void **state)
     assert_int_equal(ids[0], 0);
     assert_int_equal(ids[1], 6);
     dy_tokenizer_free(t);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void expect_bad_gguf(int mutate, const char *what)
 {
     char err[256] = "";
-    gguf_file *g = synthetic_bpe("gpt-2", mutate, err, sizeof err);
+    dy_gguf_file *g = synthetic_bpe("gpt-2", mutate, err, sizeof err);
     dy_tokenizer *t = dy_tokenizer_from_gguf(g, err, sizeof err);
     if (t)
         fail_msg("loaded a bad vocabulary (%s)", what);
     if (!strstr(err, "/tmp/dyad_test_tokenizer.gguf") || !strstr(err, what))
         fail_msg("error '%s' should name the file and '%s'", err, what);
-    gguf_close(g);
+    dy_gguf_close(g);
 }
 
 static void test_bad_gguf_vocab(void **state)

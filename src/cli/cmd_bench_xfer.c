@@ -178,7 +178,7 @@ int cmd_bench_xfer(int argc, char **argv)
     if (rc != CLI_GO)
         return rc;
     o.sh = &shapes[o.shape_index];
-    size_t bb = 2 * 16 * (size_t)o.sh->layers * (size_t)o.sh->kv_dim * sizeof(float);
+    size_t bb = dy_kv_bytes_per_block(16, o.sh->layers, o.sh->kv_dim);
     o.n = (int)(((size_t)o.mib << 20) / bb);
     if (o.n < 1)
         o.n = 1;

@@ -33,9 +33,9 @@ typedef struct {
 
 /* One tensor of the input and what it becomes. */
 typedef struct {
-    char name[GGUF_WRITE_MAX_NAME];
+    char name[DY_GGUF_WRITE_MAX_NAME];
     uint32_t n_dims;
-    int64_t ne[GGUF_MAX_DIMS];
+    int64_t ne[DY_GGUF_MAX_DIMS];
     dy_type src_type, dst_type;
     const uint8_t *src;
 } conv_tensor;
@@ -65,7 +65,7 @@ static void list_add(conv_list *l, const char *name, uint32_t n_dims, const int6
     memset(t, 0, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_dims = n_dims;
-    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+    for (uint32_t d = 0; d < DY_GGUF_MAX_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
     t->src_type = t->dst_type = type;
     t->src = src;
@@ -96,7 +96,7 @@ static int64_t rows_of(const conv_tensor *t)
  * even when the checkpoint ties it to the embedding. */
 static void list_llama2c(conv_list *l, const dy_model *m)
 {
-    char name[GGUF_WRITE_MAX_NAME];
+    char name[DY_GGUF_WRITE_MAX_NAME];
     add_mat(l, "token_embd.weight", &m->tok_embd);
     for (int i = 0; i < m->hp.n_layers; i++) {
         const dy_layer *ly = &m->layers[i];
@@ -147,7 +147,7 @@ static size_t spm_text(int id, const char *s, size_t n, char *out)
 }
 
 typedef struct {
-    gguf_str *text;
+    dy_gguf_str *text;
     float *score;
     int32_t *type;
     char *blob;
@@ -216,7 +216,7 @@ static bool read_file(const char *path, uint8_t **data, size_t *size, char *err,
 }
 
 /* The tokenizer.* metadata for a llama2.c vocabulary: Llama 2's SentencePiece conventions. */
-static bool set_llama2c_vocab(gguf_writer *w, const char *path, int n, char *err, size_t errlen)
+static bool set_llama2c_vocab(dy_gguf_writer *w, const char *path, int n, char *err, size_t errlen)
 {
     uint8_t *d;
     size_t size;
@@ -225,15 +225,15 @@ static bool set_llama2c_vocab(gguf_writer *w, const char *path, int n, char *err
         return false;
     bool ok = vocab_parse(path, d, size, n, &v, err, errlen);
     if (ok) {
-        gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
-        gguf_writer_set_arr_strn(w, "tokenizer.ggml.tokens", v.text, (size_t)n);
-        gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", v.score, (size_t)n);
-        gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.type, (size_t)n);
-        gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-        gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
-        gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
-        gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
-        gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+        dy_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
+        dy_gguf_writer_set_arr_strn(w, "tokenizer.ggml.tokens", v.text, (size_t)n);
+        dy_gguf_writer_set_arr_f32(w, "tokenizer.ggml.scores", v.score, (size_t)n);
+        dy_gguf_writer_set_arr_i32(w, "tokenizer.ggml.token_type", v.type, (size_t)n);
+        dy_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+        dy_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+        dy_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0);
+        dy_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
+        dy_gguf_writer_set_bool(w, "tokenizer.ggml.add_eos_token", false);
     }
     vocab_free(&v);
     free(d);
@@ -241,7 +241,7 @@ static bool set_llama2c_vocab(gguf_writer *w, const char *path, int n, char *err
 }
 
 /* general.name: the input's file name without directory and extension. */
-static void set_name_from_path(gguf_writer *w, const char *path)
+static void set_name_from_path(dy_gguf_writer *w, const char *path)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -250,19 +250,19 @@ static void set_name_from_path(gguf_writer *w, const char *path)
     char *dot = strrchr(name, '.');
     if (dot && dot != name)
         *dot = 0;
-    gguf_writer_set_str(w, "general.name", name);
+    dy_gguf_writer_set_str(w, "general.name", name);
 }
 
-static bool prepare_llama2c(const conv_opts *o, dy_model **m, gguf_writer *w, conv_list *l,
+static bool prepare_llama2c(const conv_opts *o, dy_model **m, dy_gguf_writer *w, conv_list *l,
                             char *err, size_t errlen)
 {
     *m = dy_model_load(o->in, o->tokenizer, err, errlen);
     if (!*m)
         return false;
-    gguf_writer_set_llama_hparams(w, &(*m)->hp);
+    dy_gguf_writer_set_llama_hparams(w, &(*m)->hp);
     set_name_from_path(w, o->in);
-    gguf_writer_set_u32(w, "general.file_type", gguf_llama_file_type(o->have_type ? o->type
-                                                                                 : DY_F32));
+    dy_gguf_writer_set_u32(w, "general.file_type",
+                           dy_gguf_llama_file_type(o->have_type ? o->type : DY_F32));
     if (!set_llama2c_vocab(w, o->tokenizer, (*m)->hp.vocab_size, err, errlen))
         return false;
     list_llama2c(l, *m);
@@ -272,19 +272,19 @@ static bool prepare_llama2c(const conv_opts *o, dy_model **m, gguf_writer *w, co
 /* ---------------------------------------------------------------- GGUF input */
 
 /* Everything of the input is kept: every metadata entry (in order) and every tensor. */
-static bool prepare_gguf(const conv_opts *o, gguf_file **g, gguf_writer *w, conv_list *l,
+static bool prepare_gguf(const conv_opts *o, dy_gguf_file **g, dy_gguf_writer *w, conv_list *l,
                          char *err, size_t errlen)
 {
-    *g = gguf_open(o->in, err, errlen);
+    *g = dy_gguf_open(o->in, err, errlen);
     if (!*g)
         return false;
     for (uint64_t i = 0; i < (*g)->n_kv; i++)
-        gguf_writer_set_kv(w, &(*g)->kv[i]);
+        dy_gguf_writer_set_kv(w, &(*g)->kv[i]);
     if (o->have_type)
-        gguf_writer_set_u32(w, "general.file_type", gguf_llama_file_type(o->type));
+        dy_gguf_writer_set_u32(w, "general.file_type", dy_gguf_llama_file_type(o->type));
     for (uint64_t i = 0; i < (*g)->n_tensors; i++) {
-        const gguf_tensor *t = &(*g)->tensors[i];
-        char name[GGUF_WRITE_MAX_NAME];
+        const dy_gguf_tensor *t = &(*g)->tensors[i];
+        char name[DY_GGUF_WRITE_MAX_NAME];
         if (t->name.len >= sizeof name) {
             snprintf(err, errlen, "%s: tensor name '%.*s' is too long for GGUF writers",
                      o->in, (int)t->name.len, t->name.ptr);
@@ -314,27 +314,27 @@ static void choose_types(const conv_opts *o, conv_list *l)
 {
     for (size_t i = 0; o->have_type && i < l->n; i++)
         if (l->t[i].n_dims >= 2)
-            l->t[i].dst_type = gguf_fallback_type(o->type, l->t[i].ne[0]);
+            l->t[i].dst_type = dy_gguf_fallback_type(o->type, l->t[i].ne[0]);
 }
 
-static bool add_tensors(gguf_writer *w, const conv_list *l)
+static bool add_tensors(dy_gguf_writer *w, const conv_list *l)
 {
     bool ok = true;
     for (size_t i = 0; ok && i < l->n; i++) {
         const conv_tensor *t = &l->t[i];
-        uint64_t nbytes = gguf_tensor_bytes(t->dst_type, t->n_dims, t->ne);
-        ok = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->dst_type,
-                                    t->dst_type == t->src_type ? t->src : NULL, nbytes);
+        uint64_t nbytes = dy_gguf_tensor_bytes(t->dst_type, t->n_dims, t->ne);
+        ok = dy_gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->dst_type,
+                                       t->dst_type == t->src_type ? t->src : NULL, nbytes);
     }
     return ok;
 }
 
 /* Writes the file: copied tensors go straight from the input's mapping, converted ones are
  * streamed row by row (dequantize to f32, quantize to the new type). */
-static bool write_out(const conv_opts *o, gguf_writer *w, const conv_list *l, char *err,
+static bool write_out(const conv_opts *o, dy_gguf_writer *w, const conv_list *l, char *err,
                       size_t errlen)
 {
-    if (!gguf_writer_begin(w, o->out, err, errlen))
+    if (!dy_gguf_writer_begin(w, o->out, err, errlen))
         return false;
     dy_pool *pool = o->threads > 1 ? dy_pool_new(o->threads) : NULL;
     bool ok = true;
@@ -343,11 +343,11 @@ static bool write_out(const conv_opts *o, gguf_writer *w, const conv_list *l, ch
         if (t->dst_type == t->src_type)
             continue;
         dequant_ctx c = {t, dy_type_row_bytes(t->src_type, t->ne[0])};
-        ok = gguf_writer_stream_rows(w, pool, t->dst_type, t->ne[0], rows_of(t), dequant_fill,
-                                     &c, err, errlen);
+        ok = dy_gguf_writer_stream_rows(w, pool, t->dst_type, t->ne[0], rows_of(t), dequant_fill,
+                                        &c, err, errlen);
     }
     dy_pool_free(pool);
-    return ok && gguf_writer_finish(w, err, errlen);
+    return ok && dy_gguf_writer_finish(w, err, errlen);
 }
 
 /* One line: what was converted to what (fallbacks show as a second type). */
@@ -385,10 +385,10 @@ static bool is_gguf(const char *path)
 static int convert(const conv_opts *o)
 {
     char err[1024] = "";
-    gguf_writer *w = gguf_writer_new();
+    dy_gguf_writer *w = dy_gguf_writer_new();
     conv_list l = {0};
     dy_model *m = NULL;
-    gguf_file *g = NULL;
+    dy_gguf_file *g = NULL;
     bool ok = w != NULL;
     if (ok && access(o->in, R_OK) != 0) {
         snprintf(err, sizeof err, "%s: cannot open: %s", o->in, strerror(errno));
@@ -411,10 +411,10 @@ static int convert(const conv_opts *o)
         summary(o, &l);
     if (!ok)
         fprintf(stderr, "dyad convert: %s\n", *err ? err : "out of memory");
-    gguf_writer_free(w);
+    dy_gguf_writer_free(w);
     free(l.t);
     dy_model_free(m);
-    gguf_close(g);
+    dy_gguf_close(g);
     return ok ? 0 : 1;
 }
 

@@ -108,25 +108,26 @@ static dy_hparams shape_hparams(const gen_shape *sh, int vocab_size)
 }
 
 /* Adds a weight matrix of rows × cols (ne = {cols, rows}), streamed later. */
-static void add_matrix(gguf_writer *w, const char *name, int64_t rows, int64_t cols, dy_type want)
+static void add_matrix(dy_gguf_writer *w, const char *name, int64_t rows, int64_t cols,
+                       dy_type want)
 {
     int64_t ne[2] = {cols, rows};
-    dy_type t = gguf_fallback_type(want, cols);
-    gguf_writer_add_tensor(w, name, 2, ne, t, NULL, gguf_tensor_bytes(t, 2, ne));
+    dy_type t = dy_gguf_fallback_type(want, cols);
+    dy_gguf_writer_add_tensor(w, name, 2, ne, t, NULL, dy_gguf_tensor_bytes(t, 2, ne));
 }
 
-static void add_norm(gguf_writer *w, const char *name, const float *ones, int64_t n)
+static void add_norm(dy_gguf_writer *w, const char *name, const float *ones, int64_t n)
 {
-    gguf_writer_add_tensor(w, name, 1, &n, DY_F32, ones, (uint64_t)n * sizeof(float));
+    dy_gguf_writer_add_tensor(w, name, 1, &n, DY_F32, ones, (uint64_t)n * sizeof(float));
 }
 
 /* Every tensor, in file order: embedding, the blocks, output norm and output. */
-static void add_tensors(gguf_writer *w, const dy_hparams *hp, dy_type type, const float *ones)
+static void add_tensors(dy_gguf_writer *w, const dy_hparams *hp, dy_type type, const float *ones)
 {
     const int64_t dim = hp->dim, hid = hp->hidden_dim, V = hp->vocab_size;
     const int64_t qd = (int64_t)hp->n_heads * hp->head_dim;
     const int64_t kvd = (int64_t)hp->n_kv_heads * hp->head_dim;
-    char name[GGUF_WRITE_MAX_NAME];
+    char name[DY_GGUF_WRITE_MAX_NAME];
     add_matrix(w, "token_embd.weight", V, dim, type);
     for (int l = 0; l < hp->n_layers; l++) {
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d." s ".weight", l), name)
@@ -145,20 +146,20 @@ static void add_tensors(gguf_writer *w, const dy_hparams *hp, dy_type type, cons
     add_matrix(w, "output.weight", V, dim, type);
 }
 
-static bool set_metadata(gguf_writer *w, const gen_opts *o, const dy_hparams *hp,
-                         const gguf_file *vocab)
+static bool set_metadata(dy_gguf_writer *w, const gen_opts *o, const dy_hparams *hp,
+                         const dy_gguf_file *vocab)
 {
     char name[64];
     snprintf(name, sizeof name, "dyad-random-%s", o->shape->name);
-    gguf_writer_set_llama_hparams(w, hp);
-    gguf_writer_set_str(w, "general.name", name);
-    gguf_writer_set_u32(w, "general.file_type", gguf_llama_file_type(o->type));
-    return gguf_writer_copy_tokenizer(w, vocab);
+    dy_gguf_writer_set_llama_hparams(w, hp);
+    dy_gguf_writer_set_str(w, "general.name", name);
+    dy_gguf_writer_set_u32(w, "general.file_type", dy_gguf_llama_file_type(o->type));
+    return dy_gguf_writer_copy_tokenizer(w, vocab);
 }
 
 /* The matrices are streamed in file order; norms (which carry their data) are written by
  * the writer as it passes them. */
-static bool write_weights(gguf_writer *w, const gen_opts *o, const dy_hparams *hp, char *err,
+static bool write_weights(dy_gguf_writer *w, const gen_opts *o, const dy_hparams *hp, char *err,
                           size_t errlen)
 {
     const int64_t dim = hp->dim, hid = hp->hidden_dim, V = hp->vocab_size;
@@ -173,9 +174,9 @@ static bool write_weights(gguf_writer *w, const gen_opts *o, const dy_hparams *h
     for (int i = 0; ok && i < n_mats; i++) {
         const int64_t *rc = i == 0 || i == n_mats - 1 ? (const int64_t[2]){V, dim}
                                                       : layer[(i - 1) % 7];
-        gen_ctx c = {o->seed, (uint64_t)gguf_writer_current(w), rc[1], WEIGHT_STD};
-        ok = gguf_writer_stream_rows(w, pool, gguf_fallback_type(o->type, rc[1]), rc[1], rc[0],
-                                     gen_fill, &c, err, errlen);
+        gen_ctx c = {o->seed, (uint64_t)dy_gguf_writer_current(w), rc[1], WEIGHT_STD};
+        ok = dy_gguf_writer_stream_rows(w, pool, dy_gguf_fallback_type(o->type, rc[1]), rc[1],
+                                        rc[0], gen_fill, &c, err, errlen);
     }
     dy_pool_free(pool);
     return ok;
@@ -184,12 +185,13 @@ static bool write_weights(gguf_writer *w, const gen_opts *o, const dy_hparams *h
 static int generate(const gen_opts *o)
 {
     char err[1024] = "";
-    gguf_file *vocab = gguf_open(o->vocab, err, sizeof err);
-    const gguf_kv *toks = vocab ? gguf_get_arr(vocab, "tokenizer.ggml.tokens", GGUF_STRING) : NULL;
+    dy_gguf_file *vocab = dy_gguf_open(o->vocab, err, sizeof err);
+    const dy_gguf_kv *toks =
+        vocab ? dy_gguf_get_arr(vocab, "tokenizer.ggml.tokens", DY_GGUF_STRING) : NULL;
     if (vocab && !toks)
         snprintf(err, sizeof err, "%s: no tokenizer.ggml.tokens: not a GGUF vocabulary",
                  o->vocab);
-    gguf_writer *w = toks ? gguf_writer_new() : NULL;
+    dy_gguf_writer *w = toks ? dy_gguf_writer_new() : NULL;
     float *ones = w ? malloc(sizeof(float) * (size_t)o->shape->dim) : NULL;
     bool ok = ones != NULL;
     if (ok) {
@@ -200,15 +202,15 @@ static int generate(const gen_opts *o)
             hp.ctx_len = o->ctx;
         set_metadata(w, o, &hp, vocab);
         add_tensors(w, &hp, o->type, ones);
-        ok = gguf_writer_begin(w, o->out, err, sizeof err) &&
+        ok = dy_gguf_writer_begin(w, o->out, err, sizeof err) &&
              write_weights(w, o, &hp, err, sizeof err) &&
-             gguf_writer_finish(w, err, sizeof err);
+             dy_gguf_writer_finish(w, err, sizeof err);
     }
     if (!ok)
         fprintf(stderr, "dyad gen-model: %s\n", *err ? err : "out of memory");
-    gguf_writer_free(w);
+    dy_gguf_writer_free(w);
     free(ones);
-    gguf_close(vocab);
+    dy_gguf_close(vocab);
     return ok ? 0 : 1;
 }
 

@@ -67,7 +67,7 @@ static bool read_bytes(cursor *c, void *dst, size_t n, const char *what)
 static bool read_u32(cursor *c, uint32_t *v, const char *what) { return read_bytes(c, v, 4, what); }
 static bool read_u64(cursor *c, uint64_t *v, const char *what) { return read_bytes(c, v, 8, what); }
 
-static bool read_str(cursor *c, gguf_str *s, const char *what)
+static bool read_str(cursor *c, dy_gguf_str *s, const char *what)
 {
     uint64_t len;
     if (!read_u64(c, &len, what) || !need(c, len, what))
@@ -78,36 +78,36 @@ static bool read_str(cursor *c, gguf_str *s, const char *what)
     return true;
 }
 
-static size_t vtype_size(gguf_vtype t)
+static size_t vtype_size(dy_gguf_vtype t)
 {
     switch (t) {
-    case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
-    case GGUF_UINT16: case GGUF_INT16: return 2;
-    case GGUF_UINT32: case GGUF_INT32: case GGUF_FLOAT32: return 4;
-    case GGUF_UINT64: case GGUF_INT64: case GGUF_FLOAT64: return 8;
+    case DY_GGUF_UINT8: case DY_GGUF_INT8: case DY_GGUF_BOOL: return 1;
+    case DY_GGUF_UINT16: case DY_GGUF_INT16: return 2;
+    case DY_GGUF_UINT32: case DY_GGUF_INT32: case DY_GGUF_FLOAT32: return 4;
+    case DY_GGUF_UINT64: case DY_GGUF_INT64: case DY_GGUF_FLOAT64: return 8;
     default: return 0;
     }
 }
 
 /* Reads one scalar of type t at the cursor into kv->v. */
-static bool read_scalar(cursor *c, gguf_vtype t, gguf_kv *kv)
+static bool read_scalar(cursor *c, dy_gguf_vtype t, dy_gguf_kv *kv)
 {
     uint8_t raw[8] = {0};
     size_t n = vtype_size(t);
     if (!read_bytes(c, raw, n, "metadata value"))
         return false;
     switch (t) {
-    case GGUF_UINT8: kv->v.u = raw[0]; break;
-    case GGUF_INT8: kv->v.i = (int8_t)raw[0]; break;
-    case GGUF_UINT16: { uint16_t x; memcpy(&x, raw, 2); kv->v.u = x; break; }
-    case GGUF_INT16: { int16_t x; memcpy(&x, raw, 2); kv->v.i = x; break; }
-    case GGUF_UINT32: { uint32_t x; memcpy(&x, raw, 4); kv->v.u = x; break; }
-    case GGUF_INT32: { int32_t x; memcpy(&x, raw, 4); kv->v.i = x; break; }
-    case GGUF_UINT64: { uint64_t x; memcpy(&x, raw, 8); kv->v.u = x; break; }
-    case GGUF_INT64: { int64_t x; memcpy(&x, raw, 8); kv->v.i = x; break; }
-    case GGUF_FLOAT32: { float x; memcpy(&x, raw, 4); kv->v.f = x; break; }
-    case GGUF_FLOAT64: { double x; memcpy(&x, raw, 8); kv->v.f = x; break; }
-    case GGUF_BOOL:
+    case DY_GGUF_UINT8: kv->v.u = raw[0]; break;
+    case DY_GGUF_INT8: kv->v.i = (int8_t)raw[0]; break;
+    case DY_GGUF_UINT16: { uint16_t x; memcpy(&x, raw, 2); kv->v.u = x; break; }
+    case DY_GGUF_INT16: { int16_t x; memcpy(&x, raw, 2); kv->v.i = x; break; }
+    case DY_GGUF_UINT32: { uint32_t x; memcpy(&x, raw, 4); kv->v.u = x; break; }
+    case DY_GGUF_INT32: { int32_t x; memcpy(&x, raw, 4); kv->v.i = x; break; }
+    case DY_GGUF_UINT64: { uint64_t x; memcpy(&x, raw, 8); kv->v.u = x; break; }
+    case DY_GGUF_INT64: { int64_t x; memcpy(&x, raw, 8); kv->v.i = x; break; }
+    case DY_GGUF_FLOAT32: { float x; memcpy(&x, raw, 4); kv->v.f = x; break; }
+    case DY_GGUF_FLOAT64: { double x; memcpy(&x, raw, 8); kv->v.f = x; break; }
+    case DY_GGUF_BOOL:
         if (raw[0] > 1)
             return fail(c, "bool value %u is neither 0 nor 1", raw[0]);
         kv->v.b = raw[0];
@@ -117,24 +117,24 @@ static bool read_scalar(cursor *c, gguf_vtype t, gguf_kv *kv)
     return true;
 }
 
-static bool read_array(cursor *c, gguf_kv *kv)
+static bool read_array(cursor *c, dy_gguf_kv *kv)
 {
     uint32_t et;
     uint64_t n;
     if (!read_u32(c, &et, "array element type") || !read_u64(c, &n, "array length"))
         return false;
-    if (et > GGUF_FLOAT64 || et == GGUF_ARRAY)
+    if (et > DY_GGUF_FLOAT64 || et == DY_GGUF_ARRAY)
         return fail(c, "array of unsupported element type %u", et);
     if (n > GGUF_MAX_ARRAY)
         return fail(c, "array length %llu is too large", (unsigned long long)n);
-    kv->v.arr.type = (gguf_vtype)et;
+    kv->v.arr.type = (dy_gguf_vtype)et;
     kv->v.arr.n = n;
     kv->v.arr.data = c->buf + c->pos;
-    if (et != GGUF_STRING) {
-        size_t es = vtype_size((gguf_vtype)et);
+    if (et != DY_GGUF_STRING) {
+        size_t es = vtype_size((dy_gguf_vtype)et);
         if (!need(c, n * es, "array data"))
             return false;
-        if (et == GGUF_BOOL)
+        if (et == DY_GGUF_BOOL)
             for (uint64_t i = 0; i < n; i++)
                 if (c->buf[c->pos + i] > 1)
                     return fail(c, "bool array element %llu is neither 0 nor 1",
@@ -145,7 +145,7 @@ static bool read_array(cursor *c, gguf_kv *kv)
     /* Each string is at least its 8-byte length, which bounds n before we allocate. */
     if (!need(c, n * 8, "string array"))
         return false;
-    gguf_str *s = calloc(n ? n : 1, sizeof *s);
+    dy_gguf_str *s = calloc(n ? n : 1, sizeof *s);
     if (!s)
         return fail(c, "out of memory for a string array of %llu", (unsigned long long)n);
     kv->v.arr.strings = s;
@@ -155,26 +155,26 @@ static bool read_array(cursor *c, gguf_kv *kv)
     return true;
 }
 
-static bool read_kv(cursor *c, gguf_kv *kv)
+static bool read_kv(cursor *c, dy_gguf_kv *kv)
 {
     uint32_t t;
     if (!read_str(c, &kv->key, "metadata key") || !read_u32(c, &t, "metadata value type"))
         return false;
     if (kv->key.len == 0)
         return fail(c, "empty metadata key");
-    if (t > GGUF_FLOAT64)
+    if (t > DY_GGUF_FLOAT64)
         return fail(c, "metadata '%.*s' has unknown value type %u", (int)kv->key.len,
                     kv->key.ptr, t);
-    kv->type = (gguf_vtype)t;
-    if (t == GGUF_STRING)
+    kv->type = (dy_gguf_vtype)t;
+    if (t == DY_GGUF_STRING)
         return read_str(c, &kv->v.s, "metadata string");
-    if (t == GGUF_ARRAY)
+    if (t == DY_GGUF_ARRAY)
         return read_array(c, kv);
     return read_scalar(c, kv->type, kv);
 }
 
 /* Computes the tensor's byte size, rejecting shapes that overflow or do not fit the type. */
-static bool tensor_size(cursor *c, gguf_tensor *t)
+static bool tensor_size(cursor *c, dy_gguf_tensor *t)
 {
     int64_t nel = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
@@ -195,14 +195,14 @@ static bool tensor_size(cursor *c, gguf_tensor *t)
     return true;
 }
 
-static bool read_tensor_info(cursor *c, gguf_tensor *t)
+static bool read_tensor_info(cursor *c, dy_gguf_tensor *t)
 {
     if (!read_str(c, &t->name, "tensor name") || !read_u32(c, &t->n_dims, "tensor n_dims"))
         return false;
-    if (t->n_dims < 1 || t->n_dims > GGUF_MAX_DIMS)
+    if (t->n_dims < 1 || t->n_dims > DY_GGUF_MAX_DIMS)
         return fail(c, "tensor '%.*s' has %u dimensions", (int)t->name.len, t->name.ptr,
                     t->n_dims);
-    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+    for (uint32_t d = 0; d < DY_GGUF_MAX_DIMS; d++)
         t->ne[d] = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
         uint64_t ne;
@@ -215,18 +215,18 @@ static bool read_tensor_info(cursor *c, gguf_tensor *t)
     return tensor_size(c, t);
 }
 
-static void free_parsed(gguf_file *g)
+static void free_parsed(dy_gguf_file *g)
 {
     if (g->kv)
         for (uint64_t i = 0; i < g->n_kv; i++)
-            if (g->kv[i].type == GGUF_ARRAY)
+            if (g->kv[i].type == DY_GGUF_ARRAY)
                 free((void *)g->kv[i].v.arr.strings);
     free(g->kv);
     free(g->tensors);
     free(g->path);
 }
 
-static bool read_header(cursor *c, gguf_file *g)
+static bool read_header(cursor *c, dy_gguf_file *g)
 {
     uint32_t magic;
     if (!read_u32(c, &magic, "magic"))
@@ -245,27 +245,27 @@ static bool read_header(cursor *c, gguf_file *g)
     return true;
 }
 
-static bool check_alignment(cursor *c, gguf_file *g)
+static bool check_alignment(cursor *c, dy_gguf_file *g)
 {
     g->alignment = 32;
-    const gguf_kv *a = gguf_find(g, "general.alignment");
+    const dy_gguf_kv *a = dy_gguf_find(g, "general.alignment");
     if (!a)
         return true;
-    if (a->type != GGUF_UINT32 || a->v.u == 0 || (a->v.u & (a->v.u - 1)) != 0)
+    if (a->type != DY_GGUF_UINT32 || a->v.u == 0 || (a->v.u & (a->v.u - 1)) != 0)
         return fail(c, "general.alignment must be a power-of-two uint32");
     g->alignment = a->v.u;
     return true;
 }
 
 /* Places each tensor inside the data section and checks none overruns the file. */
-static bool place_tensors(cursor *c, gguf_file *g)
+static bool place_tensors(cursor *c, dy_gguf_file *g)
 {
     uint64_t data_off = (c->pos + g->alignment - 1) / g->alignment * g->alignment;
     if (data_off > c->size && g->n_tensors > 0)
         return fail(c, "data section starts past the end of the file");
     g->data_offset = data_off;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
-        gguf_tensor *t = &g->tensors[i];
+        dy_gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment != 0)
             return fail(c, "tensor '%.*s' offset %llu is not aligned to %llu", (int)t->name.len,
                         t->name.ptr, (unsigned long long)t->offset,
@@ -283,9 +283,10 @@ static bool place_tensors(cursor *c, gguf_file *g)
     return true;
 }
 
-gguf_file *gguf_parse(const uint8_t *buf, size_t size, const char *name, char *err, size_t errlen)
+dy_gguf_file *dy_gguf_parse(const uint8_t *buf, size_t size, const char *name, char *err,
+                            size_t errlen)
 {
-    gguf_file *g = calloc(1, sizeof *g);
+    dy_gguf_file *g = calloc(1, sizeof *g);
     cursor c = {.buf = buf, .size = size, .name = name, .err = err, .errlen = errlen};
     if (!g) {
         snprintf(err, errlen, "%s: out of memory", name);
@@ -323,7 +324,7 @@ bad:
     return NULL;
 }
 
-gguf_file *gguf_open(const char *path, char *err, size_t errlen)
+dy_gguf_file *dy_gguf_open(const char *path, char *err, size_t errlen)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -348,7 +349,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
         snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
         return NULL;
     }
-    gguf_file *g = gguf_parse(map, (size_t)st.st_size, path, err, errlen);
+    dy_gguf_file *g = dy_gguf_parse(map, (size_t)st.st_size, path, err, errlen);
     if (!g)
         munmap(map, (size_t)st.st_size);
     else
@@ -356,7 +357,7 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen)
     return g;
 }
 
-void gguf_close(gguf_file *g)
+void dy_gguf_close(dy_gguf_file *g)
 {
     if (!g)
         return;
@@ -366,41 +367,41 @@ void gguf_close(gguf_file *g)
     free(g);
 }
 
-const gguf_kv *gguf_find(const gguf_file *g, const char *key)
+const dy_gguf_kv *dy_gguf_find(const dy_gguf_file *g, const char *key)
 {
     for (uint64_t i = 0; i < g->n_kv; i++)
-        if (gguf_str_eq(g->kv[i].key, key))
+        if (dy_gguf_str_eq(g->kv[i].key, key))
             return &g->kv[i];
     return NULL;
 }
 
-const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name)
+const dy_gguf_tensor *dy_gguf_find_tensor(const dy_gguf_file *g, const char *name)
 {
     for (uint64_t i = 0; i < g->n_tensors; i++)
-        if (gguf_str_eq(g->tensors[i].name, name))
+        if (dy_gguf_str_eq(g->tensors[i].name, name))
             return &g->tensors[i];
     return NULL;
 }
 
-bool gguf_str_eq(gguf_str s, const char *c)
+bool dy_gguf_str_eq(dy_gguf_str s, const char *c)
 {
     size_t n = strlen(c);
     return s.len == n && memcmp(s.ptr, c, n) == 0;
 }
 
-static bool is_unsigned(gguf_vtype t)
+static bool is_unsigned(dy_gguf_vtype t)
 {
-    return t == GGUF_UINT8 || t == GGUF_UINT16 || t == GGUF_UINT32 || t == GGUF_UINT64;
+    return t == DY_GGUF_UINT8 || t == DY_GGUF_UINT16 || t == DY_GGUF_UINT32 || t == DY_GGUF_UINT64;
 }
 
-static bool is_signed(gguf_vtype t)
+static bool is_signed(dy_gguf_vtype t)
 {
-    return t == GGUF_INT8 || t == GGUF_INT16 || t == GGUF_INT32 || t == GGUF_INT64;
+    return t == DY_GGUF_INT8 || t == DY_GGUF_INT16 || t == DY_GGUF_INT32 || t == DY_GGUF_INT64;
 }
 
-bool gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out)
+bool dy_gguf_get_u64(const dy_gguf_file *g, const char *key, uint64_t *out)
 {
-    const gguf_kv *kv = gguf_find(g, key);
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
     if (!kv)
         return false;
     if (is_unsigned(kv->type)) {
@@ -414,9 +415,9 @@ bool gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out)
     return false;
 }
 
-bool gguf_get_i64(const gguf_file *g, const char *key, int64_t *out)
+bool dy_gguf_get_i64(const dy_gguf_file *g, const char *key, int64_t *out)
 {
-    const gguf_kv *kv = gguf_find(g, key);
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
     if (!kv)
         return false;
     if (is_signed(kv->type)) {
@@ -430,36 +431,36 @@ bool gguf_get_i64(const gguf_file *g, const char *key, int64_t *out)
     return false;
 }
 
-bool gguf_get_f64(const gguf_file *g, const char *key, double *out)
+bool dy_gguf_get_f64(const dy_gguf_file *g, const char *key, double *out)
 {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || (kv->type != GGUF_FLOAT32 && kv->type != GGUF_FLOAT64))
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
+    if (!kv || (kv->type != DY_GGUF_FLOAT32 && kv->type != DY_GGUF_FLOAT64))
         return false;
     *out = kv->v.f;
     return true;
 }
 
-bool gguf_get_bool(const gguf_file *g, const char *key, bool *out)
+bool dy_gguf_get_bool(const dy_gguf_file *g, const char *key, bool *out)
 {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != GGUF_BOOL)
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
+    if (!kv || kv->type != DY_GGUF_BOOL)
         return false;
     *out = kv->v.b;
     return true;
 }
 
-char *gguf_get_str(const gguf_file *g, const char *key)
+char *dy_gguf_get_str(const dy_gguf_file *g, const char *key)
 {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != GGUF_STRING)
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
+    if (!kv || kv->type != DY_GGUF_STRING)
         return NULL;
     return strndup(kv->v.s.ptr, kv->v.s.len);
 }
 
-const gguf_kv *gguf_get_arr(const gguf_file *g, const char *key, gguf_vtype elem_type)
+const dy_gguf_kv *dy_gguf_get_arr(const dy_gguf_file *g, const char *key, dy_gguf_vtype elem_type)
 {
-    const gguf_kv *kv = gguf_find(g, key);
-    if (!kv || kv->type != GGUF_ARRAY || kv->v.arr.type != elem_type)
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
+    if (!kv || kv->type != DY_GGUF_ARRAY || kv->v.arr.type != elem_type)
         return NULL;
     return kv;
 }

@@ -10,83 +10,84 @@
 #include <stdbool.h>
 
 typedef enum {
-    GGUF_UINT8 = 0, GGUF_INT8 = 1, GGUF_UINT16 = 2, GGUF_INT16 = 3,
-    GGUF_UINT32 = 4, GGUF_INT32 = 5, GGUF_FLOAT32 = 6, GGUF_BOOL = 7,
-    GGUF_STRING = 8, GGUF_ARRAY = 9, GGUF_UINT64 = 10, GGUF_INT64 = 11,
-    GGUF_FLOAT64 = 12,
-} gguf_vtype;
+    DY_GGUF_UINT8 = 0, DY_GGUF_INT8 = 1, DY_GGUF_UINT16 = 2, DY_GGUF_INT16 = 3,
+    DY_GGUF_UINT32 = 4, DY_GGUF_INT32 = 5, DY_GGUF_FLOAT32 = 6, DY_GGUF_BOOL = 7,
+    DY_GGUF_STRING = 8, DY_GGUF_ARRAY = 9, DY_GGUF_UINT64 = 10, DY_GGUF_INT64 = 11,
+    DY_GGUF_FLOAT64 = 12,
+} dy_gguf_vtype;
 
 typedef struct {
     const char *ptr; /* points into the mapping; NOT NUL-terminated */
     uint64_t len;
-} gguf_str;
+} dy_gguf_str;
 
 /* One metadata value. Scalars are widened; arrays point at their raw little-endian
  * elements inside the mapping (strings in an array are decoded on demand). */
 typedef struct {
-    gguf_str key;
-    gguf_vtype type;
+    dy_gguf_str key;
+    dy_gguf_vtype type;
     union {
         uint64_t u;
         int64_t i;
         double f;
         bool b;
-        gguf_str s;
+        dy_gguf_str s;
         struct {
-            gguf_vtype type;
+            dy_gguf_vtype type;
             uint64_t n;
             const uint8_t *data;     /* first element */
-            const gguf_str *strings; /* for string arrays: n decoded entries */
+            const dy_gguf_str *strings; /* for string arrays: n decoded entries */
         } arr;
     } v;
-} gguf_kv;
+} dy_gguf_kv;
 
-#define GGUF_MAX_DIMS 4
+#define DY_GGUF_MAX_DIMS 4
 
 typedef struct {
-    gguf_str name;
+    dy_gguf_str name;
     uint32_t n_dims;
-    int64_t ne[GGUF_MAX_DIMS]; /* ne[0] is the row length (fastest-varying) */
+    int64_t ne[DY_GGUF_MAX_DIMS]; /* ne[0] is the row length (fastest-varying) */
     uint32_t type;             /* a ggml type (see quant.h) */
     uint64_t offset;           /* relative to the data section */
     uint64_t nbytes;
     const void *data;          /* inside the mapping */
-} gguf_tensor;
+} dy_gguf_tensor;
 
 typedef struct {
     char *path;
     uint32_t version;
     uint64_t alignment;
     uint64_t n_kv, n_tensors;
-    gguf_kv *kv;
-    gguf_tensor *tensors;
+    dy_gguf_kv *kv;
+    dy_gguf_tensor *tensors;
     const uint8_t *map; /* the whole file, read-only */
     size_t size;
     uint64_t data_offset;
-    bool mapped; /* true when gguf_open mapped the file (gguf_close unmaps it) */
-} gguf_file;
+    bool mapped; /* true when dy_gguf_open mapped the file (dy_gguf_close unmaps it) */
+} dy_gguf_file;
 
 /* Opens and validates `path`. On failure returns NULL and writes "path: offset N: problem"
  * into err. Tensors of types dyad cannot compute with are accepted here (the model loader
  * rejects them by name), but their sizes must still be computable. */
-gguf_file *gguf_open(const char *path, char *err, size_t errlen);
+dy_gguf_file *dy_gguf_open(const char *path, char *err, size_t errlen);
 /* The same over a buffer (not copied; must outlive the result). Used by the fuzzer. */
-gguf_file *gguf_parse(const uint8_t *buf, size_t size, const char *name, char *err, size_t errlen);
-void gguf_close(gguf_file *g);
+dy_gguf_file *dy_gguf_parse(const uint8_t *buf, size_t size, const char *name, char *err,
+                            size_t errlen);
+void dy_gguf_close(dy_gguf_file *g);
 
-const gguf_kv *gguf_find(const gguf_file *g, const char *key);
-const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
+const dy_gguf_kv *dy_gguf_find(const dy_gguf_file *g, const char *key);
+const dy_gguf_tensor *dy_gguf_find_tensor(const dy_gguf_file *g, const char *name);
 /* Typed getters: return false (and leave *out alone) if the key is missing or of a type
  * that does not convert exactly (integers of any width convert among themselves when the
  * value fits; float32/float64 convert to double). */
-bool gguf_get_u64(const gguf_file *g, const char *key, uint64_t *out);
-bool gguf_get_i64(const gguf_file *g, const char *key, int64_t *out);
-bool gguf_get_f64(const gguf_file *g, const char *key, double *out);
-bool gguf_get_bool(const gguf_file *g, const char *key, bool *out);
+bool dy_gguf_get_u64(const dy_gguf_file *g, const char *key, uint64_t *out);
+bool dy_gguf_get_i64(const dy_gguf_file *g, const char *key, int64_t *out);
+bool dy_gguf_get_f64(const dy_gguf_file *g, const char *key, double *out);
+bool dy_gguf_get_bool(const dy_gguf_file *g, const char *key, bool *out);
 /* Returns a malloc'd NUL-terminated copy, or NULL if missing / not a string. */
-char *gguf_get_str(const gguf_file *g, const char *key);
+char *dy_gguf_get_str(const dy_gguf_file *g, const char *key);
 /* An array of the given element type, or NULL. */
-const gguf_kv *gguf_get_arr(const gguf_file *g, const char *key, gguf_vtype elem_type);
-bool gguf_str_eq(gguf_str s, const char *c);
+const dy_gguf_kv *dy_gguf_get_arr(const dy_gguf_file *g, const char *key, dy_gguf_vtype elem_type);
+bool dy_gguf_str_eq(dy_gguf_str s, const char *c);
 
 #endif

@@ -1,6 +1,6 @@
 /* gguf_write.c — the GGUF v3 writer (see gguf_write.h). Metadata values are serialized as
  * soon as they are set (type tag + payload, exactly as they go in the file), so writing the
- * header is a plain copy and a value copied from a gguf_file does not depend on that file
+ * header is a plain copy and a value copied from a dy_gguf_file does not depend on that file
  * staying open. Tensor offsets are laid out at begin(), sequentially in add order with
  * every tensor padded to the alignment: llama.cpp's reader insists on exactly that layout. */
 #include "engine/gguf_write.h"
@@ -27,13 +27,13 @@ typedef struct {
 typedef struct {
     char *name;
     uint32_t n_dims;
-    int64_t ne[GGUF_MAX_DIMS];
+    int64_t ne[DY_GGUF_MAX_DIMS];
     dy_type type;
     const void *data; /* NULL: streamed */
     uint64_t nbytes, offset;
 } wtensor;
 
-struct gguf_writer {
+struct dy_gguf_writer {
     wkv *kv;
     size_t n_kv, cap_kv;
     wtensor *t;
@@ -48,7 +48,7 @@ struct gguf_writer {
     uint64_t cur_done; /* its bytes written so far */
 };
 
-static bool wfail(gguf_writer *w, const char *fmt, ...)
+static bool wfail(dy_gguf_writer *w, const char *fmt, ...)
 {
     if (w->failed)
         return false;
@@ -61,7 +61,7 @@ static bool wfail(gguf_writer *w, const char *fmt, ...)
 }
 
 /* Copies the sticky error out for the functions that take err/errlen. */
-static bool report(const gguf_writer *w, char *err, size_t errlen)
+static bool report(const dy_gguf_writer *w, char *err, size_t errlen)
 {
     if (err && errlen)
         snprintf(err, errlen, "%s", w->err);
@@ -83,12 +83,12 @@ static void put_str(dy_buf *b, const char *s, uint64_t len)
 
 /* ---------------------------------------------------------------- metadata */
 
-gguf_writer *gguf_writer_new(void)
+dy_gguf_writer *dy_gguf_writer_new(void)
 {
-    return calloc(1, sizeof(gguf_writer));
+    return calloc(1, sizeof(dy_gguf_writer));
 }
 
-static wkv *find_kv(const gguf_writer *w, const char *key)
+static wkv *find_kv(const dy_gguf_writer *w, const char *key)
 {
     for (size_t i = 0; i < w->n_kv; i++)
         if (strcmp(w->kv[i].key, key) == 0)
@@ -96,13 +96,13 @@ static wkv *find_kv(const gguf_writer *w, const char *key)
     return NULL;
 }
 
-bool gguf_writer_has_key(const gguf_writer *w, const char *key)
+bool dy_gguf_writer_has_key(const dy_gguf_writer *w, const char *key)
 {
     return find_kv(w, key) != NULL;
 }
 
 /* Stores a serialized value under key, taking ownership of val's bytes. */
-static bool set_value(gguf_writer *w, const char *key, dy_buf val)
+static bool set_value(dy_gguf_writer *w, const char *key, dy_buf val)
 {
     if (val.oom) {
         dy_buf_free(&val);
@@ -129,19 +129,19 @@ static bool set_value(gguf_writer *w, const char *key, dy_buf val)
 }
 
 /* Checks the key and starts its value buffer with the type tag. */
-static bool begin_value(gguf_writer *w, const char *key, gguf_vtype type, dy_buf *val)
+static bool begin_value(dy_gguf_writer *w, const char *key, dy_gguf_vtype type, dy_buf *val)
 {
     *val = (dy_buf){0};
     if (!key || !*key)
         return wfail(w, "empty metadata key");
     if (strcmp(key, "general.alignment") == 0)
         return wfail(w, "general.alignment is set by the writer (always %d)",
-                     GGUF_WRITE_ALIGNMENT);
+                     DY_GGUF_WRITE_ALIGNMENT);
     put_u32(val, (uint32_t)type);
     return true;
 }
 
-static bool set_scalar(gguf_writer *w, const char *key, gguf_vtype type, const void *v,
+static bool set_scalar(dy_gguf_writer *w, const char *key, dy_gguf_vtype type, const void *v,
                        size_t size)
 {
     dy_buf val;
@@ -151,42 +151,42 @@ static bool set_scalar(gguf_writer *w, const char *key, gguf_vtype type, const v
     return set_value(w, key, val);
 }
 
-bool gguf_writer_set_u32(gguf_writer *w, const char *key, uint32_t v)
+bool dy_gguf_writer_set_u32(dy_gguf_writer *w, const char *key, uint32_t v)
 {
-    return set_scalar(w, key, GGUF_UINT32, &v, 4);
+    return set_scalar(w, key, DY_GGUF_UINT32, &v, 4);
 }
 
-bool gguf_writer_set_i32(gguf_writer *w, const char *key, int32_t v)
+bool dy_gguf_writer_set_i32(dy_gguf_writer *w, const char *key, int32_t v)
 {
-    return set_scalar(w, key, GGUF_INT32, &v, 4);
+    return set_scalar(w, key, DY_GGUF_INT32, &v, 4);
 }
 
-bool gguf_writer_set_f32(gguf_writer *w, const char *key, float v)
+bool dy_gguf_writer_set_f32(dy_gguf_writer *w, const char *key, float v)
 {
-    return set_scalar(w, key, GGUF_FLOAT32, &v, 4);
+    return set_scalar(w, key, DY_GGUF_FLOAT32, &v, 4);
 }
 
-bool gguf_writer_set_bool(gguf_writer *w, const char *key, bool v)
+bool dy_gguf_writer_set_bool(dy_gguf_writer *w, const char *key, bool v)
 {
     uint8_t b = v ? 1 : 0;
-    return set_scalar(w, key, GGUF_BOOL, &b, 1);
+    return set_scalar(w, key, DY_GGUF_BOOL, &b, 1);
 }
 
-bool gguf_writer_set_str(gguf_writer *w, const char *key, const char *v)
+bool dy_gguf_writer_set_str(dy_gguf_writer *w, const char *key, const char *v)
 {
     dy_buf val;
-    if (!begin_value(w, key, GGUF_STRING, &val))
+    if (!begin_value(w, key, DY_GGUF_STRING, &val))
         return false;
     put_str(&val, v, strlen(v));
     return set_value(w, key, val);
 }
 
 /* An array of fixed-size elements: element type, count, raw little-endian elements. */
-static bool set_arr_raw(gguf_writer *w, const char *key, gguf_vtype et, const void *v, size_t n,
+static bool set_arr_raw(dy_gguf_writer *w, const char *key, dy_gguf_vtype et, const void *v, size_t n,
                         size_t es)
 {
     dy_buf val;
-    if (!begin_value(w, key, GGUF_ARRAY, &val))
+    if (!begin_value(w, key, DY_GGUF_ARRAY, &val))
         return false;
     put_u32(&val, (uint32_t)et);
     put_u64(&val, n);
@@ -195,34 +195,34 @@ static bool set_arr_raw(gguf_writer *w, const char *key, gguf_vtype et, const vo
     return set_value(w, key, val);
 }
 
-bool gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *v, size_t n)
+bool dy_gguf_writer_set_arr_f32(dy_gguf_writer *w, const char *key, const float *v, size_t n)
 {
-    return set_arr_raw(w, key, GGUF_FLOAT32, v, n, 4);
+    return set_arr_raw(w, key, DY_GGUF_FLOAT32, v, n, 4);
 }
 
-bool gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, size_t n)
+bool dy_gguf_writer_set_arr_i32(dy_gguf_writer *w, const char *key, const int32_t *v, size_t n)
 {
-    return set_arr_raw(w, key, GGUF_INT32, v, n, 4);
+    return set_arr_raw(w, key, DY_GGUF_INT32, v, n, 4);
 }
 
-bool gguf_writer_set_arr_strn(gguf_writer *w, const char *key, const gguf_str *v, size_t n)
+bool dy_gguf_writer_set_arr_strn(dy_gguf_writer *w, const char *key, const dy_gguf_str *v, size_t n)
 {
     dy_buf val;
-    if (!begin_value(w, key, GGUF_ARRAY, &val))
+    if (!begin_value(w, key, DY_GGUF_ARRAY, &val))
         return false;
-    put_u32(&val, GGUF_STRING);
+    put_u32(&val, DY_GGUF_STRING);
     put_u64(&val, n);
     for (size_t i = 0; i < n; i++)
         put_str(&val, v[i].ptr, v[i].len);
     return set_value(w, key, val);
 }
 
-bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *v, size_t n)
+bool dy_gguf_writer_set_arr_str(dy_gguf_writer *w, const char *key, const char *const *v, size_t n)
 {
     dy_buf val;
-    if (!begin_value(w, key, GGUF_ARRAY, &val))
+    if (!begin_value(w, key, DY_GGUF_ARRAY, &val))
         return false;
-    put_u32(&val, GGUF_STRING);
+    put_u32(&val, DY_GGUF_STRING);
     put_u64(&val, n);
     for (size_t i = 0; i < n; i++)
         put_str(&val, v[i], strlen(v[i]));
@@ -230,37 +230,37 @@ bool gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const 
 }
 
 /* Bytes of one scalar of type t (0 for strings and arrays). */
-static size_t scalar_size(gguf_vtype t)
+static size_t scalar_size(dy_gguf_vtype t)
 {
     switch (t) {
-    case GGUF_UINT8: case GGUF_INT8: case GGUF_BOOL: return 1;
-    case GGUF_UINT16: case GGUF_INT16: return 2;
-    case GGUF_UINT32: case GGUF_INT32: case GGUF_FLOAT32: return 4;
-    case GGUF_UINT64: case GGUF_INT64: case GGUF_FLOAT64: return 8;
+    case DY_GGUF_UINT8: case DY_GGUF_INT8: case DY_GGUF_BOOL: return 1;
+    case DY_GGUF_UINT16: case DY_GGUF_INT16: return 2;
+    case DY_GGUF_UINT32: case DY_GGUF_INT32: case DY_GGUF_FLOAT32: return 4;
+    case DY_GGUF_UINT64: case DY_GGUF_INT64: case DY_GGUF_FLOAT64: return 8;
     default: return 0;
     }
 }
 
 /* Narrows a scalar the reader widened back to its stored width. */
-static void put_scalar(dy_buf *b, const gguf_kv *kv)
+static void put_scalar(dy_buf *b, const dy_gguf_kv *kv)
 {
     switch (kv->type) {
-    case GGUF_UINT8: { uint8_t x = (uint8_t)kv->v.u; dy_buf_append(b, &x, 1); break; }
-    case GGUF_INT8: { int8_t x = (int8_t)kv->v.i; dy_buf_append(b, &x, 1); break; }
-    case GGUF_UINT16: { uint16_t x = (uint16_t)kv->v.u; dy_buf_append(b, &x, 2); break; }
-    case GGUF_INT16: { int16_t x = (int16_t)kv->v.i; dy_buf_append(b, &x, 2); break; }
-    case GGUF_UINT32: put_u32(b, (uint32_t)kv->v.u); break;
-    case GGUF_INT32: { int32_t x = (int32_t)kv->v.i; dy_buf_append(b, &x, 4); break; }
-    case GGUF_UINT64: put_u64(b, kv->v.u); break;
-    case GGUF_INT64: dy_buf_append(b, &kv->v.i, 8); break;
-    case GGUF_FLOAT32: { float x = (float)kv->v.f; dy_buf_append(b, &x, 4); break; }
-    case GGUF_FLOAT64: dy_buf_append(b, &kv->v.f, 8); break;
-    case GGUF_BOOL: { uint8_t x = kv->v.b ? 1 : 0; dy_buf_append(b, &x, 1); break; }
+    case DY_GGUF_UINT8: { uint8_t x = (uint8_t)kv->v.u; dy_buf_append(b, &x, 1); break; }
+    case DY_GGUF_INT8: { int8_t x = (int8_t)kv->v.i; dy_buf_append(b, &x, 1); break; }
+    case DY_GGUF_UINT16: { uint16_t x = (uint16_t)kv->v.u; dy_buf_append(b, &x, 2); break; }
+    case DY_GGUF_INT16: { int16_t x = (int16_t)kv->v.i; dy_buf_append(b, &x, 2); break; }
+    case DY_GGUF_UINT32: put_u32(b, (uint32_t)kv->v.u); break;
+    case DY_GGUF_INT32: { int32_t x = (int32_t)kv->v.i; dy_buf_append(b, &x, 4); break; }
+    case DY_GGUF_UINT64: put_u64(b, kv->v.u); break;
+    case DY_GGUF_INT64: dy_buf_append(b, &kv->v.i, 8); break;
+    case DY_GGUF_FLOAT32: { float x = (float)kv->v.f; dy_buf_append(b, &x, 4); break; }
+    case DY_GGUF_FLOAT64: dy_buf_append(b, &kv->v.f, 8); break;
+    case DY_GGUF_BOOL: { uint8_t x = kv->v.b ? 1 : 0; dy_buf_append(b, &x, 1); break; }
     default: break;
     }
 }
 
-bool gguf_writer_set_kv(gguf_writer *w, const gguf_kv *kv)
+bool dy_gguf_writer_set_kv(dy_gguf_writer *w, const dy_gguf_kv *kv)
 {
     char *key = strndup(kv->key.ptr, kv->key.len);
     if (!key)
@@ -271,12 +271,12 @@ bool gguf_writer_set_kv(gguf_writer *w, const gguf_kv *kv)
     }
     dy_buf val;
     bool ok = begin_value(w, key, kv->type, &val);
-    if (ok && kv->type == GGUF_STRING) {
+    if (ok && kv->type == DY_GGUF_STRING) {
         put_str(&val, kv->v.s.ptr, kv->v.s.len);
-    } else if (ok && kv->type == GGUF_ARRAY) {
+    } else if (ok && kv->type == DY_GGUF_ARRAY) {
         put_u32(&val, (uint32_t)kv->v.arr.type);
         put_u64(&val, kv->v.arr.n);
-        if (kv->v.arr.type == GGUF_STRING)
+        if (kv->v.arr.type == DY_GGUF_STRING)
             for (uint64_t i = 0; i < kv->v.arr.n; i++)
                 put_str(&val, kv->v.arr.strings[i].ptr, kv->v.arr.strings[i].len);
         else if (kv->v.arr.n)
@@ -289,13 +289,13 @@ bool gguf_writer_set_kv(gguf_writer *w, const gguf_kv *kv)
     return ok;
 }
 
-bool gguf_writer_copy_tokenizer(gguf_writer *w, const gguf_file *src)
+bool dy_gguf_writer_copy_tokenizer(dy_gguf_writer *w, const dy_gguf_file *src)
 {
     static const char prefix[] = "tokenizer.";
     for (uint64_t i = 0; i < src->n_kv; i++) {
-        const gguf_kv *kv = &src->kv[i];
+        const dy_gguf_kv *kv = &src->kv[i];
         if (kv->key.len >= sizeof prefix - 1 &&
-            memcmp(kv->key.ptr, prefix, sizeof prefix - 1) == 0 && !gguf_writer_set_kv(w, kv))
+            memcmp(kv->key.ptr, prefix, sizeof prefix - 1) == 0 && !dy_gguf_writer_set_kv(w, kv))
             return false;
     }
     return true;
@@ -303,9 +303,9 @@ bool gguf_writer_copy_tokenizer(gguf_writer *w, const gguf_file *src)
 
 /* ---------------------------------------------------------------- tensors */
 
-uint64_t gguf_tensor_bytes(dy_type type, uint32_t n_dims, const int64_t *ne)
+uint64_t dy_gguf_tensor_bytes(dy_type type, uint32_t n_dims, const int64_t *ne)
 {
-    if (n_dims < 1 || n_dims > GGUF_MAX_DIMS || !dy_type_is_weight(type) ||
+    if (n_dims < 1 || n_dims > DY_GGUF_MAX_DIMS || !dy_type_is_weight(type) ||
         ne[0] <= 0 || !dy_type_row_ok(type, ne[0]))
         return 0;
     uint64_t rows = 1;
@@ -317,7 +317,7 @@ uint64_t gguf_tensor_bytes(dy_type type, uint32_t n_dims, const int64_t *ne)
     return rows * dy_type_row_bytes(type, ne[0]);
 }
 
-static bool tensor_exists(const gguf_writer *w, const char *name)
+static bool tensor_exists(const dy_gguf_writer *w, const char *name)
 {
     for (size_t i = 0; i < w->n_t; i++)
         if (strcmp(w->t[i].name, name) == 0)
@@ -325,17 +325,17 @@ static bool tensor_exists(const gguf_writer *w, const char *name)
     return false;
 }
 
-bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
+bool dy_gguf_writer_add_tensor(dy_gguf_writer *w, const char *name, uint32_t n_dims,
                             const int64_t *ne, dy_type type, const void *data, uint64_t nbytes)
 {
     if (w->f)
         return wfail(w, "tensor '%s' added after writing began", name);
-    if (!name || !*name || strlen(name) >= GGUF_WRITE_MAX_NAME)
+    if (!name || !*name || strlen(name) >= DY_GGUF_WRITE_MAX_NAME)
         return wfail(w, "tensor name '%s' is empty or longer than %d bytes", name ? name : "",
-                     GGUF_WRITE_MAX_NAME - 1);
+                     DY_GGUF_WRITE_MAX_NAME - 1);
     if (tensor_exists(w, name))
         return wfail(w, "duplicate tensor name '%s'", name);
-    uint64_t size = gguf_tensor_bytes(type, n_dims, ne);
+    uint64_t size = dy_gguf_tensor_bytes(type, n_dims, ne);
     if (size == 0)
         return wfail(w, "tensor '%s': %u dims of type %s do not make a valid tensor (row "
                      "length %lld)", name, n_dims, dy_type_name(type), (long long)ne[0]);
@@ -350,7 +350,7 @@ bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
                    .nbytes = size};
     if (!t->name)
         return wfail(w, "out of memory for tensor '%s'", name);
-    for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++)
+    for (uint32_t d = 0; d < DY_GGUF_MAX_DIMS; d++)
         t->ne[d] = d < n_dims ? ne[d] : 1;
     w->n_t++;
     return true;
@@ -360,10 +360,10 @@ bool gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims,
 
 static uint64_t pad_to(uint64_t n)
 {
-    return (n + GGUF_WRITE_ALIGNMENT - 1) / GGUF_WRITE_ALIGNMENT * GGUF_WRITE_ALIGNMENT;
+    return (n + DY_GGUF_WRITE_ALIGNMENT - 1) / DY_GGUF_WRITE_ALIGNMENT * DY_GGUF_WRITE_ALIGNMENT;
 }
 
-static bool out(gguf_writer *w, const void *p, size_t n)
+static bool out(dy_gguf_writer *w, const void *p, size_t n)
 {
     if (w->failed)
         return false;
@@ -373,14 +373,14 @@ static bool out(gguf_writer *w, const void *p, size_t n)
     return true;
 }
 
-static bool out_zeros(gguf_writer *w, size_t n)
+static bool out_zeros(dy_gguf_writer *w, size_t n)
 {
-    static const uint8_t zeros[GGUF_WRITE_ALIGNMENT];
+    static const uint8_t zeros[DY_GGUF_WRITE_ALIGNMENT];
     return out(w, zeros, n);
 }
 
 /* Drops the temporary file and the write state; the target is untouched. */
-static void abandon(gguf_writer *w)
+static void abandon(dy_gguf_writer *w)
 {
     if (w->f)
         fclose(w->f);
@@ -395,7 +395,7 @@ static void abandon(gguf_writer *w)
 
 /* Creates "<path>.<pid>.<n>.tmp" next to the target (same file system, so rename is atomic)
  * with mode 0666 less the umask, like any file the user creates. */
-static bool open_tmp(gguf_writer *w, const char *path)
+static bool open_tmp(dy_gguf_writer *w, const char *path)
 {
     size_t len = strlen(path) + 64;
     char *tmp = malloc(len);
@@ -441,7 +441,7 @@ static void put_tensor_info(dy_buf *b, const wtensor *t)
 }
 
 /* Header, metadata (general.alignment last) and tensor infos, padded to the alignment. */
-static bool write_header(gguf_writer *w)
+static bool write_header(dy_gguf_writer *w)
 {
     uint64_t off = 0;
     for (size_t i = 0; i < w->n_t; i++) {
@@ -458,8 +458,8 @@ static bool write_header(gguf_writer *w)
         dy_buf_append(&b, w->kv[i].val.data, w->kv[i].val.len);
     }
     put_str(&b, "general.alignment", strlen("general.alignment"));
-    put_u32(&b, GGUF_UINT32);
-    put_u32(&b, GGUF_WRITE_ALIGNMENT);
+    put_u32(&b, DY_GGUF_UINT32);
+    put_u32(&b, DY_GGUF_WRITE_ALIGNMENT);
     for (size_t i = 0; i < w->n_t; i++)
         put_tensor_info(&b, &w->t[i]);
     bool ok = !b.oom ? out(w, b.data, b.len) && out_zeros(w, pad_to(b.len) - b.len)
@@ -470,7 +470,7 @@ static bool write_header(gguf_writer *w)
 
 /* Finishes the current tensor (its padding) and writes every following tensor that
  * carries its own data, stopping at the next one to be streamed. */
-static bool advance(gguf_writer *w)
+static bool advance(dy_gguf_writer *w)
 {
     while (w->cur < w->n_t) {
         wtensor *t = &w->t[w->cur];
@@ -490,7 +490,7 @@ static bool advance(gguf_writer *w)
     return true;
 }
 
-bool gguf_writer_begin(gguf_writer *w, const char *path, char *err, size_t errlen)
+bool dy_gguf_writer_begin(dy_gguf_writer *w, const char *path, char *err, size_t errlen)
 {
     if (w->f)
         wfail(w, "%s: already writing %s", path, w->path);
@@ -505,12 +505,12 @@ bool gguf_writer_begin(gguf_writer *w, const char *path, char *err, size_t errle
     return true;
 }
 
-long gguf_writer_current(const gguf_writer *w)
+long dy_gguf_writer_current(const dy_gguf_writer *w)
 {
     return w->f && w->cur < w->n_t ? (long)w->cur : -1;
 }
 
-bool gguf_writer_write_data(gguf_writer *w, const void *p, size_t n, char *err, size_t errlen)
+bool dy_gguf_writer_write_data(dy_gguf_writer *w, const void *p, size_t n, char *err, size_t errlen)
 {
     if (!w->f)
         wfail(w, "no GGUF write in progress");
@@ -532,7 +532,7 @@ bool gguf_writer_write_data(gguf_writer *w, const void *p, size_t n, char *err, 
 }
 
 /* Flush, sync and close: write errors such as a full disk may surface only here. */
-static bool close_file(gguf_writer *w)
+static bool close_file(dy_gguf_writer *w)
 {
     FILE *f = w->f;
     w->f = NULL;
@@ -547,7 +547,7 @@ static bool close_file(gguf_writer *w)
     return e ? wfail(w, "%s: write failed: %s", w->path, strerror(e)) : true;
 }
 
-bool gguf_writer_finish(gguf_writer *w, char *err, size_t errlen)
+bool dy_gguf_writer_finish(dy_gguf_writer *w, char *err, size_t errlen)
 {
     if (!w->f)
         wfail(w, "no GGUF write in progress");
@@ -570,15 +570,15 @@ bool gguf_writer_finish(gguf_writer *w, char *err, size_t errlen)
     return true;
 }
 
-bool gguf_writer_write_file(gguf_writer *w, const char *path, char *err, size_t errlen)
+bool dy_gguf_writer_write_file(dy_gguf_writer *w, const char *path, char *err, size_t errlen)
 {
-    return gguf_writer_begin(w, path, err, errlen) && gguf_writer_finish(w, err, errlen);
+    return dy_gguf_writer_begin(w, path, err, errlen) && dy_gguf_writer_finish(w, err, errlen);
 }
 
 /* ---------------------------------------------------------------- streamed rows */
 
 typedef struct {
-    gguf_row_fn fill;
+    dy_gguf_row_fn fill;
     void *ctx;
     dy_type type;
     int64_t cols, row0, nrows;
@@ -604,7 +604,7 @@ static void stream_work(void *p, int ith, int nth)
 }
 
 /* Checks that the streamed tensor is the one the caller means to fill. */
-static bool stream_matches(gguf_writer *w, dy_type type, int64_t cols, int64_t rows)
+static bool stream_matches(dy_gguf_writer *w, dy_type type, int64_t cols, int64_t rows)
 {
     if (!w->f || w->cur >= w->n_t)
         return wfail(w, "no tensor is waiting for data");
@@ -617,8 +617,8 @@ static bool stream_matches(gguf_writer *w, dy_type type, int64_t cols, int64_t r
     return true;
 }
 
-bool gguf_writer_stream_rows(gguf_writer *w, dy_pool *pool, dy_type type, int64_t cols,
-                             int64_t rows, gguf_row_fn fill, void *ctx, char *err,
+bool dy_gguf_writer_stream_rows(dy_gguf_writer *w, dy_pool *pool, dy_type type, int64_t cols,
+                             int64_t rows, dy_gguf_row_fn fill, void *ctx, char *err,
                              size_t errlen)
 {
     if (!stream_matches(w, type, cols, rows)) {
@@ -643,7 +643,7 @@ bool gguf_writer_stream_rows(gguf_writer *w, dy_pool *pool, dy_type type, int64_
             dy_pool_run(pool, stream_work, &j);
         else
             stream_work(&j, 0, 1);
-        ok = gguf_writer_write_data(w, j.dst, j.row_bytes * (size_t)j.nrows, err, errlen);
+        ok = dy_gguf_writer_write_data(w, j.dst, j.row_bytes * (size_t)j.nrows, err, errlen);
     }
     free(j.scratch);
     free(j.dst);
@@ -654,14 +654,14 @@ bool gguf_writer_stream_rows(gguf_writer *w, dy_pool *pool, dy_type type, int64_
 
 /* ---------------------------------------------------------------- llama models */
 
-dy_type gguf_fallback_type(dy_type want, int64_t n)
+dy_type dy_gguf_fallback_type(dy_type want, int64_t n)
 {
     if (dy_type_row_ok(want, n))
         return want;
     return dy_type_row_ok(DY_Q8_0, n) ? DY_Q8_0 : DY_F16;
 }
 
-uint32_t gguf_llama_file_type(dy_type t)
+uint32_t dy_gguf_llama_file_type(dy_type t)
 {
     switch (t) {
     case DY_F32: return 0;   /* LLAMA_FTYPE_ALL_F32 */
@@ -676,28 +676,28 @@ uint32_t gguf_llama_file_type(dy_type t)
     }
 }
 
-bool gguf_writer_set_llama_hparams(gguf_writer *w, const dy_hparams *hp)
+bool dy_gguf_writer_set_llama_hparams(dy_gguf_writer *w, const dy_hparams *hp)
 {
-    gguf_writer_set_str(w, "general.architecture", "llama");
-    gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)hp->vocab_size);
-    gguf_writer_set_u32(w, "llama.context_length", (uint32_t)hp->ctx_len);
-    gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)hp->dim);
-    gguf_writer_set_u32(w, "llama.block_count", (uint32_t)hp->n_layers);
-    gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)hp->hidden_dim);
-    gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)hp->n_heads);
-    gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->n_kv_heads);
+    dy_gguf_writer_set_str(w, "general.architecture", "llama");
+    dy_gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)hp->vocab_size);
+    dy_gguf_writer_set_u32(w, "llama.context_length", (uint32_t)hp->ctx_len);
+    dy_gguf_writer_set_u32(w, "llama.embedding_length", (uint32_t)hp->dim);
+    dy_gguf_writer_set_u32(w, "llama.block_count", (uint32_t)hp->n_layers);
+    dy_gguf_writer_set_u32(w, "llama.feed_forward_length", (uint32_t)hp->hidden_dim);
+    dy_gguf_writer_set_u32(w, "llama.attention.head_count", (uint32_t)hp->n_heads);
+    dy_gguf_writer_set_u32(w, "llama.attention.head_count_kv", (uint32_t)hp->n_kv_heads);
     /* Only when it is not the default dim / n_heads, as llama.cpp's converter does. */
     if (hp->n_heads > 0 && hp->head_dim * hp->n_heads != hp->dim) {
-        gguf_writer_set_u32(w, "llama.attention.key_length", (uint32_t)hp->head_dim);
-        gguf_writer_set_u32(w, "llama.attention.value_length", (uint32_t)hp->head_dim);
+        dy_gguf_writer_set_u32(w, "llama.attention.key_length", (uint32_t)hp->head_dim);
+        dy_gguf_writer_set_u32(w, "llama.attention.value_length", (uint32_t)hp->head_dim);
     }
-    gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hp->n_rot);
-    gguf_writer_set_f32(w, "llama.rope.freq_base", hp->rope_base);
-    return gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->rms_eps) &&
+    dy_gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)hp->n_rot);
+    dy_gguf_writer_set_f32(w, "llama.rope.freq_base", hp->rope_base);
+    return dy_gguf_writer_set_f32(w, "llama.attention.layer_norm_rms_epsilon", hp->rms_eps) &&
            !w->failed;
 }
 
-void gguf_writer_free(gguf_writer *w)
+void dy_gguf_writer_free(dy_gguf_writer *w)
 {
     if (!w)
         return;

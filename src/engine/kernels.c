@@ -38,20 +38,25 @@ dy_simd dy_simd_detect(void)
         return DY_SIMD_SCALAR;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma") || !cpu_has_f16c())
+        return DY_SIMD_SCALAR;
+    if (env && strcasecmp(env, "avx2") == 0)
         return DY_SIMD_AVX2;
-#endif
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+        return DY_SIMD_AVX512_VNNI;
+    return DY_SIMD_AVX2;
+#else
     return DY_SIMD_SCALAR;
+#endif
 }
 
 const char *dy_simd_name(dy_simd s)
 {
-    return s == DY_SIMD_AVX2 ? "avx2" : "scalar";
-}
-
-bool dy_simd_vnni(int on)
-{
-    return dy_avx2_vnni(on);
+    switch (s) {
+    case DY_SIMD_AVX2: return "avx2";
+    case DY_SIMD_AVX512_VNNI: return "avx512vnni";
+    default: return "scalar";
+    }
 }
 
 dy_type dy_act_type(dy_type t)
@@ -82,9 +87,9 @@ void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_
     for (int b = b0; b < b1; b++) {
         const float *x = X + (int64_t)b * ldx;
         void *dst = (uint8_t *)act + (size_t)b * rb;
-        if (simd == DY_SIMD_AVX2 && at == DY_Q8_0)
+        if (dy_simd_has_avx2(simd) && at == DY_Q8_0)
             dy_avx2_act_q8_0(x, dst, cols);
-        else if (simd == DY_SIMD_AVX2 && at == DY_Q8_K)
+        else if (dy_simd_has_avx2(simd) && at == DY_Q8_K)
             dy_avx2_act_q8_k(x, dst, cols);
         else
             dy_quantize_row(at, x, dst, cols);
@@ -308,8 +313,9 @@ void dy_matmul_rows_pf(dy_simd simd, const dy_mat *W, const void *act, int B, fl
 {
     if (B <= 0 || r1 <= r0)
         return;
-    if (simd == DY_SIMD_AVX2) {
-        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end > W->rows ? W->rows : pf_end);
+    if (dy_simd_has_avx2(simd)) {
+        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end > W->rows ? W->rows : pf_end,
+                       simd == DY_SIMD_AVX512_VNNI);
         return;
     }
     switch (dy_act_type(W->type)) {

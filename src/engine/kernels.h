@@ -4,23 +4,28 @@
  * products). Activations are first converted once per call into the weight type's partner
  * format (Q8_0 for Q8_0/Q4_0, Q8_K for the K-quants, f32 otherwise), then each thread
  * computes a range of output rows for all B inputs, so every weight byte is read once per
- * call. AVX2+FMA code is chosen at run time; the scalar code is the portable reference. */
+ * call. AVX2+FMA code (and AVX-512 VNNI) is chosen at run time; the scalar code is the portable
+ * reference. */
 #ifndef DYAD_KERNELS_H
 #define DYAD_KERNELS_H
 
 #include "engine/quant.h"
 
-typedef enum { DY_SIMD_SCALAR = 0, DY_SIMD_AVX2 = 1 } dy_simd;
+/* Kernel levels, each the one before plus more: the portable C code; the AVX2+FMA+F16C
+ * kernels; those kernels with AVX-512 VNNI (on 256-bit registers) for their integer products.
+ * Every level gives the same bits. */
+typedef enum { DY_SIMD_SCALAR = 0, DY_SIMD_AVX2 = 1, DY_SIMD_AVX512_VNNI = 2 } dy_simd;
 
-/* The best kernel level this CPU runs (AVX2+FMA+F16C if present), unless the environment
- * variable DYAD_SIMD=scalar asks for the portable code. */
+/* The best level this CPU runs, capped by the environment variable DYAD_SIMD: "scalar" (the
+ * portable code) or "avx2" (no AVX-512 VNNI); unset or any other value: the best. Read when
+ * an engine or a measurement starts, and passed down from there, never per call. */
 dy_simd dy_simd_detect(void);
+/* "scalar", "avx2" or "avx512vnni". */
 const char *dy_simd_name(dy_simd s);
-/* At the AVX2 level, whether the integer kernels also use AVX-512 VNNI on 256-bit
- * registers where the CPU has it (the default; DYAD_SIMD=avx2 turns it off). Results are the
- * same bits either way. on = 1 or 0 sets it (1 only where the CPU has it), -1 only asks;
- * returns the setting before. For tests and measurements. */
-bool dy_simd_vnni(int on);
+static inline bool dy_simd_has_avx2(dy_simd s)
+{
+    return s >= DY_SIMD_AVX2;
+}
 
 /* A weight matrix: rows × cols, row-major, each row `row_bytes` bytes of type `type`;
  * cols is the input dimension. The data is usually memory-mapped from the model file. */

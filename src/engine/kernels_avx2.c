@@ -1,5 +1,5 @@
-/* kernels_avx2.c — the AVX2+FMA+F16C kernels (the only file built with -mavx2 -mfma -mf16c;
- * kernels.c calls in here only when dy_simd_detect said the CPU has them).
+/* kernels_avx2.c — the AVX2+FMA+F16C kernels (built with -mavx2 -mfma -mf16c; kernels.c calls
+ * in here only when dy_simd_detect said the CPU has them).
  *
  * Plan, per weight type family:
  *  - F32/F16/BF16: register tiles of 4 weight rows × up to 3 activation rows (12 FMA
@@ -13,32 +13,22 @@
  *     shared: for more, each 256-column chunk of the 8 rows is decoded once into a small
  *       scratch (values as bytes, 16-bit scale vectors, f32 block scales) and every activation
  *       row runs over it, so decoding is paid once per call, not once per activation row.
- *    With AVX-512 VNNI (checked at run time; 256-bit registers only) the Q8_0/Q4_0 paths use
- *    vpdpbusd, and the shared path becomes "packed": each block of a tile is transposed once so
- *    that lane r of a register holds row r, and no reduction tree is needed (see there).
+ *    With AVX-512 VNNI (DY_SIMD_AVX512_VNNI; 256-bit registers only) the int8 products use
+ *    vpdpbusd / vpdpwssd, and the Q8_0/Q4_0 shared path becomes "packed": each block of a tile
+ *    is transposed once so that lane r of a register holds row r, and no reduction tree is
+ *    needed. Those variants live in kernels_avx512.c, the only file built for that ISA.
  * Activation rows are walked in chunks of BCH so that chunk stays in L2 while every weight row
  * tile streams past it once; for decode (B small) every weight byte is read from memory once,
  * and the next tile is prefetched in software while the current one is computed (see
  * "prefetching": without it a thread streamed a quarter of the memory bandwidth).
  * The shapes (tile sizes, direct/shared crossovers, loop orders) were chosen by measurement on
  * Zen 4; see the comments where a choice is not obvious. */
-#include "engine/kernels_impl.h"
+#include "engine/kernels_simd.h"
 
-#include <immintrin.h>
 #include <math.h>
 #include <stdlib.h>
-#include <strings.h>
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-enum {
-    BCH = 64,   /* activation rows per chunk (quantised paths) */
-    BCH_F = 48, /* activation rows per chunk (float paths; a multiple of the tile's 3) */
-    KC = 256,   /* columns decoded per step of the quantised paths */
-};
-
-static inline int imin(int a, int b) { return a < b ? a : b; }
-static inline int64_t i64min(int64_t a, int64_t b) { return a < b ? a : b; }
+enum { BCH_F = 48 }; /* activation rows per chunk (float paths; a multiple of the tile's 3) */
 
 /* ------------------------------------------------------------------ reductions */
 
@@ -47,65 +37,6 @@ ALWAYS_INLINE __m128 hsum4_ps(__m256 a, __m256 b, __m256 c, __m256 d)
 {
     const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
     return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
-}
-
-/* Lane r of the result is the sum of the 8 int32 lanes of p[r] (r = 0..7). */
-ALWAYS_INLINE __m256i hsum8_epi32(const __m256i p[8])
-{
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(p[0], p[1]), _mm256_hadd_epi32(p[2], p[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(p[4], p[5]), _mm256_hadd_epi32(p[6], p[7]));
-    /* a = [rows 0-3, low 128 bits | rows 0-3, high 128 bits]; b likewise for rows 4-7 */
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
-                            _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-/* ------------------------------------------------------------------ prefetching */
-
-/* With few activation rows the kernels are limited by how fast weights arrive from memory. A
- * tile reads its rows side by side (8 or 4 short interleaved streams, restarted every tile),
- * which the hardware prefetchers follow poorly: a thread streams Q8_0 weights from DRAM at a
- * fraction of its rate from cache. So while a tile is computed, the next tile of the thread's
- * row range (contiguous bytes, the rows being adjacent) is prefetched in order, in slices
- * proportional to the progress through the current one, which brings one thread near its
- * cache rate and lets two saturate the memory. A next tile larger than PF_L1_MAX is
- * prefetched into L2 only (prefetcht1): into L1 it would evict the current tile before use
- * (long Q8_0 rows showed it). Figures: docs/engine.md, "Kernel choices". */
-enum { PF_L1_MAX = 8 * 1024 };
-
-typedef struct {
-    const uint8_t *base, *end; /* the next tile's bytes; base == end: nothing to prefetch */
-    bool to_l2;
-} pf_range;
-
-static inline pf_range no_prefetch(void)
-{
-    return (pf_range){NULL, NULL, false};
-}
-
-/* The tile after the one at row r (tiles of `tile` rows), clipped to rows below pf_end. */
-static inline pf_range next_tile(const dy_mat *W, int64_t r, int64_t pf_end, int tile)
-{
-    const int64_t a = r + tile, b = i64min(a + tile, pf_end);
-    if (a >= b)
-        return no_prefetch();
-    const uint8_t *d = W->data;
-    return (pf_range){d + (size_t)a * W->row_bytes, d + (size_t)b * W->row_bytes,
-                      (size_t)tile * W->row_bytes > PF_L1_MAX};
-}
-
-/* Prefetches bytes [from, from + len) of the range (clipped to it), a cache line at a time. A
- * slice's last partial line is the next slice's first. */
-ALWAYS_INLINE void prefetch_slice(pf_range pf, size_t from, size_t len)
-{
-    const uint8_t *p = pf.base + from, *e = pf.base + from + len;
-    if (e > pf.end)
-        e = pf.end;
-    if (pf.to_l2)
-        for (; p < e; p += 64)
-            _mm_prefetch((const char *)p, _MM_HINT_T1);
-    else
-        for (; p < e; p += 64)
-            _mm_prefetch((const char *)p, _MM_HINT_T0);
 }
 
 /* ------------------------------------------------------------------ F32 / F16 / BF16 */
@@ -215,85 +146,6 @@ static void bf16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_
     float_rows(DY_BF16, W, act, B, Y, ldy, r0, r1, pf_end);
 }
 
-/* ------------------------------------------------------------------ shared tile plumbing */
-
-/* Row pointers of an 8-row tile; a short last tile repeats its last row (results dropped). */
-static int tile_rows(const dy_mat *W, int64_t r, int64_t r1, const uint8_t *rows[8])
-{
-    const int nr = (int)i64min(8, r1 - r);
-    for (int i = 0; i < 8; i++)
-        rows[i] = (const uint8_t *)W->data + (size_t)(r + imin(i, nr - 1)) * W->row_bytes;
-    return nr;
-}
-
-/* Y[b][r..r+nr) = lanes of acc[b - b0]. */
-static void store_tile(const __m256 *acc, int b0, int nb, float *Y, int64_t ldy, int64_t r,
-                       int nr)
-{
-    for (int b = 0; b < nb; b++) {
-        float *y = Y + (int64_t)(b0 + b) * ldy + r;
-        if (nr == 8) {
-            _mm256_storeu_ps(y, acc[b]);
-        } else {
-            float tmp[8];
-            _mm256_storeu_ps(tmp, acc[b]);
-            memcpy(y, tmp, (size_t)nr * sizeof(float));
-        }
-    }
-}
-
-/* The f16 at rows[r] + off for the 8 rows, as f32 lanes. (vpinsrw was the faster of the two
- * tried here, against packing the halves with integer shifts and moving them over in two
- * qwords.) */
-ALWAYS_INLINE __m256 f16x8(const uint8_t *const rows[8], size_t off)
-{
-    const __m128i h = _mm_setr_epi16(
-        (short)dy_rd16(rows[0] + off), (short)dy_rd16(rows[1] + off),
-        (short)dy_rd16(rows[2] + off), (short)dy_rd16(rows[3] + off),
-        (short)dy_rd16(rows[4] + off), (short)dy_rd16(rows[5] + off),
-        (short)dy_rd16(rows[6] + off), (short)dy_rd16(rows[7] + off));
-    return _mm256_cvtph_ps(h);
-}
-
-/* ------------------------------------------------------------------ AVX-512 VNNI */
-
-/* Where the CPU also has AVX-512 VNNI and VL (Zen 4, Ice Lake and later), the int8 products
- * of the Q8_0/Q4_0 paths use vpdpbusd on 256-bit registers: one instruction for the four
- * products and the int32 accumulation that maddubs + madd do in two (and without their int16
- * intermediate, so the activations can be made unsigned by an offset instead of the sign
- * trick); the K-quant paths keep maddubs (their sub-block scales ride on the madd) and fold
- * madd + add into vpdpwssd. Integer sums are exact either way and the float operations are
- * unchanged, so the results are the same bits. (What it gained: docs/engine.md, "Kernel
- * choices".) */
-#define VNNI_TARGET __attribute__((target("avx512vnni,avx512vl")))
-
-static int vnni_state = -1; /* -1: not yet decided; else 0 or 1 */
-
-static bool vnni_available(void)
-{
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl");
-}
-
-static inline bool use_vnni(void)
-{
-    int v = __atomic_load_n(&vnni_state, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *env = getenv("DYAD_SIMD");
-        v = vnni_available() && !(env && strcasecmp(env, "avx2") == 0);
-        __atomic_store_n(&vnni_state, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-
-bool dy_avx2_vnni(int on)
-{
-    const bool was = use_vnni();
-    if (on >= 0)
-        __atomic_store_n(&vnni_state, on && vnni_available(), __ATOMIC_RELAXED);
-    return was;
-}
-
 /* ------------------------------------------------------------------ Q8_0 / Q4_0 × Q8_0 */
 
 /* Up to this many activation rows, each one is multiplied straight from the weights (decoding
@@ -318,15 +170,6 @@ ALWAYS_INLINE __m256i dot_q8(__m256i ax, __m256i x, __m256i w)
 {
     const __m256i p16 = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(w, x));
     return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-/* Q4_0 block values as unsigned nibbles q+8 (0..15): low nibbles in the low half, high nibbles
- * in the high half, from one broadcast load. */
-ALWAYS_INLINE __m256i q4_0_nibbles(const uint8_t *qs)
-{
-    const __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs));
-    const __m256i v4 = _mm256_srlv_epi32(v, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
-    return _mm256_and_si256(v4, _mm256_set1_epi8(0x0F));
 }
 
 /* 8·Σx of a block in every int32 lane (removes the +8 of q4_0_nibbles). */
@@ -403,29 +246,6 @@ static __m256 q8_0_direct(const uint8_t *const rows[8], int64_t nblk, size_t bb,
     return acc;
 }
 
-/* q8_0_direct with vpdpbusd for maddubs + madd (sign trick kept: each weight is used once). */
-VNNI_TARGET static __m256 q8_0_direct_vnni(const uint8_t *const rows[8], int64_t nblk,
-                                           size_t bb, const dy_block_q8_0 *x, pf_range pf)
-{
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nblk; i++) {
-        const size_t off = (size_t)i * bb;
-        prefetch_slice(pf, 8 * off, 8 * bb);
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i ax = _mm256_sign_epi8(xv, xv);
-        __m256i p[8];
-#pragma GCC unroll 8
-        for (int r = 0; r < 8; r++) {
-            const __m256i w = _mm256_loadu_si256((const __m256i *)(rows[r] + off + 2));
-            p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, _mm256_sign_epi8(w, xv));
-        }
-        const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)),
-                              _mm256_mul_ps(f16x8(rows, off), dx), acc);
-    }
-    return acc;
-}
-
 typedef struct {
     __m256 dw[KC / DY_QK];              /* per block of the chunk: the 8 rows' scales */
     __m256i wsum[KC / DY_QK];           /* VNNI: per block, 128 × Σ of each row's values */
@@ -452,43 +272,6 @@ static void q8_chunk(const int8_t *const wp[8], size_t wstride, const __m256 *dw
         }
         acc[b] = a;
     }
-}
-
-/* q8_chunk with vpdpbusd: activations offset to unsigned (x + 128, one xor per block shared by
- * the 8 rows), and the offset's contribution 128·Σw taken off after the reduction. */
-VNNI_TARGET static void q8_chunk_vnni(const int8_t *const wp[8], size_t wstride,
-                                      const __m256 *dw, const __m256i *wsum, int nblk,
-                                      const uint8_t *act, size_t arb, int nb, __m256 *acc)
-{
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
-    for (int b = 0; b < nb; b++) {
-        const dy_block_q8_0 *x = (const dy_block_q8_0 *)(act + (size_t)b * arb);
-        __m256 a = acc[b];
-        for (int i = 0; i < nblk; i++) {
-            const __m256i xu = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)x[i].qs), bias);
-            __m256i p[8];
-#pragma GCC unroll 8
-            for (int r = 0; r < 8; r++) {
-                const __m256i w = _mm256_loadu_si256((const __m256i *)(wp[r] + i * wstride));
-                p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), xu, w);
-            }
-            const __m256i sum = _mm256_sub_epi32(hsum8_epi32(p), wsum[i]);
-            const __m256 dx = _mm256_set1_ps(_cvtsh_ss(x[i].d));
-            a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(dw[i], dx), a);
-        }
-        acc[b] = a;
-    }
-}
-
-/* Lane r: 128 × Σ of row r's 32 values (the VNNI path's offset correction). */
-VNNI_TARGET static __m256i q8_wsum_vnni(const int8_t *const wp[8], size_t off)
-{
-    __m256i p[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-        p[r] = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1),
-                                   _mm256_loadu_si256((const __m256i *)(wp[r] + off)));
-    return _mm256_slli_epi32(hsum8_epi32(p), 7);
 }
 
 /* One 8-row tile against nb activation rows through the scratch: per 256 columns, decode the
@@ -522,173 +305,23 @@ static void q8_tile_shared(dy_type t, const uint8_t *const rows[8], int64_t nblk
         const size_t wstride = t == DY_Q4_0 ? DY_QK : bb;
         if (vnni) {
             for (int i = 0; i < nk; i++)
-                s.wsum[i] = q8_wsum_vnni(wp, (size_t)i * wstride);
-            q8_chunk_vnni(wp, wstride, s.dw, s.wsum, nk, act + k * sizeof(dy_block_q8_0), arb,
-                          nb, acc);
+                s.wsum[i] = dy_avx512_q8_wsum(wp, (size_t)i * wstride);
+            dy_avx512_q8_chunk(wp, wstride, s.dw, s.wsum, nk, act + k * sizeof(dy_block_q8_0),
+                               arb, nb, acc);
         } else {
             q8_chunk(wp, wstride, s.dw, nk, act + k * sizeof(dy_block_q8_0), arb, nb, acc);
         }
     }
 }
 
-/* ---- the VNNI shared path: weights packed so no reduction is needed ----
- * For many activation rows the reduction tree of q8_chunk (8 row vectors → one vector of 8
- * sums, per activation row and block) costs more shuffles than the products themselves. Here
- * each block of an 8-row tile is repacked once into 8 registers, register g holding bytes
- * 4g … 4g+3 of rows 0 … 7 in its 8 int32 lanes, offset to unsigned (w + 128). vpdpbusd against
- * the activation's bytes 4g … 4g+3 broadcast to every lane then adds row r's 4 products to
- * lane r: after the block's 8 groups, lane r is Σ (w+128)·x for row r, and 128·Σx (the same for
- * every row, from a small table per activation row) is taken off. Loop order: a group of up to
- * 8 tiles (64 rows, whose weights stay in L2), a chunk of BCH activation rows, 8 blocks at a
- * time (their activation scales and sums tabled), then per tile and block the 8 packed
- * registers against every activation row of the chunk. */
-enum { PK_TILES = 8, PK_BLOCKS = KC / DY_QK };
-
-/* Lane r of block i of the tile: row r's values (wp[r] + i·wstride), packed as above. */
-VNNI_TARGET static void q8_pack_block(const int8_t *const wp[8], size_t off, __m256i out[8])
-{
-    __m256i v[8];
-#pragma GCC unroll 8
-    for (int r = 0; r < 8; r++)
-        v[r] = _mm256_loadu_si256((const __m256i *)(wp[r] + off));
-    /* 8×8 transpose of int32: v[r] lane g → out[g] lane r */
-    __m256i t[8], u[8];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        t[2 * k] = _mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
-        t[2 * k + 1] = _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
-    }
-#pragma GCC unroll 2
-    for (int k = 0; k < 2; k++) {
-        u[4 * k] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-        u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-    }
-    /* u[0..3]: rows 0-3, groups (0,4), (1,5), (2,6), (3,7) in the two halves; u[4..7]: rows 4-7 */
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) {
-        out[g] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x20), bias);
-        out[g + 4] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x31), bias);
-    }
-}
-
-/* For activation rows [0, nb) of the chunk and blocks [k, k+nk): xs = 128·Σx, dx = the scale. */
-VNNI_TARGET static void q8_act_table(const uint8_t *act, size_t arb, int nb, int64_t k, int nk,
-                                     int32_t xs[][PK_BLOCKS], float dx[][PK_BLOCKS])
-{
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (int b = 0; b < nb; b++) {
-        const dy_block_q8_0 *x = (const dy_block_q8_0 *)(act + (size_t)b * arb) + k;
-        __m256i p[8];
-#pragma GCC unroll 8
-        for (int i = 0; i < 8; i++) {
-            const __m256i xv = i < nk ? _mm256_loadu_si256((const __m256i *)x[i].qs)
-                                      : _mm256_setzero_si256();
-            p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
-        }
-        _mm256_storeu_si256((__m256i *)xs[b], _mm256_slli_epi32(hsum8_epi32(p), 7));
-        for (int i = 0; i < nk; i++)
-            dx[b][i] = _cvtsh_ss(x[i].d);
-    }
-}
-
-/* acc[b] (lane r) += dot(block of row r, block of activation row b) for the chunk's rows, with
- * the block packed in w. */
-VNNI_TARGET static void q8_packed_block(const __m256i w[8], __m256 dw, const uint8_t *act,
-                                        size_t arb, int nb, const int32_t *xs, const float *dx,
-                                        size_t tstride, __m256 *acc)
-{
-    for (int b = 0; b < nb; b++) {
-        const int8_t *xq = ((const dy_block_q8_0 *)(act + (size_t)b * arb))->qs;
-        __m256i p0 = _mm256_setzero_si256(), p1 = _mm256_setzero_si256();
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; g++) {
-            int32_t x0, x1;
-            memcpy(&x0, xq + 4 * g, 4);
-            memcpy(&x1, xq + 4 * g + 16, 4);
-            p0 = _mm256_dpbusd_epi32(p0, w[g], _mm256_set1_epi32(x0));
-            p1 = _mm256_dpbusd_epi32(p1, w[g + 4], _mm256_set1_epi32(x1));
-        }
-        const __m256i sum = _mm256_sub_epi32(_mm256_add_epi32(p0, p1),
-                                             _mm256_set1_epi32(xs[(size_t)b * tstride]));
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(dx[(size_t)b * tstride]));
-        acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), scale, acc[b]);
-    }
-}
-
-VNNI_TARGET static void q8_rows_packed(dy_type t, const dy_mat *W, const void *act, int B,
-                                       float *Y, int64_t ldy, int64_t r0, int64_t r1,
-                                       int64_t pf_end)
-{
-    const int64_t nblk = W->cols / DY_QK;
-    const size_t bb = dy_type_block_bytes(t);
-    const size_t arb = dy_type_row_bytes(DY_Q8_0, W->cols);
-    __m256 acc[PK_TILES][BCH];
-    int32_t xs[BCH][PK_BLOCKS] __attribute__((aligned(32)));
-    float dx[BCH][PK_BLOCKS];
-    int8_t q4[8][PK_BLOCKS * DY_QK] __attribute__((aligned(32))); /* Q4_0 values as int8 */
-    __m256i w[8];
-    for (int64_t g0 = r0; g0 < r1; g0 += 8 * PK_TILES) {
-        const int64_t g1 = i64min(r1, g0 + 8 * PK_TILES);
-        const int ntiles = (int)((g1 - g0 + 7) / 8);
-        for (int b0 = 0; b0 < B; b0 += BCH) {
-            const int nb = imin(BCH, B - b0);
-            const uint8_t *abase = (const uint8_t *)act + (size_t)b0 * arb;
-            for (int tl = 0; tl < ntiles; tl++)
-                for (int b = 0; b < nb; b++)
-                    acc[tl][b] = _mm256_setzero_ps();
-            for (int64_t k = 0; k < nblk; k += PK_BLOCKS) {
-                const int nk = (int)i64min(PK_BLOCKS, nblk - k);
-                q8_act_table(abase, arb, nb, k, nk, xs, dx);
-                for (int tl = 0; tl < ntiles; tl++) {
-                    const int64_t r = g0 + 8 * tl;
-                    const uint8_t *rows[8];
-                    tile_rows(W, r, r1, rows);
-                    if (b0 == 0)
-                        prefetch_slice(next_tile(W, r, pf_end, 8), 8 * (size_t)k * bb,
-                                       8 * (size_t)nk * bb);
-                    const int8_t *wp[8];
-                    for (int rr = 0; rr < 8; rr++) {
-                        const uint8_t *blk = rows[rr] + k * bb;
-                        if (t == DY_Q4_0) {
-                            for (int i = 0; i < nk; i++) {
-                                const __m256i q = q4_0_nibbles(blk + i * bb + 2);
-                                _mm256_store_si256((__m256i *)(q4[rr] + DY_QK * i),
-                                                   _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
-                            }
-                            wp[rr] = q4[rr];
-                        } else {
-                            wp[rr] = (const int8_t *)blk + 2;
-                        }
-                    }
-                    const size_t wstride = t == DY_Q4_0 ? DY_QK : bb;
-                    for (int i = 0; i < nk; i++) {
-                        q8_pack_block(wp, (size_t)i * wstride, w);
-                        q8_packed_block(w, f16x8(rows, (size_t)(k + i) * bb),
-                                        abase + (k + i) * sizeof(dy_block_q8_0), arb, nb,
-                                        &xs[0][i], &dx[0][i], PK_BLOCKS, acc[tl]);
-                    }
-                }
-            }
-            for (int tl = 0; tl < ntiles; tl++) {
-                const int64_t r = g0 + 8 * tl;
-                store_tile(acc[tl], b0, nb, Y, ldy, r, (int)i64min(8, r1 - r));
-            }
-        }
-    }
-}
-
 static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                    int64_t r1, int64_t pf_end)
+                    int64_t r1, int64_t pf_end, bool vnni)
 {
     const int64_t nblk = W->cols / DY_QK;
     const size_t bb = dy_type_block_bytes(W->type);
     const size_t arb = dy_type_row_bytes(DY_Q8_0, W->cols);
-    const bool vnni = use_vnni();
     if (vnni && B > direct_max(W->type, true)) {
-        q8_rows_packed(W->type, W, act, B, Y, ldy, r0, r1, pf_end);
+        dy_avx512_q8_rows_packed(W->type, W, act, B, Y, ldy, r0, r1, pf_end);
         return;
     }
     __m256 acc[BCH];
@@ -706,7 +339,7 @@ static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t l
                     const dy_block_q8_0 *x = (const dy_block_q8_0 *)(abase + (size_t)b * arb);
                     const pf_range p = b == 0 ? pf : no_prefetch();
                     acc[b] = W->type == DY_Q4_0 ? q4_0_direct(rows, nblk, bb, x, p)
-                             : vnni             ? q8_0_direct_vnni(rows, nblk, bb, x, p)
+                             : vnni             ? dy_avx512_q8_0_direct(rows, nblk, bb, x, p)
                                                 : q8_0_direct(rows, nblk, bb, x, p);
                 }
             }
@@ -716,24 +349,6 @@ static void q8_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t l
 }
 
 /* ------------------------------------------------------------------ K-quants × Q8_K */
-
-/* Q4_K/Q5_K: the 8 six-bit scales and mins (ggml's get_scale_min_k4, 4 bytes at a time), as
- * int16: returns the scales in both 128-bit halves, *mins the mins. */
-ALWAYS_INLINE __m256i k4_scales(const uint8_t scales[12], __m128i *mins)
-{
-    /* 32-bit lanes of the 12 bytes: u0 u1 u2. Wanted, as bytes: [scales 0-3 | scales 4-7 |
-     * mins 0-3 | mins 4-7] = [u0 & 3f | (u2 & 0f) | (u0 >> 6 & 03) << 4 | u1 & 3f |
-     * (u2 >> 4 & 0f) | (u1 >> 6 & 03) << 4]. The 4 bytes read past the scales are in the block. */
-    const __m128i v = _mm_loadu_si128((const __m128i *)scales);
-    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* u0 u2 u1 u2 */
-    const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* u0 u0 u1 u1 */
-    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                     _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
-    const __m128i hi = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
-    const __m256i sm = _mm256_cvtepu8_epi16(_mm_or_si128(lo, hi));
-    *mins = _mm256_extracti128_si256(sm, 1);
-    return _mm256_permute4x64_epi64(sm, 0x44);
-}
 
 /* int16 lane j of each half of sc, in all 16 lanes. */
 ALWAYS_INLINE __m256i bcast16(__m256i sc, int j)
@@ -772,71 +387,15 @@ ALWAYS_INLINE void q6_values(const dy_block_q6_k *w, int h, __m256i q[4])
                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
 }
 
-/* Q4_K row decoding for q4k_direct_sb: the 8 sub-block scales as int32 (two int16 copies, so
- * one vpbroadcastd makes a chunk's madd multiplier) into scl; returns the row's mins · bsums
- * as 4 int32 lanes. */
-ALWAYS_INLINE __m128i k4_row_scales(const uint8_t scales[12], int32_t scl[8], __m128i bsp)
-{
-    __m128i mins;
-    const __m256i sc = k4_scales(scales, &mins);
-    const __m256i sc32 = _mm256_cvtepu16_epi32(_mm256_castsi256_si128(sc));
-    _mm256_store_si256((__m256i *)scl, _mm256_or_si256(sc32, _mm256_slli_epi32(sc32, 16)));
-    return _mm_madd_epi16(mins, bsp);
-}
-
 /* Lane r: Σ_j scale_j·Σ q·x for Q4_K rows against one Q8_K block; *msum lane r: the row's
  * mins · bsums. Column-chunk outer, row inner: x is loaded once per chunk, only the 8 row sums
  * stay live, and the scales come from a small table by vpbroadcastd (faster than kq_row's
  * row-at-a-time order for Q4_K; slower for Q5_K, whose fifth bits add registers: docs/engine.md,
  * "Kernel choices"). */
-/* p += madd(a, b): what one vpdpwssd does with AVX-512 VNNI. */
-ALWAYS_INLINE __m256i madd_acc(__m256i p, __m256i a, __m256i b)
-{
-    return _mm256_add_epi32(p, _mm256_madd_epi16(a, b));
-}
-
-#define Q4K_DIRECT_SB_BODY(MADD_ACC)                                                            \
-    const __m256i m4 = _mm256_set1_epi8(0x0F);                                                  \
-    int32_t scl[8][8] __attribute__((aligned(32)));                                             \
-    __m128i hm[4];                                                                              \
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                         \
-    {                                                                                           \
-        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;                       \
-        const size_t so = offsetof(dy_block_q4_k, scales);                                      \
-        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),                          \
-                               k4_row_scales(b + so, scl[2 * k + 1], bsp));                     \
-    }                                                                                           \
-    *msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));      \
-    __m256i p[8];                                                                               \
-    _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) p[r] = _mm256_setzero_si256();          \
-    for (int c = 0; c < 4; c++) { /* 32 bytes: chunk 2c in the low nibbles, 2c+1 in the high */ \
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * c));              \
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(x->qs + 64 * c + 32));         \
-        _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++)                                     \
-        {                                                                                       \
-            const dy_block_q4_k *w = (const dy_block_q4_k *)(rows[r] + off);                    \
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(w->qs + 32 * c));            \
-            const __m256i ql = _mm256_and_si256(v, m4);                                         \
-            const __m256i qv = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);                   \
-            const __m256i s0 = _mm256_set1_epi32(scl[r][2 * c]);                                \
-            const __m256i s1 = _mm256_set1_epi32(scl[r][2 * c + 1]);                            \
-            p[r] = MADD_ACC(p[r], _mm256_maddubs_epi16(ql, x0), s0);                            \
-            p[r] = MADD_ACC(p[r], _mm256_maddubs_epi16(qv, x1), s1);                            \
-        }                                                                                       \
-    }                                                                                           \
-    return hsum8_epi32(p);
-
 static __m256i q4k_direct_sb(const uint8_t *const rows[8], size_t off, const dy_block_q8_k *x,
                              __m128i bsp, __m256i *msum)
 {
     Q4K_DIRECT_SB_BODY(madd_acc)
-}
-
-/* The same with vpdpwssd for madd + add. */
-VNNI_TARGET static __m256i q4k_direct_sb_vnni(const uint8_t *const rows[8], size_t off,
-                                              const dy_block_q8_k *x, __m128i bsp, __m256i *msum)
-{
-    Q4K_DIRECT_SB_BODY(_mm256_dpwssd_epi32)
 }
 
 /* One Q5_K or Q6_K row's super-block against one Q8_K block, decoded in registers: returns 8
@@ -898,7 +457,7 @@ ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t 
         const __m128i bsp = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
         __m256i sum, msum;
         if (t == DY_Q4_K) {
-            sum = vnni ? q4k_direct_sb_vnni(rows, off, x, bsp, &msum)
+            sum = vnni ? dy_avx512_q4k_direct_sb(rows, off, x, bsp, &msum)
                        : q4k_direct_sb(rows, off, x, bsp, &msum);
         } else { /* rows in pairs, reduced as they finish (hsum8_epi32 in steps) */
             __m256i h[4];
@@ -926,13 +485,6 @@ ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t 
     }
     return acc;
 }
-
-/* 8 weight rows of one super-block in the form of dy_kq_unpacked, laid out for the tile. */
-typedef struct {
-    uint8_t q[8][DY_QK_K] __attribute__((aligned(32)));
-    __m256i sc[8][8]; /* [row][32-column chunk j]: 16 int16, group 2j's scale ×8, 2j+1's ×8 */
-    __m256i mn[8];    /* [row]: the 16 group mins as int16 */
-} kq_scratch;
 
 /* Decodes row r of the tile into the scratch (values, scale vectors, mins). */
 ALWAYS_INLINE void kq_unpack_row(dy_type t, const uint8_t *blk, kq_scratch *s, int r)
@@ -979,51 +531,10 @@ ALWAYS_INLINE void kq_unpack_row(dy_type t, const uint8_t *blk, kq_scratch *s, i
     s->mn[r] = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
-/* acc[b] (lane r) += dot(super-block of weight row r, Q8_K block of activation row b). Q6_K's
- * offset term is folded into the integer sum (its dmin is d), as in kq_direct. */
-#define KQ_SUPERBLOCK_BODY(MADD_ACC)                                                                     \
-    for (int b = 0; b < nb; b++) {                                                                       \
-        const dy_block_q8_k *x = (const dy_block_q8_k *)(act + (size_t)b * arb);                         \
-        __m256i p[8], m[8];                                                                              \
-        _Pragma("GCC unroll 8")                                                                          \
-        for (int r = 0; r < 8; r++)                                                                      \
-            p[r] = _mm256_setzero_si256();                                                               \
-        for (int j = 0; j < 8; j++) {                                                                    \
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * j));                    \
-            _Pragma("GCC unroll 8")                                                                      \
-            for (int r = 0; r < 8; r++) {                                                                \
-                const __m256i q = _mm256_load_si256((const __m256i *)(s->q[r] + 32 * j));                \
-                const __m256i p16 = _mm256_maddubs_epi16(q, xv); /* q ≤ 63: no saturation */             \
-                p[r] = MADD_ACC(p[r], p16, s->sc[r][j]);                                                 \
-            }                                                                                            \
-        }                                                                                                \
-        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);                                \
-        const __m256 dx = _mm256_set1_ps(x->d);                                                          \
-        if (t == DY_Q6_K) {                                                                              \
-            _Pragma("GCC unroll 8")                                                                      \
-            for (int r = 0; r < 8; r++)                                                                  \
-                p[r] = _mm256_sub_epi32(p[r], _mm256_madd_epi16(s->mn[r], bs));                          \
-            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(d, dx), acc[b]);  \
-            continue;                                                                                    \
-        }                                                                                                \
-        _Pragma("GCC unroll 8")                                                                          \
-        for (int r = 0; r < 8; r++)                                                                      \
-            m[r] = _mm256_madd_epi16(s->mn[r], bs);                                                      \
-        __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(p)), _mm256_mul_ps(d, dx), acc[b]);    \
-        acc[b] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(m)), _mm256_mul_ps(dmin, dx), a);       \
-    }
-
 ALWAYS_INLINE void kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
                                  const uint8_t *act, size_t arb, int nb, __m256 *acc)
 {
     KQ_SUPERBLOCK_BODY(madd_acc)
-}
-
-/* The same with vpdpwssd for madd + add. */
-VNNI_TARGET static void kq_superblock_vnni(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
-                                           const uint8_t *act, size_t arb, int nb, __m256 *acc)
-{
-    KQ_SUPERBLOCK_BODY(_mm256_dpwssd_epi32)
 }
 
 /* One 8-row tile against nb activation rows through the scratch, a super-block at a time. */
@@ -1042,8 +553,8 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
         for (int r = 0; r < 8; r++)
             kq_unpack_row(t, rows[r] + off, &s, r);
         if (vnni)
-            kq_superblock_vnni(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
-                               act + i * sizeof(dy_block_q8_k), arb, nb, acc);
+            dy_avx512_kq_superblock(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
+                                    act + i * sizeof(dy_block_q8_k), arb, nb, acc);
         else
             kq_superblock(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
                           act + i * sizeof(dy_block_q8_k), arb, nb, acc);
@@ -1051,12 +562,11 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
 }
 
 ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
-                             int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end)
+                             int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end, bool vnni)
 {
     const int64_t nsb = W->cols / DY_QK_K;
     const size_t bb = dy_type_block_bytes(t);
     const size_t arb = dy_type_row_bytes(DY_Q8_K, W->cols);
-    const bool vnni = use_vnni();
     __m256 acc[BCH];
     for (int b0 = 0; b0 < B; b0 += BCH) {
         const int nb = imin(BCH, B - b0);
@@ -1078,21 +588,21 @@ ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B,
 }
 
 static void q4k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end)
+                     int64_t r1, int64_t pf_end, bool vnni)
 {
-    kq_rows_t(DY_Q4_K, W, act, B, Y, ldy, r0, r1, pf_end);
+    kq_rows_t(DY_Q4_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
 }
 
 static void q5k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end)
+                     int64_t r1, int64_t pf_end, bool vnni)
 {
-    kq_rows_t(DY_Q5_K, W, act, B, Y, ldy, r0, r1, pf_end);
+    kq_rows_t(DY_Q5_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
 }
 
 static void q6k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end)
+                     int64_t r1, int64_t pf_end, bool vnni)
 {
-    kq_rows_t(DY_Q6_K, W, act, B, Y, ldy, r0, r1, pf_end);
+    kq_rows_t(DY_Q6_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
 }
 
 /* ------------------------------------------------------------------ activation conversion */
@@ -1195,17 +705,17 @@ void dy_avx2_act_q8_k(const float *x, void *dst, int64_t n)
 /* ------------------------------------------------------------------ dispatch */
 
 void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                    int64_t r1, int64_t pf_end)
+                    int64_t r1, int64_t pf_end, bool vnni)
 {
     switch (W->type) {
     case DY_F32: f32_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_F16: f16_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_BF16: bf16_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_Q8_0:
-    case DY_Q4_0: q8_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
-    case DY_Q4_K: q4k_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
-    case DY_Q5_K: q5k_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
-    case DY_Q6_K: q6k_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
+    case DY_Q4_0: q8_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
+    case DY_Q4_K: q4k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
+    case DY_Q5_K: q5k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
+    case DY_Q6_K: q6k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
     default: break;
     }
 }

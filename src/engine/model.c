@@ -158,15 +158,15 @@ static bool load_llama2c(dy_model *m, char *err, size_t errlen)
 
 /* ---------------------------------------------------------------- GGUF */
 
-static bool get_int(const gguf_file *g, const char *key, int *out, bool required, char *err,
+static bool get_int(const dy_gguf_file *g, const char *key, int *out, bool required, char *err,
                     size_t errlen)
 {
     int64_t v;
-    if (!gguf_get_i64(g, key, &v)) {
-        if (required || gguf_find(g, key))
+    if (!dy_gguf_get_i64(g, key, &v)) {
+        if (required || dy_gguf_find(g, key))
             seterr(err, errlen, "%s: metadata '%s' is %s", g->path, key,
-                   gguf_find(g, key) ? "not an integer" : "missing");
-        return !required && !gguf_find(g, key);
+                   dy_gguf_find(g, key) ? "not an integer" : "missing");
+        return !required && !dy_gguf_find(g, key);
     }
     if (v < INT32_MIN || v > INT32_MAX) {
         seterr(err, errlen, "%s: metadata '%s' = %lld is out of range", g->path, key, (long long)v);
@@ -176,22 +176,22 @@ static bool get_int(const gguf_file *g, const char *key, int *out, bool required
     return true;
 }
 
-static bool get_float(const gguf_file *g, const char *key, float *out, char *err, size_t errlen)
+static bool get_float(const dy_gguf_file *g, const char *key, float *out, char *err, size_t errlen)
 {
     double v;
-    if (gguf_get_f64(g, key, &v)) {
+    if (dy_gguf_get_f64(g, key, &v)) {
         *out = (float)v;
         return true;
     }
-    if (!gguf_find(g, key))
+    if (!dy_gguf_find(g, key))
         return true; /* optional: keep the default */
     seterr(err, errlen, "%s: metadata '%s' is not a float", g->path, key);
     return false;
 }
 
-static bool gguf_hparams(const gguf_file *g, dy_hparams *hp, char *err, size_t errlen)
+static bool gguf_hparams(const dy_gguf_file *g, dy_hparams *hp, char *err, size_t errlen)
 {
-    char *arch = gguf_get_str(g, "general.architecture");
+    char *arch = dy_gguf_get_str(g, "general.architecture");
     if (!arch || strcmp(arch, "llama") != 0) {
         seterr(err, errlen, "%s: general.architecture is '%s'; dyad runs 'llama' models", g->path,
                arch ? arch : "(missing)");
@@ -218,7 +218,7 @@ static bool gguf_hparams(const gguf_file *g, dy_hparams *hp, char *err, size_t e
         !get_float(g, "llama.rope.freq_base", &hp->rope_base, err, errlen) ||
         !get_float(g, "llama.attention.layer_norm_rms_epsilon", &hp->rms_eps, err, errlen))
         return false;
-    const gguf_tensor *emb = gguf_find_tensor(g, "token_embd.weight");
+    const dy_gguf_tensor *emb = dy_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) {
         seterr(err, errlen, "%s: tensor 'token_embd.weight' is missing", g->path);
         return false;
@@ -228,10 +228,10 @@ static bool gguf_hparams(const gguf_file *g, dy_hparams *hp, char *err, size_t e
 }
 
 /* Finds a 2-D weight tensor with the expected shape (ne0 = input, ne1 = output). */
-static bool gguf_mat(const gguf_file *g, const char *name, int64_t rows, int64_t cols,
+static bool gguf_mat(const dy_gguf_file *g, const char *name, int64_t rows, int64_t cols,
                      dy_mat *out, char *err, size_t errlen)
 {
-    const gguf_tensor *t = gguf_find_tensor(g, name);
+    const dy_gguf_tensor *t = dy_gguf_find_tensor(g, name);
     if (!t) {
         seterr(err, errlen, "%s: tensor '%s' is missing", g->path, name);
         return false;
@@ -251,10 +251,10 @@ static bool gguf_mat(const gguf_file *g, const char *name, int64_t rows, int64_t
 }
 
 /* Copies a norm vector (any type) into owned f32 storage. */
-static bool gguf_vec(const gguf_file *g, const char *name, int64_t n, float *dst, char *err,
+static bool gguf_vec(const dy_gguf_file *g, const char *name, int64_t n, float *dst, char *err,
                      size_t errlen)
 {
-    const gguf_tensor *t = gguf_find_tensor(g, name);
+    const dy_gguf_tensor *t = dy_gguf_find_tensor(g, name);
     if (!t) {
         seterr(err, errlen, "%s: tensor '%s' is missing", g->path, name);
         return false;
@@ -270,7 +270,7 @@ static bool gguf_vec(const gguf_file *g, const char *name, int64_t n, float *dst
 
 static bool load_gguf_layer(dy_model *m, int l, float *norms, char *err, size_t errlen)
 {
-    const gguf_file *g = m->gguf;
+    const dy_gguf_file *g = m->gguf;
     const dy_hparams *hp = &m->hp;
     const int64_t dim = hp->dim, hid = hp->hidden_dim;
     const int64_t qd = (int64_t)hp->n_heads * hp->head_dim;
@@ -296,7 +296,7 @@ static bool load_gguf_layer(dy_model *m, int l, float *norms, char *err, size_t 
 
 static bool load_gguf(dy_model *m, const char *tokenizer_path, char *err, size_t errlen)
 {
-    m->gguf = gguf_open(m->path, err, errlen);
+    m->gguf = dy_gguf_open(m->path, err, errlen);
     if (!m->gguf || !gguf_hparams(m->gguf, &m->hp, err, errlen))
         return false;
     const dy_hparams *hp = &m->hp;
@@ -317,10 +317,10 @@ static bool load_gguf(dy_model *m, const char *tokenizer_path, char *err, size_t
         return false;
     m->out_norm = out_norm;
     m->output = m->tok_embd;
-    if (gguf_find_tensor(m->gguf, "output.weight") &&
+    if (dy_gguf_find_tensor(m->gguf, "output.weight") &&
         !gguf_mat(m->gguf, "output.weight", hp->vocab_size, dim, &m->output, err, errlen))
         return false;
-    if (!tokenizer_path && gguf_find(m->gguf, "tokenizer.ggml.model")) {
+    if (!tokenizer_path && dy_gguf_find(m->gguf, "tokenizer.ggml.model")) {
         m->tok = dy_tokenizer_from_gguf(m->gguf, err, errlen);
         if (!m->tok)
             return false;
@@ -404,7 +404,7 @@ void dy_model_free(dy_model *m)
     if (!m)
         return;
     dy_tokenizer_free(m->tok);
-    gguf_close(m->gguf);
+    dy_gguf_close(m->gguf);
     if (m->map)
         munmap(m->map, m->map_size);
     free(m->layers);
@@ -427,12 +427,6 @@ uint64_t dy_model_weight_bytes(const dy_model *m)
              mat_bytes(&ly->w_gate) + mat_bytes(&ly->w_down) + mat_bytes(&ly->w_up);
     }
     return b;
-}
-
-size_t dy_model_kv_bytes_per_token(const dy_model *m)
-{
-    return (size_t)m->hp.n_layers * 2 * (size_t)m->hp.n_kv_heads * (size_t)m->hp.head_dim *
-           sizeof(float);
 }
 
 dy_type dy_model_weight_type(const dy_model *m)

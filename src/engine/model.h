@@ -42,7 +42,7 @@ typedef struct {
     const float *out_norm;  /* dim floats */
     dy_layer *layers;
     float *norms;           /* owned storage behind every norm vector */
-    gguf_file *gguf;        /* set for GGUF models */
+    dy_gguf_file *gguf;        /* set for GGUF models */
     void *map;              /* set for llama2.c checkpoints */
     size_t map_size;
     dy_tokenizer *tok;      /* may be NULL for a llama2.c checkpoint without tokenizer */
@@ -58,8 +58,6 @@ void dy_model_free(dy_model *m);
 
 /* Bytes of weights read by one decode step (every matrix once, plus one embedding row). */
 uint64_t dy_model_weight_bytes(const dy_model *m);
-/* KV bytes per token: n_layers × 2 × n_kv_heads × head_dim × sizeof(float). */
-size_t dy_model_kv_bytes_per_token(const dy_model *m);
 /* The dominant weight type (of wq in layer 0), for reports. */
 dy_type dy_model_weight_type(const dy_model *m);
 

@@ -65,14 +65,14 @@ static void fma_phase(void *ctx, int ith, int nth)
 {
     (void)nth;
     fma_job *j = ctx;
-    j->sink[ith % 64] = j->simd == DY_SIMD_AVX2 ? dy_fma_loop_avx2(j->iters)
+    j->sink[ith % 64] = dy_simd_has_avx2(j->simd) ? dy_fma_loop_avx2(j->iters)
                                                 : fma_loop_scalar(j->iters);
 }
 
 double dy_measure_fma_gflops(dy_pool *pool, dy_simd simd, int reps)
 {
     fma_job j = {.simd = simd, .iters = 20 * 1000 * 1000};
-    double flops_per_thread = simd == DY_SIMD_AVX2 ? 2.0 * 8 * 10 * j.iters : 2.0 * 8 * j.iters;
+    double flops_per_thread = dy_simd_has_avx2(simd) ? 2.0 * 8 * 10 * j.iters : 2.0 * 8 * j.iters;
     double best = 0.0;
     for (int r = 0; r < reps; r++) {
         double t0 = dy_now();

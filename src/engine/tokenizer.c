@@ -23,8 +23,8 @@ void dy_tokenizer_free(dy_tokenizer *t)
     free(t->len);
     free(t->score);
     free(t->attr);
-    tok_map_free(&t->vocab);
-    tok_map_free(&t->merges);
+    dy_tok_map_free(&t->vocab);
+    dy_tok_map_free(&t->merges);
     free(t->merge_blob);
     free(t->special);
     dy_pretok_free(t->pretok);
@@ -143,7 +143,7 @@ static bool partition(const dy_tokenizer *t, const char *text, size_t len, bool 
 
 /* SPM input: an optional leading space, then spaces written as the vocabulary stores them. */
 static bool spm_fragment(const dy_tokenizer *t, const char *s, size_t n, bool prefix,
-                         tok_vec *out)
+                         dy_tok_vec *out)
 {
     size_t per = t->spm_escape ? 3 : 1;
     char *buf = malloc((n + 1) * per);
@@ -164,14 +164,14 @@ static bool spm_fragment(const dy_tokenizer *t, const char *s, size_t n, bool pr
     return ok;
 }
 
-static bool encode(const dy_tokenizer *t, const char *text, const frag_vec *frags, tok_vec *out)
+static bool encode(const dy_tokenizer *t, const char *text, const frag_vec *frags, dy_tok_vec *out)
 {
     bool prev_special = true; /* SPM: the first text gets the space prefix */
     for (size_t i = 0; i < frags->n; i++) {
         const frag *f = &frags->v[i];
         bool ok = true;
         if (f->id >= 0)
-            tok_vec_push(out, f->id);
+            dy_tok_vec_push(out, f->id);
         else if (t->kind == DY_VOCAB_SPM)
             ok = spm_fragment(t, text + f->off, f->len, t->add_space_prefix && prev_special, out);
         else
@@ -189,12 +189,12 @@ int dy_tokenize(const dy_tokenizer *t, const char *text, size_t len, bool add_bo
     if (!t || (!text && len > 0))
         return -1;
     frag_vec frags = {0};
-    tok_vec out = {0};
+    dy_tok_vec out = {0};
     if (add_bos && t->bos >= 0)
-        tok_vec_push(&out, t->bos);
+        dy_tok_vec_push(&out, t->bos);
     bool ok = partition(t, text, len, parse_special, &frags) && encode(t, text, &frags, &out);
     if (add_bos && t->add_eos && t->eos >= 0)
-        tok_vec_push(&out, t->eos);
+        dy_tok_vec_push(&out, t->eos);
     int n = ok && !out.failed && out.n <= (size_t)INT_MAX ? (int)out.n : -1;
     for (int i = 0; i < n && i < cap; i++)
         ids[i] = out.v[i];
@@ -262,7 +262,7 @@ int dy_token_to_piece(const dy_tokenizer *t, int32_t prev, int32_t id, char *buf
             buf[k] = 0;
         return k > (size_t)INT_MAX ? INT_MAX : (int)k;
     }
-    if ((a & TOK_BYTE) && tok_is_byte_text(s, n)) {
+    if ((a & TOK_BYTE) && dy_tok_is_byte_text(s, n)) {
         char c = (char)strtol(s + 3, NULL, 16);
         return put_bytes(buf, cap, &c, 1);
     }

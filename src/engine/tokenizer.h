@@ -17,7 +17,7 @@ typedef struct dy_tokenizer dy_tokenizer;
 typedef enum { DY_VOCAB_SPM = 1, DY_VOCAB_BPE = 2 } dy_vocab_kind;
 
 /* From a GGUF's tokenizer.ggml.* metadata. NULL and a message in err on failure. */
-dy_tokenizer *dy_tokenizer_from_gguf(const gguf_file *g, char *err, size_t errlen);
+dy_tokenizer *dy_tokenizer_from_gguf(const dy_gguf_file *g, char *err, size_t errlen);
 /* From a llama2.c tokenizer.bin for a model with `vocab_size` tokens (BOS 1, EOS 2). */
 dy_tokenizer *dy_tokenizer_from_llama2c(const char *path, int vocab_size, char *err, size_t errlen);
 void dy_tokenizer_free(dy_tokenizer *t);

@@ -149,7 +149,7 @@ static bool split_span(const pcre2_code *re, pcre2_match_data *md, const char *t
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         size_t ms = ov[0], me = ov[1];
         if (me <= ms) { /* empty match: step over one character */
-            size_t step = tok_utf8_len((unsigned char)text[start + ms]);
+            size_t step = dy_tok_utf8_len((unsigned char)text[start + ms]);
             pos = ms + (step < len - ms ? step : len - ms);
             continue;
         }
@@ -215,8 +215,8 @@ static size_t put_cp(char *dst, unsigned cp)
 typedef struct {
     const dy_tokenizer *t;
     const char *w; /* the word in the byte alphabet */
-    tok_symbol *sym;
-    tok_heap heap;
+    dy_tok_symbol *sym;
+    dy_tok_heap heap;
     char *key; /* scratch for "left right" */
 } bpe_state;
 
@@ -224,47 +224,47 @@ typedef struct {
 static void add_bigram(void *ctx, int l, int r)
 {
     bpe_state *st = ctx;
-    const tok_symbol *a = &st->sym[l], *b = &st->sym[r];
+    const dy_tok_symbol *a = &st->sym[l], *b = &st->sym[r];
     memcpy(st->key, st->w + a->off, a->n);
     st->key[a->n] = ' ';
     memcpy(st->key + a->n + 1, st->w + b->off, b->n);
-    int32_t rank = tok_map_get(&st->t->merges, st->key, a->n + 1 + b->n);
+    int32_t rank = dy_tok_map_get(&st->t->merges, st->key, a->n + 1 + b->n);
     if (rank < 0)
         return;
-    tok_heap_push(&st->heap,
-                  (tok_bigram){.left = l, .right = r, .prio = -(double)rank, .size = a->n + b->n});
+    dy_tok_heap_push(&st->heap, (dy_tok_bigram){.left = l, .right = r, .prio = -(double)rank,
+                                                .size = a->n + b->n});
 }
 
 /* Emits a finished symbol: its token, or else the tokens of its single bytes. */
-static void emit_symbol(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out)
+static void emit_symbol(const dy_tokenizer *t, const char *s, size_t n, dy_tok_vec *out)
 {
-    int32_t id = tok_map_get(&t->vocab, s, n);
+    int32_t id = dy_tok_map_get(&t->vocab, s, n);
     if (id >= 0) {
-        tok_vec_push(out, id);
+        dy_tok_vec_push(out, id);
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        id = tok_map_get(&t->vocab, s + i, 1);
+        id = dy_tok_map_get(&t->vocab, s + i, 1);
         if (id >= 0)
-            tok_vec_push(out, id);
+            dy_tok_vec_push(out, id);
     }
 }
 
 /* One pre-token: w[0..wn) already in the byte alphabet; key is scratch of wn + 1 bytes. */
-static bool encode_word(const dy_tokenizer *t, const char *w, size_t wn, char *key, tok_vec *out)
+static bool encode_word(const dy_tokenizer *t, const char *w, size_t wn, char *key, dy_tok_vec *out)
 {
     if (t->ignore_merges) {
-        int32_t id = tok_map_get(&t->vocab, w, wn);
+        int32_t id = dy_tok_map_get(&t->vocab, w, wn);
         if (id >= 0) {
-            tok_vec_push(out, id);
+            dy_tok_vec_push(out, id);
             return true;
         }
     }
     bpe_state st = {.t = t, .w = w, .key = key};
-    int count = tok_split_chars(w, wn, &st.sym);
+    int count = dy_tok_split_chars(w, wn, &st.sym);
     if (count < 0)
         return false;
-    tok_merge_symbols(st.sym, count, &st.heap, add_bigram, &st);
+    dy_tok_merge_symbols(st.sym, count, &st.heap, add_bigram, &st);
     bool ok = !st.heap.failed;
     for (int i = count > 0 ? 0 : -1; ok && i >= 0; i = st.sym[i].next)
         emit_symbol(t, w + st.sym[i].off, st.sym[i].n, out);
@@ -273,7 +273,7 @@ static bool encode_word(const dy_tokenizer *t, const char *w, size_t wn, char *k
     return ok;
 }
 
-bool dy_bpe_encode(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out)
+bool dy_bpe_encode(const dy_tokenizer *t, const char *s, size_t n, dy_tok_vec *out)
 {
     size_t *offs;
     int count = dy_pretok_split(t->pretok, s, n, &offs);
@@ -301,7 +301,7 @@ bool dy_bpe_encode(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out)
 /* Decodes one UTF-8 sequence at s (n bytes left); returns its length, or 0 if invalid. */
 static size_t utf8_decode(const unsigned char *s, size_t n, unsigned *cp)
 {
-    size_t len = tok_utf8_len(s[0]);
+    size_t len = dy_tok_utf8_len(s[0]);
     if (len == 1) {
         *cp = s[0];
         return s[0] < 0x80 ? 1 : 0;

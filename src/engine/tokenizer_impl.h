@@ -29,29 +29,29 @@ typedef struct {
     const char *key;
     uint32_t len;
     int32_t value;
-} tok_map_slot;
+} dy_tok_map_slot;
 
 typedef struct {
-    tok_map_slot *slots; /* key == NULL marks an empty slot */
+    dy_tok_map_slot *slots; /* key == NULL marks an empty slot */
     size_t cap;          /* a power of two */
     size_t count;
-} tok_map;
+} dy_tok_map;
 
-bool tok_map_init(tok_map *m, size_t expected);
-void tok_map_free(tok_map *m);
+bool dy_tok_map_init(dy_tok_map *m, size_t expected);
+void dy_tok_map_free(dy_tok_map *m);
 /* Inserts key→value; an existing key keeps its value unless `overwrite`. */
-bool tok_map_put(tok_map *m, const char *key, size_t len, int32_t value, bool overwrite);
+bool dy_tok_map_put(dy_tok_map *m, const char *key, size_t len, int32_t value, bool overwrite);
 /* The value for key, or -1. */
-int32_t tok_map_get(const tok_map *m, const char *key, size_t len);
+int32_t dy_tok_map_get(const dy_tok_map *m, const char *key, size_t len);
 
 /* Growable vector of token ids; `failed` is set (and pushes ignored) after an OOM. */
 typedef struct {
     int32_t *v;
     size_t n, cap;
     bool failed;
-} tok_vec;
+} dy_tok_vec;
 
-void tok_vec_push(tok_vec *a, int32_t id);
+void dy_tok_vec_push(dy_tok_vec *a, int32_t id);
 
 /* A candidate merge of the adjacent symbols left and right. The heap pops the highest
  * `prio` first and, among equals, the leftmost — llama.cpp's order for both SPM (prio =
@@ -60,27 +60,27 @@ typedef struct {
     int left, right;
     double prio;
     size_t size;
-} tok_bigram;
+} dy_tok_bigram;
 
 typedef struct {
-    tok_bigram *v;
+    dy_tok_bigram *v;
     size_t n, cap;
     bool failed;
-} tok_heap;
+} dy_tok_heap;
 
-void tok_heap_push(tok_heap *h, tok_bigram b);
-bool tok_heap_pop(tok_heap *h, tok_bigram *out);
+void dy_tok_heap_push(dy_tok_heap *h, dy_tok_bigram b);
+bool dy_tok_heap_pop(dy_tok_heap *h, dy_tok_bigram *out);
 
 /* A symbol of the text being merged: bytes [off, off+n) of the work string, in a doubly
  * linked list of the symbols still alive (n == 0 once merged away). */
 typedef struct {
     int prev, next;
     size_t off, n;
-} tok_symbol;
+} dy_tok_symbol;
 
 /* Length of the UTF-8 sequence that starts with byte c, by its high nibble (1 for a stray
  * continuation byte), as llama.cpp's unicode_len_utf8. */
-static inline size_t tok_utf8_len(unsigned char c)
+static inline size_t dy_tok_utf8_len(unsigned char c)
 {
     static const unsigned char lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return lens[c >> 4];
@@ -88,18 +88,19 @@ static inline size_t tok_utf8_len(unsigned char c)
 
 /* Splits s[0..n) into symbols of one UTF-8 character each. Returns the count, or -1 on OOM
  * (*out is then NULL). */
-int tok_split_chars(const char *s, size_t n, tok_symbol **out);
+int dy_tok_split_chars(const char *s, size_t n, dy_tok_symbol **out);
 
 /* Queues the merge of symbols l and r (both >= 0, adjacent) if the vocabulary allows it. */
-typedef void (*tok_add_bigram_fn)(void *ctx, int l, int r);
+typedef void (*dy_tok_add_bigram_fn)(void *ctx, int l, int r);
 
 /* Seeds `h` with every adjacent pair of the count symbols, then pops merges until none is
  * left: the popped pair's right symbol joins the left one, and the new neighbours are
  * offered to `add`. Entries whose symbols changed since they were queued are skipped. */
-void tok_merge_symbols(tok_symbol *sym, int count, tok_heap *h, tok_add_bigram_fn add, void *ctx);
+void dy_tok_merge_symbols(dy_tok_symbol *sym, int count, dy_tok_heap *h, dy_tok_add_bigram_fn add,
+                          void *ctx);
 
 /* True for the SPM byte-token spelling "<0xNN>". */
-static inline bool tok_is_byte_text(const char *s, size_t n)
+static inline bool dy_tok_is_byte_text(const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEFabcdef";
     return n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' && s[3] && s[4] &&
@@ -116,7 +117,7 @@ struct dy_tokenizer {
     uint32_t *len;   /* and its length */
     float *score;    /* SPM merge priority */
     uint8_t *attr;   /* TOK_* flags */
-    tok_map vocab;   /* text → id (the last id wins for duplicate texts, as in llama.cpp) */
+    dy_tok_map vocab;   /* text → id (the last id wins for duplicate texts, as in llama.cpp) */
 
     int32_t bos, eos, unk, pad; /* -1 when absent */
     bool add_bos, add_eos, add_space_prefix;
@@ -130,7 +131,7 @@ struct dy_tokenizer {
     int n_eog;
 
     /* byte-level BPE */
-    tok_map merges;      /* "left right" → rank; keys point into merge_blob */
+    dy_tok_map merges;      /* "left right" → rank; keys point into merge_blob */
     char *merge_blob;
     bool ignore_merges;  /* look a whole pre-token up before merging (llama-bpe) */
     dy_pretok *pretok;
@@ -141,7 +142,7 @@ struct dy_tokenizer {
 };
 
 /* tokenizer_spm.c: encodes already-escaped text (spaces as the vocab stores them). */
-bool dy_spm_encode(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out);
+bool dy_spm_encode(const dy_tokenizer *t, const char *s, size_t n, dy_tok_vec *out);
 
 /* tokenizer_bpe.c */
 /* Compiles the pre-tokenizer named by tokenizer.ggml.pre (NULL or "" = "default").
@@ -152,7 +153,7 @@ void dy_pretok_free(dy_pretok *p);
 /* Splits text into pre-tokens: on success *offs holds 2*count numbers (start, length). */
 int dy_pretok_split(const dy_pretok *p, const char *text, size_t len, size_t **offs);
 void dy_bpe_init_alphabet(dy_tokenizer *t);
-bool dy_bpe_encode(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out);
+bool dy_bpe_encode(const dy_tokenizer *t, const char *s, size_t n, dy_tok_vec *out);
 /* Maps a byte-level token text back to raw bytes into buf (at most cap); returns the full
  * length. Code points outside the alphabet are copied through as UTF-8. */
 size_t dy_bpe_decode(const dy_tokenizer *t, const char *text, size_t len, char *buf, size_t cap);

@@ -60,7 +60,7 @@ static void put_text(dy_tokenizer *t, int i, const char *s, size_t len, size_t *
 
 static int32_t find_token(const dy_tokenizer *t, const char *text)
 {
-    return tok_map_get(&t->vocab, text, strlen(text));
+    return dy_tok_map_get(&t->vocab, text, strlen(text));
 }
 
 static bool add_eog(dy_tokenizer *t, int32_t id)
@@ -158,10 +158,10 @@ static void name_attrs(dy_tokenizer *t, const char *model_name, const char *pre)
 /* Everything derived from the texts and attributes: lookup map, byte tokens, specials. */
 static bool finish(dy_tokenizer *t, int32_t eot, int32_t eom)
 {
-    if (!tok_map_init(&t->vocab, (size_t)t->n_vocab))
+    if (!dy_tok_map_init(&t->vocab, (size_t)t->n_vocab))
         return false;
     for (int i = 0; i < t->n_vocab; i++)
-        if (!tok_map_put(&t->vocab, t->blob + t->off[i], t->len[i], i, true))
+        if (!dy_tok_map_put(&t->vocab, t->blob + t->off[i], t->len[i], i, true))
             return false;
     for (int b = 0; b < 256; b++) {
         char name[8];
@@ -179,28 +179,28 @@ static bool finish(dy_tokenizer *t, int32_t eot, int32_t eom)
 /* ---- GGUF -------------------------------------------------------------------------- */
 
 /* A special id from metadata; ids out of range keep the default, as in llama.cpp. */
-static void read_id(const gguf_file *g, const char *key, int n, int32_t *id)
+static void read_id(const dy_gguf_file *g, const char *key, int n, int32_t *id)
 {
     uint64_t v;
-    if (gguf_get_u64(g, key, &v) && v < (uint64_t)n)
+    if (dy_gguf_get_u64(g, key, &v) && v < (uint64_t)n)
         *id = (int32_t)v;
 }
 
-static void read_bool(const gguf_file *g, const char *key, bool *b)
+static void read_bool(const dy_gguf_file *g, const char *key, bool *b)
 {
     bool v;
-    if (gguf_get_bool(g, key, &v))
+    if (dy_gguf_get_bool(g, key, &v))
         *b = v;
 }
 
 /* An optional array of n elements of type `type`: NULL if absent, error if malformed. */
-static const gguf_kv *optional_arr(const gguf_file *g, const char *key, gguf_vtype type,
-                                   uint64_t n, char *err, size_t errlen, bool *bad)
+static const dy_gguf_kv *optional_arr(const dy_gguf_file *g, const char *key, dy_gguf_vtype type,
+                                      uint64_t n, char *err, size_t errlen, bool *bad)
 {
-    const gguf_kv *kv = gguf_find(g, key);
+    const dy_gguf_kv *kv = dy_gguf_find(g, key);
     if (!kv)
         return NULL;
-    if (kv->type != GGUF_ARRAY || kv->v.arr.type != type) {
+    if (kv->type != DY_GGUF_ARRAY || kv->v.arr.type != type) {
         set_err(err, errlen, "%s: %s has the wrong type", g->path, key);
         *bad = true;
         return NULL;
@@ -214,12 +214,12 @@ static const gguf_kv *optional_arr(const gguf_file *g, const char *key, gguf_vty
     return kv;
 }
 
-static bool load_gguf_tokens(dy_tokenizer *t, const gguf_kv *toks, const gguf_kv *scores,
-                             const gguf_kv *types)
+static bool load_gguf_tokens(dy_tokenizer *t, const dy_gguf_kv *toks, const dy_gguf_kv *scores,
+                             const dy_gguf_kv *types)
 {
     size_t pos = 0;
     for (int i = 0; i < t->n_vocab; i++) {
-        gguf_str s = toks->v.arr.strings[i];
+        dy_gguf_str s = toks->v.arr.strings[i];
         char empty[32];
         if (s.len == 0) { /* llama.cpp renames empty tokens so they never match */
             s.len = (uint64_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", i);
@@ -242,21 +242,21 @@ static bool load_gguf_tokens(dy_tokenizer *t, const gguf_kv *toks, const gguf_kv
 }
 
 /* The merges list ("left right", rank = index; the first occurrence of a pair wins). */
-static bool load_merges(dy_tokenizer *t, const gguf_kv *m)
+static bool load_merges(dy_tokenizer *t, const dy_gguf_kv *m)
 {
     size_t total = 0;
     for (uint64_t i = 0; i < m->v.arr.n; i++)
         total += (size_t)m->v.arr.strings[i].len;
     t->merge_blob = malloc(total ? total : 1);
-    if (!t->merge_blob || !tok_map_init(&t->merges, (size_t)m->v.arr.n))
+    if (!t->merge_blob || !dy_tok_map_init(&t->merges, (size_t)m->v.arr.n))
         return false;
     size_t pos = 0;
     for (uint64_t i = 0; i < m->v.arr.n; i++) {
-        gguf_str s = m->v.arr.strings[i];
+        dy_gguf_str s = m->v.arr.strings[i];
         memcpy(t->merge_blob + pos, s.ptr, (size_t)s.len);
         const char *sp = s.len > 1 ? memchr(s.ptr + 1, ' ', (size_t)s.len - 1) : NULL;
         if (sp && i <= INT32_MAX &&
-            !tok_map_put(&t->merges, t->merge_blob + pos, (size_t)s.len, (int32_t)i, false))
+            !dy_tok_map_put(&t->merges, t->merge_blob + pos, (size_t)s.len, (int32_t)i, false))
             return false;
         pos += (size_t)s.len;
     }
@@ -264,7 +264,7 @@ static bool load_merges(dy_tokenizer *t, const gguf_kv *m)
 }
 
 /* Vocabulary kind, pre-tokenizer and the defaults that depend on them. */
-static bool setup_kind(dy_tokenizer *t, const gguf_file *g, const char *model, const char *pre,
+static bool setup_kind(dy_tokenizer *t, const dy_gguf_file *g, const char *model, const char *pre,
                        char *err, size_t errlen)
 {
     if (strcmp(model, "llama") == 0) {
@@ -275,7 +275,7 @@ static bool setup_kind(dy_tokenizer *t, const gguf_file *g, const char *model, c
     }
     t->kind = DY_VOCAB_BPE;
     t->bos = t->eos = 11; /* llama.cpp's defaults for gpt2 vocabularies */
-    const gguf_kv *m = gguf_get_arr(g, "tokenizer.ggml.merges", GGUF_STRING);
+    const dy_gguf_kv *m = dy_gguf_get_arr(g, "tokenizer.ggml.merges", DY_GGUF_STRING);
     if (!m) {
         set_err(err, errlen, "%s: tokenizer.ggml.merges is missing or not a string array",
                 g->path);
@@ -295,7 +295,7 @@ static bool setup_kind(dy_tokenizer *t, const gguf_file *g, const char *model, c
     return true;
 }
 
-static dy_tokenizer *from_gguf(const gguf_file *g, const char *model, const char *pre,
+static dy_tokenizer *from_gguf(const dy_gguf_file *g, const char *model, const char *pre,
                                char *err, size_t errlen)
 {
     if (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0) {
@@ -303,7 +303,7 @@ static dy_tokenizer *from_gguf(const gguf_file *g, const char *model, const char
                 g->path, model);
         return NULL;
     }
-    const gguf_kv *toks = gguf_get_arr(g, "tokenizer.ggml.tokens", GGUF_STRING);
+    const dy_gguf_kv *toks = dy_gguf_get_arr(g, "tokenizer.ggml.tokens", DY_GGUF_STRING);
     if (!toks || toks->v.arr.n == 0 || toks->v.arr.n > MAX_TOKENS) {
         set_err(err, errlen, "%s: tokenizer.ggml.tokens is missing, empty, too long or not a "
                 "string array", g->path);
@@ -311,10 +311,11 @@ static dy_tokenizer *from_gguf(const gguf_file *g, const char *model, const char
     }
     uint64_t n = toks->v.arr.n;
     bool bad = false;
-    const gguf_kv *scores = optional_arr(g, "tokenizer.ggml.scores", GGUF_FLOAT32, n, err,
-                                         errlen, &bad);
-    const gguf_kv *types = bad ? NULL : optional_arr(g, "tokenizer.ggml.token_type", GGUF_INT32,
-                                                     n, err, errlen, &bad);
+    const dy_gguf_kv *scores = optional_arr(g, "tokenizer.ggml.scores", DY_GGUF_FLOAT32, n, err,
+                                            errlen, &bad);
+    const dy_gguf_kv *types = bad ? NULL
+                                  : optional_arr(g, "tokenizer.ggml.token_type", DY_GGUF_INT32, n,
+                                                 err, errlen, &bad);
     if (bad)
         return NULL;
     size_t bytes = 0;
@@ -349,25 +350,25 @@ static dy_tokenizer *from_gguf(const gguf_file *g, const char *model, const char
         dy_tokenizer_free(t);
         return NULL;
     }
-    char *name = gguf_get_str(g, "general.name");
+    char *name = dy_gguf_get_str(g, "general.name");
     name_attrs(t, name, pre);
     free(name);
-    t->chat_template = gguf_get_str(g, "tokenizer.chat_template");
+    t->chat_template = dy_gguf_get_str(g, "tokenizer.chat_template");
     return t;
 }
 
-dy_tokenizer *dy_tokenizer_from_gguf(const gguf_file *g, char *err, size_t errlen)
+dy_tokenizer *dy_tokenizer_from_gguf(const dy_gguf_file *g, char *err, size_t errlen)
 {
     if (!g) {
         set_err(err, errlen, "no GGUF file");
         return NULL;
     }
-    char *model = gguf_get_str(g, "tokenizer.ggml.model");
+    char *model = dy_gguf_get_str(g, "tokenizer.ggml.model");
     if (!model) {
         set_err(err, errlen, "%s: tokenizer.ggml.model is missing or not a string", g->path);
         return NULL;
     }
-    char *pre = gguf_get_str(g, "tokenizer.ggml.pre");
+    char *pre = dy_gguf_get_str(g, "tokenizer.ggml.pre");
     dy_tokenizer *t = from_gguf(g, model, pre, err, errlen);
     free(model);
     free(pre);
@@ -463,7 +464,7 @@ static void load_llama2c_tokens(dy_tokenizer *t, const unsigned char *d)
         else if (i == 1 || i == 2)
             t->attr[i] = TOK_CONTROL;
         else
-            t->attr[i] = tok_is_byte_text((const char *)d + pos - len, (size_t)len) ? TOK_BYTE
+            t->attr[i] = dy_tok_is_byte_text((const char *)d + pos - len, (size_t)len) ? TOK_BYTE
                                                                                 : TOK_NORMAL;
     }
 }

@@ -10,8 +10,8 @@
 typedef struct {
     const dy_tokenizer *t;
     const char *s;
-    tok_symbol *sym;
-    tok_heap heap;
+    dy_tok_symbol *sym;
+    dy_tok_heap heap;
 } spm_state;
 
 /* Queues the merge of symbols l and r if their concatenation is a token, by its score. */
@@ -19,37 +19,37 @@ static void add_bigram(void *ctx, int l, int r)
 {
     spm_state *st = ctx;
     size_t size = st->sym[l].n + st->sym[r].n;
-    int32_t id = tok_map_get(&st->t->vocab, st->s + st->sym[l].off, size);
+    int32_t id = dy_tok_map_get(&st->t->vocab, st->s + st->sym[l].off, size);
     if (id < 0)
         return;
-    tok_heap_push(&st->heap, (tok_bigram){.left = l, .right = r, .prio = st->t->score[id], .size = size});
+    dy_tok_heap_push(&st->heap, (dy_tok_bigram){.left = l, .right = r, .prio = st->t->score[id], .size = size});
 }
 
 /* A byte that is not covered by any token: its <0xNN> token, else the unknown token. */
-static void push_byte(const dy_tokenizer *t, unsigned char c, tok_vec *out)
+static void push_byte(const dy_tokenizer *t, unsigned char c, dy_tok_vec *out)
 {
     int32_t id = t->byte_token[c];
     if (id < 0)
-        id = tok_map_get(&t->vocab, (const char *)&c, 1);
+        id = dy_tok_map_get(&t->vocab, (const char *)&c, 1);
     if (id < 0)
         id = t->unk;
     if (id >= 0)
-        tok_vec_push(out, id);
+        dy_tok_vec_push(out, id);
 }
 
-bool dy_spm_encode(const dy_tokenizer *t, const char *s, size_t n, tok_vec *out)
+bool dy_spm_encode(const dy_tokenizer *t, const char *s, size_t n, dy_tok_vec *out)
 {
     spm_state st = {.t = t, .s = s};
-    int count = tok_split_chars(s, n, &st.sym);
+    int count = dy_tok_split_chars(s, n, &st.sym);
     if (count < 0)
         return false;
-    tok_merge_symbols(st.sym, count, &st.heap, add_bigram, &st);
+    dy_tok_merge_symbols(st.sym, count, &st.heap, add_bigram, &st);
     bool ok = !st.heap.failed;
     for (int i = count > 0 ? 0 : -1; ok && i >= 0; i = st.sym[i].next) {
-        const tok_symbol *y = &st.sym[i];
-        int32_t id = tok_map_get(&t->vocab, s + y->off, y->n);
+        const dy_tok_symbol *y = &st.sym[i];
+        int32_t id = dy_tok_map_get(&t->vocab, s + y->off, y->n);
         if (id >= 0) {
-            tok_vec_push(out, id);
+            dy_tok_vec_push(out, id);
             continue;
         }
         for (size_t j = 0; j < y->n; j++)

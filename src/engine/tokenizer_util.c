@@ -7,7 +7,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-bool tok_map_init(tok_map *m, size_t expected)
+bool dy_tok_map_init(dy_tok_map *m, size_t expected)
 {
     size_t cap = 16;
     while (cap < expected * 2 + 1) /* load factor at most 1/2 */
@@ -18,7 +18,7 @@ bool tok_map_init(tok_map *m, size_t expected)
     return m->slots != NULL;
 }
 
-void tok_map_free(tok_map *m)
+void dy_tok_map_free(dy_tok_map *m)
 {
     free(m->slots);
     m->slots = NULL;
@@ -26,22 +26,22 @@ void tok_map_free(tok_map *m)
 }
 
 /* The slot holding key, or the empty slot where it would go. */
-static tok_map_slot *find_slot(const tok_map *m, const char *key, size_t len)
+static dy_tok_map_slot *find_slot(const dy_tok_map *m, const char *key, size_t len)
 {
     size_t mask = m->cap - 1;
     size_t i = (size_t)XXH3_64bits(key, len) & mask;
     for (;;) {
-        tok_map_slot *s = &m->slots[i];
+        dy_tok_map_slot *s = &m->slots[i];
         if (!s->key || (s->len == len && memcmp(s->key, key, len) == 0))
             return s;
         i = (i + 1) & mask;
     }
 }
 
-static bool grow(tok_map *m)
+static bool grow(dy_tok_map *m)
 {
-    tok_map bigger;
-    if (!tok_map_init(&bigger, m->cap))
+    dy_tok_map bigger;
+    if (!dy_tok_map_init(&bigger, m->cap))
         return false;
     for (size_t i = 0; i < m->cap; i++)
         if (m->slots[i].key)
@@ -52,13 +52,13 @@ static bool grow(tok_map *m)
     return true;
 }
 
-bool tok_map_put(tok_map *m, const char *key, size_t len, int32_t value, bool overwrite)
+bool dy_tok_map_put(dy_tok_map *m, const char *key, size_t len, int32_t value, bool overwrite)
 {
     if (len > UINT32_MAX)
         return false;
     if ((m->count + 1) * 2 > m->cap && !grow(m))
         return false;
-    tok_map_slot *s = find_slot(m, key, len);
+    dy_tok_map_slot *s = find_slot(m, key, len);
     if (!s->key) {
         s->key = key;
         s->len = (uint32_t)len;
@@ -70,15 +70,15 @@ bool tok_map_put(tok_map *m, const char *key, size_t len, int32_t value, bool ov
     return true;
 }
 
-int32_t tok_map_get(const tok_map *m, const char *key, size_t len)
+int32_t dy_tok_map_get(const dy_tok_map *m, const char *key, size_t len)
 {
     if (!m->cap)
         return -1;
-    const tok_map_slot *s = find_slot(m, key, len);
+    const dy_tok_map_slot *s = find_slot(m, key, len);
     return s->key ? s->value : -1;
 }
 
-void tok_vec_push(tok_vec *a, int32_t id)
+void dy_tok_vec_push(dy_tok_vec *a, int32_t id)
 {
     if (a->failed)
         return;
@@ -90,19 +90,19 @@ void tok_vec_push(tok_vec *a, int32_t id)
 }
 
 /* True if a should pop before b. */
-static bool before(const tok_bigram *a, const tok_bigram *b)
+static bool before(const dy_tok_bigram *a, const dy_tok_bigram *b)
 {
     return a->prio > b->prio || (a->prio == b->prio && a->left < b->left);
 }
 
-static void swap(tok_bigram *a, tok_bigram *b)
+static void swap(dy_tok_bigram *a, dy_tok_bigram *b)
 {
-    tok_bigram t = *a;
+    dy_tok_bigram t = *a;
     *a = *b;
     *b = t;
 }
 
-void tok_heap_push(tok_heap *h, tok_bigram b)
+void dy_tok_heap_push(dy_tok_heap *h, dy_tok_bigram b)
 {
     if (h->failed)
         return;
@@ -118,7 +118,7 @@ void tok_heap_push(tok_heap *h, tok_bigram b)
     }
 }
 
-bool tok_heap_pop(tok_heap *h, tok_bigram *out)
+bool dy_tok_heap_pop(dy_tok_heap *h, dy_tok_bigram *out)
 {
     if (h->n == 0)
         return false;
@@ -139,20 +139,20 @@ bool tok_heap_pop(tok_heap *h, tok_bigram *out)
     return true;
 }
 
-int tok_split_chars(const char *s, size_t n, tok_symbol **out)
+int dy_tok_split_chars(const char *s, size_t n, dy_tok_symbol **out)
 {
     *out = NULL;
     if (n > (size_t)INT32_MAX)
         return -1;
-    tok_symbol *sym = malloc((n ? n : 1) * sizeof *sym);
+    dy_tok_symbol *sym = malloc((n ? n : 1) * sizeof *sym);
     if (!sym)
         return -1;
     int count = 0;
     for (size_t off = 0; off < n;) {
-        size_t len = tok_utf8_len((unsigned char)s[off]);
+        size_t len = dy_tok_utf8_len((unsigned char)s[off]);
         if (len > n - off)
             len = n - off;
-        sym[count] = (tok_symbol){.prev = count - 1, .next = count + 1, .off = off, .n = len};
+        sym[count] = (dy_tok_symbol){.prev = count - 1, .next = count + 1, .off = off, .n = len};
         off += len;
         count++;
     }
@@ -162,13 +162,13 @@ int tok_split_chars(const char *s, size_t n, tok_symbol **out)
     return count;
 }
 
-void tok_merge_symbols(tok_symbol *sym, int count, tok_heap *h, tok_add_bigram_fn add, void *ctx)
+void dy_tok_merge_symbols(dy_tok_symbol *sym, int count, dy_tok_heap *h, dy_tok_add_bigram_fn add, void *ctx)
 {
     for (int i = 1; i < count; i++)
         add(ctx, i - 1, i);
-    tok_bigram b;
-    while (tok_heap_pop(h, &b)) {
-        tok_symbol *l = &sym[b.left], *r = &sym[b.right];
+    dy_tok_bigram b;
+    while (dy_tok_heap_pop(h, &b)) {
+        dy_tok_symbol *l = &sym[b.left], *r = &sym[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size)
             continue; /* stale: one side has merged since it was queued */
         l->n += r->n;

@@ -52,7 +52,7 @@ static float exp_poly(float x)
 void dy_attn_chunk(dy_simd simd, dy_attn_query *qs, int nq, const float *k, const float *v,
                    size_t stride, int n, int hd, float scale)
 {
-    if (simd == DY_SIMD_AVX2) {
+    if (dy_simd_has_avx2(simd)) {
         dy_attn_chunk_avx2(qs, nq, k, v, stride, n, hd, scale);
         return;
     }

@@ -14,8 +14,8 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
 {
     if (n_blocks <= 0 || block_size <= 0 || block_size > 4096 || n_layers <= 0 || kv_dim <= 0)
         return NULL;
-    size_t floats_per_block = 2 * (size_t)block_size * (size_t)n_layers * (size_t)kv_dim;
-    if ((size_t)n_blocks > SIZE_MAX / sizeof(float) / floats_per_block)
+    const size_t block_bytes = dy_kv_bytes_per_block(block_size, n_layers, kv_dim);
+    if ((size_t)n_blocks > SIZE_MAX / block_bytes)
         return NULL;
     dy_kv_pool *p = calloc(1, sizeof *p);
     if (!p)
@@ -24,7 +24,7 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
     p->block_size = block_size;
     p->n_layers = n_layers;
     p->kv_dim = kv_dim;
-    p->data_bytes = (size_t)n_blocks * floats_per_block * sizeof(float);
+    p->data_bytes = (size_t)n_blocks * block_bytes;
     if (shm_name) {
         /* Shared memory, zero-filled, allocated now (see the header) so that the prefill
          * worker's copies into it run at memcpy speed. */
@@ -46,7 +46,7 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
             p->shm_name[0] = 0;
     } else
         /* calloc: untouched pages cost nothing until a block is first written. */
-        p->data = calloc((size_t)n_blocks * floats_per_block, sizeof(float));
+        p->data = calloc((size_t)n_blocks, block_bytes);
     p->refcount = calloc((size_t)n_blocks, sizeof *p->refcount);
     p->free_list = malloc((size_t)n_blocks * sizeof *p->free_list);
     if (!p->data || !p->refcount || !p->free_list) {
@@ -86,9 +86,14 @@ void dy_kv_pool_free(dy_kv_pool *p)
     free(p);
 }
 
+size_t dy_kv_bytes_per_block(int block_size, int n_layers, int kv_dim)
+{
+    return (size_t)block_size * (size_t)n_layers * 2 * (size_t)kv_dim * sizeof(float);
+}
+
 size_t dy_kv_block_bytes(const dy_kv_pool *p)
 {
-    return 2 * (size_t)p->block_size * (size_t)p->n_layers * (size_t)p->kv_dim * sizeof(float);
+    return dy_kv_bytes_per_block(p->block_size, p->n_layers, p->kv_dim);
 }
 
 int32_t dy_kv_alloc(dy_kv_pool *p)

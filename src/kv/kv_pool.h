@@ -34,7 +34,10 @@ dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, in
                                   const char *shm_name);
 void dy_kv_pool_free(dy_kv_pool *p);
 
-/* Bytes of one block (all layers, keys and values). */
+/* Bytes of one block of a model of this shape: block_size positions × n_layers × (keys and
+ * values) × kv_dim floats. The one formula; callable before a pool exists (sizing one). */
+size_t dy_kv_bytes_per_block(int block_size, int n_layers, int kv_dim);
+/* Bytes of one block of this pool (all layers, keys and values). */
 size_t dy_kv_block_bytes(const dy_kv_pool *p);
 /* Takes a free block (refcount 1), or -1 when none is free. */
 int32_t dy_kv_alloc(dy_kv_pool *p);

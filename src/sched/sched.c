@@ -507,7 +507,6 @@ int dy_sched_running_blocks(const dy_sched *s)
 }
 int dy_sched_n_running(const dy_sched *s) { return s->running.n; }
 uint64_t dy_sched_total_preemptions(const dy_sched *s) { return s->preemptions; }
-dy_kv_cache *dy_sched_kv(const dy_sched *s) { return s->kv; }
 
 /* Prompt tokens a waiting sequence still has to compute; for one not yet holding blocks, the
  * prefix cache is looked at (not taken) as attach_cached_prefix will. */

@@ -133,6 +133,5 @@ int dy_sched_running_blocks(const dy_sched *s);
  * overstate the load by the cached part until the next one). */
 int64_t dy_sched_queued_prefill_tokens(dy_sched *s);
 uint64_t dy_sched_total_preemptions(const dy_sched *s);
-dy_kv_cache *dy_sched_kv(const dy_sched *s);
 
 #endif

@@ -430,14 +430,14 @@ static int setup(worker *w, char *err, size_t errlen)
         return -1;
     }
     const dy_hparams *hp = &w->model->hp;
-    size_t block_bytes = 2 * (size_t)c->block_size * hp->n_layers * hp->n_kv_heads * hp->head_dim * 4;
+    const int kvd = hp->n_kv_heads * hp->head_dim;
+    size_t block_bytes = dy_kv_bytes_per_block(c->block_size, hp->n_layers, kvd);
     int blocks = c->kv_blocks ? c->kv_blocks : (int)(((size_t)c->kv_mem_mib << 20) / block_bytes);
     if (blocks < 2) {
         snprintf(err, errlen, "the KV cache of %d MiB holds fewer than 2 blocks of %zu bytes",
                  c->kv_mem_mib, block_bytes);
         return -1;
     }
-    const int kvd = hp->n_kv_heads * hp->head_dim;
     if (c->role == DY_ROLE_DECODE) {
         /* Prefill workers on this host write finished blocks straight into this pool. */
         char name[64];
