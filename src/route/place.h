@@ -15,8 +15,8 @@
  *   the samples    how many of its n samples go together to that worker: all of them, unless
  *                  the worker's KV pool could not hold them at once (docs/repeated-sampling.md);
  *                  the rest are placed anew.
- * docs/disaggregation.md gives the defaults of conditional disaggregation and the
- * measurements behind them; docs/routing.md the router's policies. */
+ * docs/disaggregation.md gives the defaults of conditional disaggregation and why
+ * (docs/disaggregation-results.md the measurements); docs/routing.md the router's policies. */
 #ifndef DYAD_PLACE_H
 #define DYAD_PLACE_H
 
