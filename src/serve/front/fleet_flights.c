@@ -11,7 +11,7 @@
 
 /* ---------------------------------------------------------------- the table */
 
-flight *fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice)
+flight *dy_fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice)
 {
     if (s->n_fl == s->cap_fl) {
         int cap = s->cap_fl ? s->cap_fl * 2 : 64;
@@ -26,7 +26,7 @@ flight *fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice)
     return &s->fl[s->n_fl++];
 }
 
-flight *fleet_find_flight(slot *s, uint64_t id)
+flight *dy_fleet_find_flight(slot *s, uint64_t id)
 {
     for (int i = 0; i < s->n_fl; i++)
         if (s->fl[i].id == id)
@@ -34,12 +34,12 @@ flight *fleet_find_flight(slot *s, uint64_t id)
     return NULL;
 }
 
-void fleet_remove_flight(slot *s, flight *f)
+void dy_fleet_remove_flight(slot *s, flight *f)
 {
     *f = s->fl[--s->n_fl];
 }
 
-int fleet_total_flights(const dy_fleet *w)
+int dy_fleet_total_flights(const dy_fleet *w)
 {
     int n = 0;
     for (int i = 0; i < w->cfg.n_workers; i++)
@@ -77,8 +77,9 @@ static dy_place_view place_view(dy_fleet *w)
     }
     /* Every worker was started with cfg.worker.block_size (and reports it back in HELLO). */
     return (dy_place_view){.workers = w->view, .n_workers = w->cfg.n_workers,
-                           .block_size = w->cfg.worker.block_size, .max_samples = DY_WIRE_MAX_SAMPLES,
-                           .route = w->cfg.route, .router = w->router};
+                           .block_size = w->cfg.worker.block_size,
+                           .max_samples = DY_WIRE_MAX_SAMPLES, .route = w->cfg.route,
+                           .router = w->router};
 }
 
 /* The chained hashes of the prompt's full blocks, exactly as the workers compute them (the
@@ -122,7 +123,7 @@ static dy_placement place(dy_fleet *w, const dy_msg_request *r, int n_samples, b
     return p;
 }
 
-int fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned)
+int dy_fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned)
 {
     uint64_t *hashes = NULL;
     int nb = prompt_hashes(w, r, &hashes);
@@ -138,12 +139,12 @@ int fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned)
 
 /* ---------------------------------------------------------------- sending */
 
-void fleet_send_cancel(slot *s, uint64_t id)
+void dy_fleet_send_cancel(slot *s, uint64_t id)
 {
     dy_buf b = {0};
     dy_msg_cancel m = {id};
     if (dy_wire_cancel(&b, &m))
-        fleet_send_frame(s, &b);
+        dy_fleet_send_frame(s, &b);
     dy_buf_free(&b);
 }
 
@@ -161,10 +162,10 @@ static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id
     dy_msg_request m = job->choices[first].req;
     m.n_samples = (uint32_t)count;
     dy_buf b = {0};
-    bool ok = dy_wire_request(&b, &m) && fleet_send_frame(s, &b);
+    bool ok = dy_wire_request(&b, &m) && dy_fleet_send_frame(s, &b);
     dy_buf_free(&b);
     for (int i = 0; ok && i < count; i++) { /* the first sample's flight carries the prefill */
-        flight *f = fleet_add_flight(s, id + (uint64_t)i, job, first + i);
+        flight *f = dy_fleet_add_flight(s, id + (uint64_t)i, job, first + i);
         f->prefill_slot = i ? -1 : prefill;
         f->group = i ? 1 : count;
     }
@@ -201,7 +202,7 @@ static int submit_samples(dy_fleet *w, dy_job *job, int first, int count)
             pthread_mutex_unlock(&job->mu);
             dy_router_on_finished(w->router, &ticket);
         } else {
-            flight *lead = fleet_find_flight(s, id);
+            flight *lead = dy_fleet_find_flight(s, id);
             lead->has_ticket = true;
             lead->ticket = ticket;
             pthread_mutex_lock(&job->mu);
@@ -251,12 +252,12 @@ dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t err
 static void cancel_choice(dy_fleet *w, dy_job *job, int i)
 {
     slot *ps;
-    flight *pf = fleet_prefill_of(w, &job->choices[i], &ps);
+    flight *pf = dy_fleet_prefill_of(w, &job->choices[i], &ps);
     if (pf) {
         /* The prefill worker may be writing into blocks of this sequence: cancel there
          * first; its answer cancels the sequence on the decode worker. */
         pf->cancel_decode = true;
-        fleet_send_cancel(ps, pf->id);
+        dy_fleet_send_cancel(ps, pf->id);
         return;
     }
     dy_choice *c = &job->choices[i];
@@ -264,8 +265,8 @@ static void cancel_choice(dy_fleet *w, dy_job *job, int i)
     bool live = !c->done && c->worker >= 0;
     pthread_mutex_unlock(&job->mu);
     slot *s = live ? &w->slots[c->worker] : NULL;
-    if (s && s->alive && fleet_find_flight(s, c->seq_id))
-        fleet_send_cancel(s, c->seq_id);
+    if (s && s->alive && dy_fleet_find_flight(s, c->seq_id))
+        dy_fleet_send_cancel(s, c->seq_id);
 }
 
 void dy_fleet_cancel(dy_fleet *w, dy_job *job)
@@ -286,10 +287,10 @@ void dy_fleet_cancel_choice(dy_fleet *w, dy_job *job, int i)
 
 /* ---------------------------------------------------------------- what comes back */
 
-void fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t)
+void dy_fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t)
 {
     pthread_mutex_lock(&w->mu);
-    flight *f = fleet_find_flight(s, t->id);
+    flight *f = dy_fleet_find_flight(s, t->id);
     if (f && f->has_ticket)
         dy_router_on_first_token(w->router, &f->ticket); /* idempotent */
     if (f) {
@@ -302,10 +303,10 @@ void fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t)
     pthread_mutex_unlock(&w->mu);
 }
 
-void fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d)
+void dy_fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d)
 {
     pthread_mutex_lock(&w->mu);
-    flight *f = fleet_find_flight(s, d->id);
+    flight *f = dy_fleet_find_flight(s, d->id);
     if (f && f->has_ticket) {
         dy_router_on_finished(w->router, &f->ticket);
         if (!f->prefilled_remotely)
@@ -317,7 +318,7 @@ void fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d)
         dy_choice_finish(&j->choices[f->choice], d);
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
-        fleet_remove_flight(s, f);
+        dy_fleet_remove_flight(s, f);
         dy_job_unref(j);
         pthread_cond_broadcast(&w->changed);
     }
@@ -339,7 +340,7 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){-1, -1, 0, 0};
     uint64_t id = w->next_id++;
     if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
-        flight *nf = fleet_find_flight(&w->slots[pl.gen], id);
+        flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);
         nf->has_ticket = true;
         nf->ticket = t;
         return; /* the job reference moves with it */
@@ -353,11 +354,11 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     dy_job_unref(j);
 }
 
-void fleet_flights_on_death(dy_fleet *w, flight *fl, int n)
+void dy_fleet_flights_on_death(dy_fleet *w, flight *fl, int n)
 {
     for (int i = 0; i < n; i++) {
         if (fl[i].kind == FL_PREFILL)
-            fleet_prefill_lost(w, &fl[i]);
+            dy_fleet_prefill_lost(w, &fl[i]);
         else
             rerun_or_fail(w, &fl[i]);
     }

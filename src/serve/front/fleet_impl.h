@@ -92,38 +92,38 @@ struct dy_fleet {
 
 /* ---- fleet_proc.c */
 /* Writes one frame to the worker (takes its write lock; mu need not be held). */
-bool fleet_send_frame(slot *s, const dy_buf *b);
+bool dy_fleet_send_frame(slot *s, const dy_buf *b);
 
 /* ---- fleet_flights.c */
-flight *fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice);
-flight *fleet_find_flight(slot *s, uint64_t id);
-void fleet_remove_flight(slot *s, flight *f);
-int fleet_total_flights(const dy_fleet *w);
-void fleet_send_cancel(slot *s, uint64_t id);
+flight *dy_fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice);
+flight *dy_fleet_find_flight(slot *s, uint64_t id);
+void dy_fleet_remove_flight(slot *s, flight *f);
+int dy_fleet_total_flights(const dy_fleet *w);
+void dy_fleet_send_cancel(slot *s, uint64_t id);
 /* The prefill worker for a prompt whose decode worker has set blocks aside (placement's
  * re-pick when the planned one died); -1 if none. */
-int fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned);
-void fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t);   /* takes mu */
-void fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d);     /* takes mu */
+int dy_fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned);
+void dy_fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t);   /* takes mu */
+void dy_fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d);     /* takes mu */
 /* The dead worker's flights (taken off it): prompts that had not started run elsewhere,
  * the rest fail; a dead prefill worker's prefills go back to their decode workers. */
-void fleet_flights_on_death(dy_fleet *w, flight *fl, int n);
+void dy_fleet_flights_on_death(dy_fleet *w, flight *fl, int n);
 
 /* ---- fleet_prefill.c */
 /* The choice's prefill in flight, if any (with its prefill worker in *p). */
-flight *fleet_prefill_of(dy_fleet *w, const dy_choice *c, slot **p);
-void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m);             /* takes mu */
-void fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m);     /* takes mu */
+flight *dy_fleet_prefill_of(dy_fleet *w, const dy_choice *c, slot **p);
+void dy_fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m);         /* takes mu */
+void dy_fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m); /* takes mu */
 /* The decode worker s died: the prefills feeding it stop (they would write into a dead pool). */
-void fleet_prefill_drop_feeding(dy_fleet *w, const slot *s);
+void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s);
 /* A prefill flight lost with its prefill worker: its decode worker computes the prompt. */
-void fleet_prefill_lost(dy_fleet *w, flight *f);
-void *fleet_janitor_main(void *arg); /* the thread; takes mu */
+void dy_fleet_prefill_lost(dy_fleet *w, flight *f);
+void *dy_fleet_janitor_main(void *arg); /* the thread; takes mu */
 
 /* ---- fleet_kv.c */
-void fleet_snapshot_reset(snapshot_rx *r);
-void fleet_on_kv_events(dy_fleet *w, slot *s, const dy_msg_kv_events *m);     /* takes mu */
-void fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m); /* takes mu */
-void fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m);             /* takes mu */
+void dy_fleet_snapshot_reset(snapshot_rx *r);
+void dy_fleet_on_kv_events(dy_fleet *w, slot *s, const dy_msg_kv_events *m);     /* takes mu */
+void dy_fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m); /* takes mu */
+void dy_fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m);             /* takes mu */
 
 #endif

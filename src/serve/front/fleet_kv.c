@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-void fleet_snapshot_reset(snapshot_rx *r)
+void dy_fleet_snapshot_reset(snapshot_rx *r)
 {
     free(r->hashes);
     free(r->parents);
@@ -19,16 +19,16 @@ static void ask_resync(dy_fleet *w, slot *s, uint8_t reason)
         return;
     s->resync_asked = true;
     w->rt.resyncs++;
-    fleet_snapshot_reset(&s->snap);
+    dy_fleet_snapshot_reset(&s->snap);
     dy_msg_kv_resync m = {.reason = reason,
                           .seen_seq = dy_kv_index_worker_seq(dy_router_index(w->router), s->index)};
     dy_buf b = {0};
     if (dy_wire_kv_resync(&b, &m))
-        fleet_send_frame(s, &b);
+        dy_fleet_send_frame(s, &b);
     dy_buf_free(&b);
 }
 
-void fleet_on_kv_events(dy_fleet *w, slot *s, const dy_msg_kv_events *m)
+void dy_fleet_on_kv_events(dy_fleet *w, slot *s, const dy_msg_kv_events *m)
 {
     pthread_mutex_lock(&w->mu);
     int rc = dy_kv_index_apply(dy_router_index(w->router), s->index, m->seq, m->events,
@@ -58,18 +58,18 @@ static bool snapshot_reserve(snapshot_rx *r, int64_t total)
 }
 
 /* Collects a snapshot's parts; the last one replaces the worker's blocks in the index. */
-void fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
+void dy_fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
 {
     pthread_mutex_lock(&w->mu);
     snapshot_rx *r = &s->snap;
     if (m->part == 0)
-        fleet_snapshot_reset(r);
+        dy_fleet_snapshot_reset(r);
     bool ok = m->part == r->next_part && (m->part == 0 || (m->seq == r->seq && m->n_parts == r->n_parts));
     int64_t total = (int64_t)r->n + m->n_blocks;
     ok = ok && total <= (int64_t)s->hello.kv_blocks; /* a worker cannot hold more */
     ok = ok && snapshot_reserve(r, total);
     if (!ok) {
-        fleet_snapshot_reset(r);
+        dy_fleet_snapshot_reset(r);
         s->resync_asked = false;
         ask_resync(w, s, DY_RESYNC_ERROR);
         pthread_mutex_unlock(&w->mu);
@@ -84,7 +84,7 @@ void fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
     r->next_part = m->part + 1;
     if (r->next_part == r->n_parts) {
         dy_kv_index_resync(dy_router_index(w->router), s->index, r->seq, r->hashes, r->parents, r->n);
-        fleet_snapshot_reset(r);
+        dy_fleet_snapshot_reset(r);
         s->resync_asked = false;
     }
     pthread_mutex_unlock(&w->mu);
@@ -92,7 +92,7 @@ void fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
 
 /* A load report. Its event sequence number also tells whether a batch went missing: the
  * stream is ordered, so every batch sent before this report has been applied by now. */
-void fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
+void dy_fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
 {
     pthread_mutex_lock(&w->mu);
     s->stats = *m;

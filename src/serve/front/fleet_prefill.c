@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <time.h>
 
-flight *fleet_prefill_of(dy_fleet *w, const dy_choice *c, slot **p)
+flight *dy_fleet_prefill_of(dy_fleet *w, const dy_choice *c, slot **p)
 {
     for (int i = 0; i < w->cfg.n_workers; i++)
         for (int k = 0; k < w->slots[i].n_fl; k++) {
@@ -28,15 +28,15 @@ static void send_kv_ready(slot *d, uint64_t id, bool ok, uint32_t n_blocks)
     dy_buf b = {0};
     dy_msg_kv_ready m = {id, ok, n_blocks};
     if (dy_wire_kv_ready(&b, &m))
-        fleet_send_frame(d, &b);
+        dy_fleet_send_frame(d, &b);
     dy_buf_free(&b);
 }
 
 /* The decode worker s set blocks aside: hand the prompt to a prefill worker. */
-void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
+void dy_fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
 {
     pthread_mutex_lock(&w->mu);
-    flight *f = fleet_find_flight(s, m->id);
+    flight *f = dy_fleet_find_flight(s, m->id);
     if (!f || f->kind != FL_GEN) {
         pthread_mutex_unlock(&w->mu);
         return;
@@ -47,7 +47,7 @@ void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
         return;
     }
     dy_choice *c = &f->job->choices[f->choice];
-    int pi = fleet_pick_prefill(w, &c->req, f->prefill_slot);
+    int pi = dy_fleet_pick_prefill(w, &c->req, f->prefill_slot);
     const char *peer = w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
     dy_buf b = {0};
     /* The prefill runs under the decode sequence's id: its TCP frames name that sequence. */
@@ -56,11 +56,11 @@ void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
                          .dest = m->blocks, .n_prompt = c->req.n_prompt - 1, .prompt = c->req.prompt};
     snprintf(pm.peer, sizeof pm.peer, "%s", peer);
     slot *p = pi >= 0 ? &w->slots[pi] : NULL;
-    if (!p || !peer[0] || !dy_wire_prefill(&b, &pm) || !fleet_send_frame(p, &b)) {
+    if (!p || !peer[0] || !dy_wire_prefill(&b, &pm) || !dy_fleet_send_frame(p, &b)) {
         w->xfer.local++;
         send_kv_ready(s, m->id, false, 0); /* no prefill worker: compute it on the decode worker */
     } else {
-        flight *pf = fleet_add_flight(p, pm.id, f->job, f->choice);
+        flight *pf = dy_fleet_add_flight(p, pm.id, f->job, f->choice);
         pf->group = f->group;
         pf->kind = FL_PREFILL;
         pf->decode_slot = s->index;
@@ -82,14 +82,14 @@ void fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
 static void end_prefill(dy_fleet *w, slot *p, flight *f, bool ok)
 {
     slot *d = &w->slots[f->decode_slot];
-    if (d->alive && fleet_find_flight(d, f->decode_id)) {
+    if (d->alive && dy_fleet_find_flight(d, f->decode_id)) {
         if (f->cancel_decode)
-            fleet_send_cancel(d, f->decode_id);
+            dy_fleet_send_cancel(d, f->decode_id);
         else
             send_kv_ready(d, f->decode_id, ok, ok && w->cfg.xfer == DY_XFER_TCP ? f->n_blocks : 0);
     }
     dy_job *j = f->job;
-    fleet_remove_flight(p, f);
+    dy_fleet_remove_flight(p, f);
     dy_job_unref(j);
 }
 
@@ -108,13 +108,13 @@ static void record_transfer(slot *p, flight *f, const dy_msg_prefill_done *m)
     pthread_mutex_unlock(&j->mu);
 }
 
-void fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m)
+void dy_fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m)
 {
     pthread_mutex_lock(&w->mu);
-    flight *f = fleet_find_flight(p, m->id);
+    flight *f = dy_fleet_find_flight(p, m->id);
     if (f && f->kind == FL_PREFILL) {
         if (m->ok) {
-            flight *df = fleet_find_flight(&w->slots[f->decode_slot], f->decode_id);
+            flight *df = dy_fleet_find_flight(&w->slots[f->decode_slot], f->decode_id);
             if (df)
                 df->prefilled_remotely = true;
             w->rt.cached_tokens += m->cached_tokens;
@@ -133,24 +133,24 @@ void fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m)
     pthread_mutex_unlock(&w->mu);
 }
 
-void fleet_prefill_drop_feeding(dy_fleet *w, const slot *s)
+void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s)
 {
     for (int i = 0; i < w->cfg.n_workers; i++)
         for (int k = w->slots[i].n_fl - 1; k >= 0; k--) {
             flight *f = &w->slots[i].fl[k];
             if (f->kind == FL_PREFILL && f->decode_slot == s->index) {
-                fleet_send_cancel(&w->slots[i], f->id);
+                dy_fleet_send_cancel(&w->slots[i], f->id);
                 f->cancel_decode = true; /* nothing to tell the dead worker */
                 end_prefill(w, &w->slots[i], f, false);
             }
         }
 }
 
-void fleet_prefill_lost(dy_fleet *w, flight *f)
+void dy_fleet_prefill_lost(dy_fleet *w, flight *f)
 {
     w->xfer.failed++;
     slot *d = &w->slots[f->decode_slot];
-    if (d->alive && fleet_find_flight(d, f->decode_id))
+    if (d->alive && dy_fleet_find_flight(d, f->decode_id))
         send_kv_ready(d, f->decode_id, false, 0);
     dy_job_unref(f->job);
 }
@@ -158,7 +158,7 @@ void fleet_prefill_lost(dy_fleet *w, flight *f)
 /* Prefills past the timeout: the prefill worker is stuck, so it is killed; its death (seen by
  * its reader) sends each decode worker KV_READY(!ok) once the process is gone, so no late
  * write can land in blocks that were given up. */
-void *fleet_janitor_main(void *arg)
+void *dy_fleet_janitor_main(void *arg)
 {
     dy_fleet *w = arg;
     for (;;) {

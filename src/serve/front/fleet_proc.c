@@ -91,7 +91,7 @@ static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     return 0;
 }
 
-bool fleet_send_frame(slot *s, const dy_buf *b)
+bool dy_fleet_send_frame(slot *s, const dy_buf *b)
 {
     if (b->oom || s->fd < 0)
         return false;
@@ -113,7 +113,7 @@ static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
      * (sequence 0) brings it into the index. */
     dy_router_remove_worker(w->router, s->index);
     dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
-    fleet_snapshot_reset(&s->snap);
+    dy_fleet_snapshot_reset(&s->snap);
     s->resync_asked = false;
     pthread_cond_broadcast(&w->changed);
     pthread_mutex_unlock(&w->mu);
@@ -125,34 +125,34 @@ static void on_frame(dy_fleet *w, slot *s, dy_msg_type t, const uint8_t *p, uint
     if (t == DY_MSG_TOKEN) {
         dy_msg_token m;
         if (dy_wire_decode_token(p, len, &m, err, sizeof err))
-            fleet_on_token(w, s, &m);
+            dy_fleet_on_token(w, s, &m);
     } else if (t == DY_MSG_DONE) {
         dy_msg_done m;
         if (dy_wire_decode_done(p, len, &m, err, sizeof err))
-            fleet_on_done(w, s, &m);
+            dy_fleet_on_done(w, s, &m);
     } else if (t == DY_MSG_STATS) {
         dy_msg_stats m;
         if (dy_wire_decode_stats(p, len, &m, err, sizeof err))
-            fleet_on_stats(w, s, &m);
+            dy_fleet_on_stats(w, s, &m);
     } else if (t == DY_MSG_KV_EVENTS) {
         dy_msg_kv_events m;
         if (dy_wire_decode_kv_events(p, len, &m, err, sizeof err))
-            fleet_on_kv_events(w, s, &m);
+            dy_fleet_on_kv_events(w, s, &m);
         dy_msg_kv_events_free(&m);
     } else if (t == DY_MSG_KV_SNAPSHOT) {
         dy_msg_kv_snapshot m;
         if (dy_wire_decode_kv_snapshot(p, len, &m, err, sizeof err))
-            fleet_on_kv_snapshot(w, s, &m);
+            dy_fleet_on_kv_snapshot(w, s, &m);
         dy_msg_kv_snapshot_free(&m);
     } else if (t == DY_MSG_KV_ALLOC) {
         dy_msg_kv_alloc m;
         if (dy_wire_decode_kv_alloc(p, len, &m, err, sizeof err))
-            fleet_on_kv_alloc(w, s, &m);
+            dy_fleet_on_kv_alloc(w, s, &m);
         dy_msg_kv_alloc_free(&m);
     } else if (t == DY_MSG_PREFILL_DONE) {
         dy_msg_prefill_done m;
         if (dy_wire_decode_prefill_done(p, len, &m, err, sizeof err))
-            fleet_on_prefill_done(w, s, &m);
+            dy_fleet_on_prefill_done(w, s, &m);
     } else if (t == DY_MSG_HELLO) {
         dy_msg_hello m;
         if (dy_wire_decode_hello(p, len, &m, err, sizeof err))
@@ -178,19 +178,19 @@ static void on_death(dy_fleet *w, slot *s)
 {
     s->alive = false;
     dy_router_remove_worker(w->router, s->index); /* its blocks leave the index */
-    fleet_snapshot_reset(&s->snap);
+    dy_fleet_snapshot_reset(&s->snap);
     close(s->fd);
     s->fd = -1;
     waitpid(s->pid, NULL, 0);
     bank_stats(s);
     if (s->hello.shm_name[0])
         shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
-    fleet_prefill_drop_feeding(w, s);
+    dy_fleet_prefill_drop_feeding(w, s);
     flight *fl = s->fl;
     int n = s->n_fl;
     s->fl = NULL;
     s->n_fl = s->cap_fl = 0;
-    fleet_flights_on_death(w, fl, n);
+    dy_fleet_flights_on_death(w, fl, n);
     free(fl);
     pthread_cond_broadcast(&w->changed);
 }
@@ -343,7 +343,7 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
         started++;
     }
     if (started == cfg->n_workers && wait_for_hellos(w, err, errlen) &&
-        pthread_create(&w->janitor, NULL, fleet_janitor_main, w) == 0) {
+        pthread_create(&w->janitor, NULL, dy_fleet_janitor_main, w) == 0) {
         w->janitor_started = true;
         return w;
     }
@@ -374,7 +374,7 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
     w->stopping = true;
     double deadline = dy_now() + timeout_s;
     /* Flights end with a broadcast; the recheck each second only bounds a missed one. */
-    while (fleet_total_flights(w) > 0 && dy_now() < deadline)
+    while (dy_fleet_total_flights(w) > 0 && dy_now() < deadline)
         dy_cond_wait_until(&w->changed, &w->mu, earlier(deadline, dy_now() + 1));
     /* Ask politely; the reader threads see the sockets close and reap. */
     for (int i = 0; i < w->cfg.n_workers; i++) {
@@ -388,7 +388,7 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
             pthread_mutex_unlock(&s->wmu);
         }
         dy_buf_free(&b);
-        if (fleet_total_flights(w) > 0)
+        if (dy_fleet_total_flights(w) > 0)
             kill(s->pid, SIGKILL); /* past the deadline: stop now, choices fail on death */
         shutdown(s->fd, SHUT_WR);
     }
@@ -417,7 +417,7 @@ void dy_fleet_free(dy_fleet *w)
     for (int i = 0; i < w->cfg.n_workers; i++) {
         pthread_mutex_destroy(&w->slots[i].wmu);
         free(w->slots[i].fl);
-        fleet_snapshot_reset(&w->slots[i].snap);
+        dy_fleet_snapshot_reset(&w->slots[i].snap);
     }
     dy_router_free(w->router);
     pthread_mutex_destroy(&w->mu);
