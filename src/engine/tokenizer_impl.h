@@ -24,7 +24,9 @@ enum {
 };
 
 /* Open-addressing hash map from byte strings to int32 values. Keys are not copied: they
- * must outlive the map. */
+ * must outlive the map. It is not util/hashmap.h: its keys are byte strings compared exactly
+ * (a u64 digest as the key could make two strings collide and one of them unfindable), it
+ * never deletes, and put() chooses whether the first or the last duplicate wins. */
 typedef struct {
     const char *key;
     uint32_t len;
