@@ -2,7 +2,8 @@
  * required field, missing or of the wrong type, is refused with the file and the field named
  * (driven by a table); a roofline step is priced as computed by hand on both sides of the
  * roofline, with and without tensor parallelism; transfers; the presets in the repository
- * load; and the fit recovers known coefficients from a synthetic `dyad bench engine --json`. */
+ * load; the fit recovers known coefficients from a synthetic `dyad bench engine --json`; and
+ * a backend's link is read from `dyad bench xfer --json`. */
 #include "testutil.h"
 #include "sim/cost.h"
 
@@ -482,6 +483,29 @@ static void test_fit_refuses_bad_bench(void **st)
     unlink(tmp_path);
 }
 
+static void test_read_xfer(void **st)
+{
+    (void)st;
+    char err[512];
+    double gbps = 0, lat = -1;
+    const char *path = write_tmp(
+        "{\"shape\":\"110m\",\"block_bytes\":1179648,\"backends\":["
+        "{\"backend\":\"memcpy\",\"gbps\":6.2},"
+        "{\"backend\":\"shm\",\"gbps\":6.5,\"latency_us\":0.5},"
+        "{\"backend\":\"tcp\",\"gbps\":3.25,\"latency_us\":58}]}");
+    assert_int_equal(dy_cost_read_xfer(path, "tcp", &gbps, &lat, err, sizeof err), 0);
+    assert_near(gbps, 3.25);
+    assert_near(lat, 58);
+    assert_int_equal(dy_cost_read_xfer(path, "shm", &gbps, &lat, err, sizeof err), 0);
+    assert_near(gbps, 6.5);
+    assert_int_equal(dy_cost_read_xfer(path, "rdma", &gbps, &lat, err, sizeof err), -1);
+    assert_non_null(strstr(err, "no \"rdma\""));
+    /* memcpy is a floor, not a link: it has no latency to fit from. */
+    assert_int_equal(dy_cost_read_xfer(path, "memcpy", &gbps, &lat, err, sizeof err), -1);
+    assert_non_null(strstr(err, "backends[0]"));
+    unlink(tmp_path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -496,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_fit_recovers_known_coefficients),
         cmocka_unit_test(test_fit_keeps_coefficients_nonnegative),
         cmocka_unit_test(test_fit_refuses_bad_bench),
+        cmocka_unit_test(test_read_xfer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

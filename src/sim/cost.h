@@ -68,4 +68,9 @@ typedef struct {
 dy_cost_model *dy_cost_fit(const char *bench_json_path, const dy_cost_fit_opts *o, char *err,
                            size_t errlen);
 
+/* Reads one backend's GB/s and latency from `dyad bench xfer --json` output (its "backends"
+ * array), to fill dy_cost_fit_opts. -1 and err if the file or the backend is missing. */
+int dy_cost_read_xfer(const char *xfer_json_path, const char *backend, double *gbps,
+                      double *latency_us, char *err, size_t errlen);
+
 #endif

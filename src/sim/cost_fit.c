@@ -2,7 +2,8 @@
  * benchmark reports becomes a step shape and a time, and the five coefficients of
  *   ms = fixed + a·prefill_tokens + b·prefill_context + c·decode_seqs + d·decode_context
  * are fitted by least squares on relative error (a 0.1 ms decode step counts as much as a
- * 100 ms prefill), with no coefficient below zero (a negative cost is a fit artefact). */
+ * 100 ms prefill), with no coefficient below zero (a negative cost is a fit artefact). The
+ * transfer link comes from `dyad bench xfer --json` (dy_cost_read_xfer). */
 #include "sim/cost.h"
 #include "sim/cost_internal.h"
 
@@ -325,4 +326,38 @@ out:
     for (int i = 0; i < n; i++)
         json_decref(objs[i]);
     return m;
+}
+
+int dy_cost_read_xfer(const char *path, const char *backend, double *gbps, double *latency_us,
+                      char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        snprintf(err, errlen, "%s: %s", path, jerr.text);
+        return -1;
+    }
+    int rc = -1;
+    size_t i;
+    const json_t *b;
+    json_array_foreach(json_object_get(root, "backends"), i, b) {
+        const json_t *name = json_object_get(b, "backend");
+        if (!json_is_string(name) || strcmp(json_string_value(name), backend))
+            continue;
+        const json_t *g = json_object_get(b, "gbps"), *l = json_object_get(b, "latency_us");
+        if (!json_is_number(g) || json_number_value(g) <= 0 || !json_is_number(l) ||
+            json_number_value(l) < 0) {
+            snprintf(err, errlen, "%s: backends[%zu]: needs gbps > 0 and latency_us >= 0", path,
+                     i);
+            break;
+        }
+        *gbps = json_number_value(g);
+        *latency_us = json_number_value(l);
+        rc = 0;
+        break;
+    }
+    if (rc != 0 && i == json_array_size(json_object_get(root, "backends")))
+        snprintf(err, errlen, "%s: backends: no \"%s\"", path, backend);
+    json_decref(root);
+    return rc;
 }
