@@ -191,9 +191,10 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
     double ratio = r->decode_ms[2] > 0 ? r->decode_ms[2] / (r->prefill_ms[4] / 128) : -1;
     if (o->json) {
         printf("{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"kernels\":\"%s\",\"reps\":%d,"
-               "\"context\":%d,\"prefill\":[", base_name(m->path),
-               dy_type_name(dy_model_weight_type(m)), o->threads, dy_simd_name(simd), o->reps,
-               r->ctx_used);
+               "\"context\":%d,\"batch_context\":%d,\"kv_bytes_per_token\":%zu,\"prefill\":[",
+               base_name(m->path), dy_type_name(dy_model_weight_type(m)), o->threads,
+               dy_simd_name(simd), o->reps, r->ctx_used, BATCH_CTX,
+               dy_kv_bytes_per_block(1, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim));
         for (int i = 0, k = 0; i < N_PREFILL; i++)
             if (r->prefill_ms[i] > 0)
                 printf("%s{\"p\":%d,\"ms\":%.4f,\"us_per_token\":%.3f}", k++ ? "," : "",

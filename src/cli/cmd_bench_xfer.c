@@ -33,6 +33,7 @@ typedef struct {
     const char *listen, *connect;
     int shape_index;
     const char *shape_names[N_SHAPES + 1];
+    bool json;
 } xopts;
 
 static dy_kv_pool *make_pool(const xopts *o, const char *shm)
@@ -48,6 +49,50 @@ static void report(const char *what, double bytes, double s)
 {
     printf("%-28s %8.1f MiB in %8.3f ms: %6.2f GB/s\n", what, bytes / (1 << 20), s * 1e3,
            bytes / s / 1e9);
+}
+
+/* Fastest one-block send over shared memory and over TCP, in seconds: with the bulk
+ * bandwidth, what a cost model's transfer latency is fitted from. */
+static void one_block_times(const xopts *o, dy_xfer_peer *shm, dy_xfer_peer *tcp, dy_xfer_rx *rx,
+                            const dy_kv_pool *src, double *t_shm, double *t_tcp)
+{
+    char err[256];
+    uint64_t bytes;
+    int32_t id = 0;
+    *t_shm = *t_tcp = 1e9;
+    for (int r = 0; r < o->reps; r++) {
+        uint64_t seq = 1000000u + (uint64_t)r;
+        double t0 = dy_now();
+        dy_xfer_send(shm, seq, src, &id, &id, 1, &bytes, err, sizeof err);
+        double t1 = dy_now();
+        dy_xfer_rx_expect(rx, seq, &id, 1);
+        dy_xfer_send(tcp, seq, src, &id, &id, 1, &bytes, err, sizeof err);
+        while (dy_xfer_rx_received(rx, seq) < 1)
+            ;
+        double t2 = dy_now();
+        dy_xfer_rx_forget(rx, seq);
+        *t_shm = t1 - t0 < *t_shm ? t1 - t0 : *t_shm;
+        *t_tcp = t2 - t1 < *t_tcp ? t2 - t1 : *t_tcp;
+    }
+}
+
+/* Latency = a one-block send less that block's bytes at the bulk bandwidth (never below 0). */
+static double latency_us(double one_block_s, double block_bytes, double gbps)
+{
+    double l = (one_block_s - block_bytes / (gbps * 1e9)) * 1e6;
+    return l > 0 ? l : 0;
+}
+
+static void report_json(const xopts *o, size_t bb, double total, double mem, double shm,
+                        double tcp, double one_shm, double one_tcp)
+{
+    double g_shm = total / shm / 1e9, g_tcp = total / tcp / 1e9;
+    printf("{\"shape\":\"%s\",\"block_bytes\":%zu,\"bytes_per_token\":%zu,\"bytes\":%.0f,"
+           "\"reps\":%d,\"backends\":[{\"backend\":\"memcpy\",\"gbps\":%.3f},"
+           "{\"backend\":\"shm\",\"gbps\":%.3f,\"latency_us\":%.2f},"
+           "{\"backend\":\"tcp\",\"gbps\":%.3f,\"latency_us\":%.2f}]}\n",
+           o->sh->name, bb, bb / 16, total, o->reps, total / mem / 1e9, g_shm,
+           latency_us(one_shm, (double)bb, g_shm), g_tcp, latency_us(one_tcp, (double)bb, g_tcp));
 }
 
 static int run_local(const xopts *o)
@@ -90,11 +135,17 @@ static int run_local(const xopts *o)
         best_shm = t2 - t1 < best_shm ? t2 - t1 : best_shm;
         best_tcp = t3 - t2 < best_tcp ? t3 - t2 : best_tcp;
     }
-    printf("shape %s: %zu bytes per block of 16 positions (%zu per token); min of %d reps\n",
-           o->sh->name, bb, bb / 16, o->reps);
-    report("memcpy (floor)", total, best_mem);
-    report("shared memory (dyad)", total, best_shm);
-    report("TCP loopback (dyad)", total, best_tcp);
+    if (o->json) {
+        double one_shm, one_tcp;
+        one_block_times(o, shm, tcp, rx, src, &one_shm, &one_tcp);
+        report_json(o, bb, total, best_mem, best_shm, best_tcp, one_shm, one_tcp);
+    } else {
+        printf("shape %s: %zu bytes per block of 16 positions (%zu per token); min of %d reps\n",
+               o->sh->name, bb, bb / 16, o->reps);
+        report("memcpy (floor)", total, best_mem);
+        report("shared memory (dyad)", total, best_shm);
+        report("TCP loopback (dyad)", total, best_tcp);
+    }
     dy_xfer_close(tcp);
     dy_xfer_close(shm);
     dy_xfer_rx_stop(rx);
@@ -172,6 +223,9 @@ int cmd_bench_xfer(int argc, char **argv)
          .help = "receive over TCP on HOST:PORT (the receiving process)"},
         {.name = "connect", .kind = DY_OPT_STR, .dst = &o.connect, .meta = "HOST:PORT",
          .help = "send over TCP to a receiver on HOST:PORT (the sending process)"},
+        {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
+         .help = "one JSON object (GB/s and one-block latency per backend) instead of the "
+                 "report; local runs only"},
     };
     int rc = cli_parse("bench xfer", xfer_usage, NULL, t, (int)(sizeof t / sizeof t[0]), argc,
                        argv, NULL);
