@@ -213,12 +213,10 @@ int cmd_serve(int argc, char **argv)
         if (!o.w.worker.tokenizer)
             o.w.worker.tokenizer = tok_buf;
     }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
+    if (!dyad_self_exe(exe, sizeof exe)) {
         fprintf(stderr, "dyad serve: cannot find its own executable\n");
         return 1;
     }
-    exe[n] = 0;
     /* The frontend tokenizes, so it loads the model too (weights are mapped, not read). */
     dy_model *m = dy_model_load(o.w.worker.model, o.w.worker.tokenizer, err, sizeof err);
     if (!m || !m->tok) {

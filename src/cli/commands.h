@@ -4,6 +4,9 @@
 #ifndef DYAD_COMMANDS_H
 #define DYAD_COMMANDS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 int cmd_run(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
@@ -13,6 +16,10 @@ int cmd_bench_xfer(int argc, char **argv);
 int cmd_bench_router(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
+int cmd_sim(int argc, char **argv);
+
+/* The path of the running dyad binary into out (cap bytes); false if it cannot be found. */
+bool dyad_self_exe(char *out, size_t cap);
 /* The directory holding the bundled models (DYAD_MODEL_DIR, else the source tree's models/). */
 const char *dyad_model_dir(void);
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: dyad COMMAND [options]\n"
@@ -15,6 +16,7 @@ static const char usage[] =
     "  serve      the OpenAI-compatible HTTP server (spawns its worker processes)\n"
     "  worker     a worker process (started by serve)\n"
     "  bench      benchmarks (`dyad bench engine`)\n"
+    "  sim        the simulator's tools (`dyad sim fit`: a cost model of this machine)\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
 
@@ -22,6 +24,15 @@ const char *dyad_model_dir(void)
 {
     const char *d = getenv("DYAD_MODEL_DIR");
     return d && *d ? d : DYAD_SOURCE_DIR "/models";
+}
+
+bool dyad_self_exe(char *out, size_t cap)
+{
+    ssize_t n = cap > 1 ? readlink("/proc/self/exe", out, cap - 1) : -1;
+    if (n <= 0)
+        return false;
+    out[n] = 0;
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -42,6 +53,8 @@ int main(int argc, char **argv)
         return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "worker"))
         return cmd_worker(argc - 1, argv + 1);
+    if (!strcmp(cmd, "sim"))
+        return cmd_sim(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "dyad: unknown command '%s'\n\n%s", cmd, usage);

@@ -55,7 +55,9 @@ int dy_cost_set_tp(dy_cost_model *m, int tp, char *err, size_t errlen);
 typedef struct {
     const char *model;          /* the bench object whose "model" is this; NULL: the first */
     const char *name;           /* the cost model's name; NULL: "<model>-<threads>t" */
-    int64_t kv_capacity_tokens; /* > 0 */
+    const char *source;         /* how the benchmark was made, kept in the file; NULL: its path */
+    int64_t kv_capacity_tokens; /* > 0, or 0: kv_mem_bytes / the benchmark's KV bytes per token */
+    int64_t kv_mem_bytes;       /* the worker's KV memory (`--kv-mem`), when capacity is 0 */
     const char *xfer_backend;   /* "shm" or "tcp" (recorded, not interpreted) */
     double xfer_gbps;           /* > 0 */
     double xfer_latency_us;     /* >= 0 */

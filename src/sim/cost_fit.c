@@ -244,7 +244,10 @@ static int fill_model(dy_cost_model *m, const json_t *bench, const dy_cost_fit_o
     const char *model = json_string_value(json_object_get(bench, "model"));
     char name[256], source[512];
     snprintf(name, sizeof name, "%s-%dt", model ? model : "model", (int)threads);
-    snprintf(source, sizeof source, "fitted by dy_cost_fit from %s", path);
+    if (o->source)
+        snprintf(source, sizeof source, "%s", o->source);
+    else
+        snprintf(source, sizeof source, "fitted by dy_cost_fit from %s", path);
     m->kind = DY_COST_MEASURED;
     m->name = strdup(o->name ? o->name : name);
     m->engine.model = strdup(model ? model : "model");
@@ -256,7 +259,12 @@ static int fill_model(dy_cost_model *m, const json_t *bench, const dy_cost_fit_o
     m->engine.decode_ms_per_seq = coef[3];
     m->engine.decode_ms_per_context = coef[4];
     m->kv.bytes_per_token = kvb;
-    m->kv.capacity_tokens = o->kv_capacity_tokens;
+    m->kv.capacity_tokens = o->kv_capacity_tokens > 0 ? o->kv_capacity_tokens
+                                                      : o->kv_mem_bytes / (kvb > 0 ? kvb : 1);
+    if (m->kv.capacity_tokens < 1) {
+        snprintf(err, errlen, "%s: kv_mem_bytes holds no token of this model's KV", path);
+        return -1;
+    }
     m->xfer.backend = strdup(o->xfer_backend ? o->xfer_backend : "tcp");
     m->xfer.source = strdup("given to dy_cost_fit (dyad bench xfer)");
     m->xfer.gbps = o->xfer_gbps;
@@ -271,9 +279,10 @@ static int fill_model(dy_cost_model *m, const json_t *bench, const dy_cost_fit_o
 
 static int check_opts(const dy_cost_fit_opts *o, char *err, size_t errlen)
 {
-    if (o->kv_capacity_tokens < 1 || !(o->xfer_gbps > 0) || !(o->xfer_latency_us >= 0)) {
-        snprintf(err, errlen, "fit: needs kv_capacity_tokens >= 1, xfer_gbps > 0 and "
-                              "xfer_latency_us >= 0");
+    if ((o->kv_capacity_tokens < 1 && o->kv_mem_bytes < 1) || !(o->xfer_gbps > 0) ||
+        !(o->xfer_latency_us >= 0)) {
+        snprintf(err, errlen, "fit: needs kv_capacity_tokens or kv_mem_bytes >= 1, xfer_gbps > 0 "
+                              "and xfer_latency_us >= 0");
         return -1;
     }
     return 0;
