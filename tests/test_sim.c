@@ -1,5 +1,5 @@
 /* test_sim.c — the simulator (src/sim/sim.h): hand-computed step times for aggregated 1 and 2
- * workers and disaggregated 1+1; the same run twice gives identical records; every placement
+ * workers and disaggregated 1+1, and two samples forking one prompt; the same run twice gives identical records; every placement
  * the simulator makes equals dy_place called directly on a router fed the same inputs (and a
  * router fed differently is caught); a shared prompt prefix is found in the cache. */
 #include "testutil.h"
@@ -197,6 +197,33 @@ static void test_disaggregated_one_plus_one(void **st)
     c.xfer_async = true;
     s = run(&c, NULL, r, 2);
     assert_latency(rec(s, 0), 5.10, 1.10, 7.30);
+    dy_sim_free(s);
+}
+
+/* Two samples of one prompt go together and share its computation (sched.h's forks). */
+static void test_samples_fork(void **st)
+{
+    (void)st;
+    dy_sim_worker w[1] = {worker_of(DY_POOL_AGG)};
+    dy_sim_config c = config_of(w, 1);
+    dy_sim_request r[1] = {{.arrival = 0, .prompt = p20, .n_prompt = 20, .max_tokens = 2,
+                            .n_samples = 2}};
+    fill_prompt(p20, 20, 500);
+    dy_sim *s = run(&c, NULL, r, 1);
+    /*   step 1  the leader alone: positions [0, 19)               1.19 → 1.19
+     *   step 2  the sample forks; each computes position 19 itself 1.02 → 2.21  first tokens
+     *   step 3  two decodes                                         1.2  → 3.41  both done */
+    int n;
+    dy_sim_records(s, &n);
+    assert_int_equal(n, 2);
+    assert_int_equal(rec(s, 1)->sample, 1);
+    assert_int_equal(rec(s, 0)->worker, rec(s, 1)->worker);
+    assert_latency(rec(s, 0), 2.21, 1.2, 3.41);
+    assert_latency(rec(s, 1), 2.21, 1.2, 3.41);
+    assert_int_equal(dy_sim_get_worker_totals(s, 0).prefill_tokens, 21);
+    dyb_summary sum;
+    assert_int_equal(dy_sim_summarize(s, NULL, 1, &sum), 0);
+    assert_int_equal(sum.completed, 2);
     dy_sim_free(s);
 }
 
@@ -515,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_aggregated_one_worker),
         cmocka_unit_test(test_aggregated_two_workers),
         cmocka_unit_test(test_disaggregated_one_plus_one),
+        cmocka_unit_test(test_samples_fork),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_live_equals_simulated),
         cmocka_unit_test(test_prefix_sharing),

@@ -415,8 +415,11 @@ static void front_on_prefill_done(dy_sim *s, const msg *m)
             r->kv_seconds = m->seconds;
             r->cached_tokens = m->cached;
         }
-    } else
+    } else { /* the decode worker computes the prompt after all */
         s->tot.local_prefills++;
+        for (int k = f->first; k < f->first + f->count; k++)
+            record_of(s, f->request, k)->prefill_worker = f->gen;
+    }
     send_to_worker(s, f->gen, (msg){.kind = M_KV_READY, .flight = m->flight, .ok = m->ok});
 }
 
@@ -442,12 +445,6 @@ static void reply_done(dy_sim *s, int wi, int fi, int record, bool ok, const cha
 {
     worker_reply(s, wi, (msg){.kind = M_DONE, .flight = fi, .sample = record, .ok = ok,
                               .error = error});
-}
-
-/* Ends a sequence on its worker (dy_worker_drop_req). */
-static void drop_seq(sim_worker *w, dy_seq *q)
-{
-    dy_sched_finish(w->sched, q);
 }
 
 static int max_len_of(const dy_sim *s, const dy_sim_request *r)
@@ -490,6 +487,9 @@ static void worker_on_request(dy_sim *s, int wi, int fi)
             reply_done(s, wi, fi, lead + k, false, "prompt does not fit this worker's KV cache");
         return;
     }
+    if (!remote) /* an aggregated worker computes a prompt meant for a prefill worker itself */
+        for (int k = 0; k < f->count; k++)
+            s->rec[lead + k].prefill_worker = wi;
     if (remote) {
         f->decode_seq = q;
         msg a = {.kind = M_KV_ALLOC, .flight = fi, .local = q->state != DY_SEQ_REMOTE};
@@ -583,7 +583,9 @@ static void report_load(dy_sim *s, int wi)
     w->last_stats = s->now;
 }
 
-/* The end of a loop turn: KV events, the load report when due, then the frames. */
+/* The end of a loop turn: what it wrote reaches the frontend in worker.c's order — the
+ * replies (KV_ALLOC, tokens, ends, PREFILL_DONE), then the KV events, then the load report
+ * when one is due. */
 static void flush(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
@@ -688,7 +690,7 @@ static void deliver(dy_sim *s, int wi, dy_seq *q)
     if (r->prefill_worker == wi) /* a remote prefill's cached count comes with its transfer */
         r->cached_tokens = q->n_cached;
     reply_done(s, wi, fi, rec, true, NULL);
-    drop_seq(&s->w[wi], q);
+    dy_sched_finish(s->w[wi].sched, q);
 }
 
 /* A prefill worker's prompt is done: its blocks go to the decode worker (dy_disagg_ship),
@@ -706,7 +708,7 @@ static double ship(dy_sim *s, int wi, dy_seq *q, double t_start)
     }
     msg done = {.kind = M_PREFILL_DONE, .flight = fi, .ok = true, .bytes = bytes,
                 .seconds = dt, .cached = q->n_cached};
-    drop_seq(w, q); /* its blocks stay in this worker's prefix cache */
+    dy_sched_finish(w->sched, q); /* its blocks stay in this worker's prefix cache */
     w->tot.busy_s += s->cfg.xfer_async ? 0 : dt;
     if (!s->cfg.xfer_async) {
         worker_reply(s, wi, done);
@@ -869,6 +871,7 @@ int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, siz
         snprintf(err, errlen, "%s", s->fail);
         return -1;
     }
+    s->reqs = NULL; /* borrowed for the run only */
     for (int i = 0; i < s->cfg.n_workers; i++) {
         s->tot.steps += s->w[i].tot.steps;
         s->tot.preemptions += s->w[i].tot.preemptions;
@@ -1034,7 +1037,9 @@ static int add_result(dyb_stats *st, const dy_sim_record *r)
         itl[k - 1] = (r->token_times[k] - r->token_times[k - 1]) * ms;
     dyb_result res = {
         .ok = r->ok, .index = r->request, .prompt_tokens = r->prompt_tokens,
-        .output_tokens = r->n_tokens, .requested = r->n_tokens, .send_ms = r->arrival * ms,
+        .output_tokens = r->n_tokens,
+        .requested = r->n_tokens, /* a simulated sample always runs to its length */
+        .send_ms = r->arrival * ms,
         .ttft_ms = r->ok ? (r->first_token - r->arrival) * ms : 0,
         .e2e_ms = r->ok ? (r->done - r->arrival) * ms : 0,
         .itl = itl, .n_itl = r->n_tokens > 1 ? (size_t)(r->n_tokens - 1) : 0,
