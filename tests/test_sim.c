@@ -1,7 +1,8 @@
 /* test_sim.c — the simulator (src/sim/sim.h): hand-computed step times for aggregated 1 and 2
- * workers and disaggregated 1+1, and two samples forking one prompt; the same run twice gives identical records; every placement
- * the simulator makes equals dy_place called directly on a router fed the same inputs (and a
- * router fed differently is caught); a shared prompt prefix is found in the cache. */
+ * workers, disaggregated 1+1, and two samples forking one prompt; the same run twice gives
+ * identical records; every placement the simulator makes equals dy_place called directly on a
+ * router fed the same inputs (and a router fed differently is caught); a shared prompt
+ * prefix is found in the cache. */
 #include "testutil.h"
 #include "kv/block_hash.h"
 #include "sim/sim.h"
