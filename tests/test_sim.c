@@ -336,12 +336,13 @@ typedef struct {
     dy_router_ticket tickets[4 * N_BUSY];
     int request_of[4 * N_BUSY]; /* per placement */
     uint64_t hashes[N_BUSY][16];
-    long placements, prefill_picks, admits, mismatches;
+    long placements, prefill_picks, admits, mismatches, event_batches, loads;
 } shadow;
 
 static void sh_events(void *ctx, int worker, uint64_t seq, const dy_kv_event *ev, int n)
 {
     shadow *sh = ctx;
+    sh->event_batches++;
     assert_int_equal(dy_kv_index_apply(dy_router_index(sh->router), worker, seq, ev, n),
                      DY_KV_INDEX_OK);
 }
@@ -356,6 +357,7 @@ static void sh_snapshot(void *ctx, int worker, uint64_t seq, const uint64_t *h, 
 static void sh_load(void *ctx, int worker, const dy_router_load *load)
 {
     shadow *sh = ctx;
+    sh->loads++;
     dy_router_report_load(sh->router, worker, load);
 }
 
@@ -459,6 +461,7 @@ static void test_live_equals_simulated(void **st)
         dy_sim *s = run(&c, &obs, wl.req, N_BUSY);
         assert_true(sh.placements >= N_BUSY - dy_sim_get_totals(s).refused);
         assert_int_equal(sh.admits, N_BUSY);
+        assert_true(sh.event_batches > N_BUSY && sh.loads > N_BUSY); /* the router was fed */
         if (disagg)
             assert_true(sh.prefill_picks > 0);
         assert_int_equal(sh.mismatches, 0);
