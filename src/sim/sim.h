@@ -112,7 +112,7 @@ typedef struct {
 } dy_sim_worker_totals;
 
 typedef struct {
-    double duration_s;          /* first arrival to last event */
+    double duration_s;          /* from time 0 to the last sample's end (bench's run duration) */
     uint64_t steps, preemptions;
     uint64_t output_tokens;
     uint64_t transfers, local_prefills; /* disaggregated prompts: shipped / computed locally */
