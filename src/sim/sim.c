@@ -25,7 +25,7 @@ typedef enum { EV_ARRIVAL, EV_ITERATE, EV_STEP_END, EV_FLUSH, EV_TICK, EV_XFER_D
 typedef struct {
     double t;
     uint64_t order; /* ties run in the order scheduled */
-    int kind, worker, a, b;
+    int kind, worker, a; /* a: the request (arrival), idle generation (tick), frame index */
 } event;
 
 /* Frames, both ways (only what the simulation needs of them). */
@@ -138,13 +138,13 @@ static bool ev_before(const event *a, const event *b)
     return a->t < b->t || (a->t == b->t && a->order < b->order);
 }
 
-static void push_event(dy_sim *s, double t, int kind, int worker, int a, int b)
+static void push_event(dy_sim *s, double t, int kind, int worker, int a)
 {
     if (!dy_array_reserve((void **)&s->heap, &s->heap_cap, s->n_heap + 1, sizeof *s->heap)) {
         s->fail = "out of memory";
         return;
     }
-    event e = {t, s->next_order++, kind, worker, a, b};
+    event e = {t, s->next_order++, kind, worker, a};
     s->n_work += kind != EV_TICK;
     size_t i = s->n_heap++;
     while (i > 0 && ev_before(&e, &s->heap[(i - 1) / 2])) {
@@ -636,7 +636,7 @@ static void go_idle(dy_sim *s, int wi)
     }
     w->idle_gen++;
     if (!sim_finished(s))
-        push_event(s, s->now + s->cfg.stats_every_s, EV_TICK, wi, (int)w->idle_gen, 0);
+        push_event(s, s->now + s->cfg.stats_every_s, EV_TICK, wi, (int)w->idle_gen);
 }
 
 /* One loop turn of worker.c's dy_worker_run: frames in, then a step if there is work. */
@@ -660,7 +660,7 @@ static void iterate(dy_sim *s, int wi)
         w->tot.busy_s += dt;
         w->state = W_STEPPING;
         w->plan = p;
-        push_event(s, s->now + dt, EV_STEP_END, wi, 0, 0);
+        push_event(s, s->now + dt, EV_STEP_END, wi, 0);
         return;
     }
     flush(s, wi);
@@ -674,7 +674,7 @@ static void wake(dy_sim *s, int wi)
         return; /* a turn is coming: it reads the inbox then */
     w->state = W_SCHEDULED;
     w->idle_gen++;
-    push_event(s, s->now, EV_ITERATE, wi, 0, 0);
+    push_event(s, s->now, EV_ITERATE, wi, 0);
 }
 
 /* A sampled token reaches its request (worker.c's deliver); ends it at its length. */
@@ -717,7 +717,7 @@ static double ship(dy_sim *s, int wi, dy_seq *q, double t_start)
     /* The frame leaves when the copy ends, not with this worker's next flush. */
     double start = w->link_free > t_start ? w->link_free : t_start;
     w->link_free = start + dt;
-    push_event(s, w->link_free, EV_XFER_DONE, wi, (int)s->in_transit.n, 0);
+    push_event(s, w->link_free, EV_XFER_DONE, wi, (int)s->in_transit.n);
     msg_push(s, &s->in_transit, done);
     return 0;
 }
@@ -749,7 +749,7 @@ static void on_step_end(dy_sim *s, int wi)
     }
     w->plan = NULL;
     if (wait > 0) {
-        push_event(s, s->now + wait, EV_FLUSH, wi, 0, 0);
+        push_event(s, s->now + wait, EV_FLUSH, wi, 0);
         return;
     }
     flush(s, wi);
@@ -778,7 +778,7 @@ static void dispatch(dy_sim *s, const event *e)
     switch (e->kind) {
     case EV_ARRIVAL:
         if (++s->next_arrival < s->n_reqs) /* before anything this arrival schedules */
-            push_event(s, s->reqs[s->next_arrival].arrival, EV_ARRIVAL, -1, s->next_arrival, 0);
+            push_event(s, s->reqs[s->next_arrival].arrival, EV_ARRIVAL, -1, s->next_arrival);
         on_arrival(s, e->a);
         break;
     case EV_ITERATE: iterate(s, e->worker); break;
@@ -857,7 +857,7 @@ int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, siz
     for (int i = 0; i < s->cfg.n_workers; i++)
         wake(s, i);
     if (s->n_reqs > 0)
-        push_event(s, reqs[0].arrival, EV_ARRIVAL, -1, 0, 0);
+        push_event(s, reqs[0].arrival, EV_ARRIVAL, -1, 0);
     /* Idle ticks alone change nothing a request waits for: when only they are left, the
      * run is over (or stuck). */
     while (s->n_work > 0 && !s->fail) {
