@@ -9,8 +9,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+typedef enum { STORE_HEAP, STORE_SHM, STORE_NONE } pool_store;
+
 static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_dim,
-                            const char *shm_name)
+                            pool_store store, const char *shm_name)
 {
     if (n_blocks <= 0 || block_size <= 0 || block_size > 4096 || n_layers <= 0 || kv_dim <= 0)
         return NULL;
@@ -24,8 +26,8 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
     p->block_size = block_size;
     p->n_layers = n_layers;
     p->kv_dim = kv_dim;
-    p->data_bytes = (size_t)n_blocks * block_bytes;
-    if (shm_name) {
+    p->data_bytes = store == STORE_NONE ? 0 : (size_t)n_blocks * block_bytes;
+    if (store == STORE_SHM) {
         /* Shared memory, zero-filled, allocated now (see the header) so that the prefill
          * worker's copies into it run at memcpy speed. */
         snprintf(p->shm_name, sizeof p->shm_name, "%s", shm_name);
@@ -44,12 +46,12 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
             shm_unlink(shm_name);
         if (fd < 0)
             p->shm_name[0] = 0;
-    } else
+    } else if (store == STORE_HEAP)
         /* calloc: untouched pages cost nothing until a block is first written. */
         p->data = calloc((size_t)n_blocks, block_bytes);
     p->refcount = calloc((size_t)n_blocks, sizeof *p->refcount);
     p->free_list = malloc((size_t)n_blocks * sizeof *p->free_list);
-    if (!p->data || !p->refcount || !p->free_list) {
+    if ((store != STORE_NONE && !p->data) || !p->refcount || !p->free_list) {
         dy_kv_pool_free(p);
         return NULL;
     }
@@ -62,13 +64,18 @@ static dy_kv_pool *pool_new(int n_blocks, int block_size, int n_layers, int kv_d
 
 dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_dim)
 {
-    return pool_new(n_blocks, block_size, n_layers, kv_dim, NULL);
+    return pool_new(n_blocks, block_size, n_layers, kv_dim, STORE_HEAP, NULL);
 }
 
 dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, int kv_dim,
                                   const char *shm_name)
 {
-    return pool_new(n_blocks, block_size, n_layers, kv_dim, shm_name);
+    return pool_new(n_blocks, block_size, n_layers, kv_dim, STORE_SHM, shm_name);
+}
+
+dy_kv_pool *dy_kv_pool_new_meta(int n_blocks, int block_size, int n_layers, int kv_dim)
+{
+    return pool_new(n_blocks, block_size, n_layers, kv_dim, STORE_NONE, NULL);
 }
 
 void dy_kv_pool_free(dy_kv_pool *p)
@@ -118,6 +125,8 @@ void dy_kv_unref(dy_kv_pool *p, int32_t block)
 
 void dy_kv_copy_block(dy_kv_pool *p, int32_t dst, int32_t src)
 {
+    if (!p->data) /* a metadata-only pool: nothing to copy */
+        return;
     const size_t bytes = dy_kv_block_bytes(p);
     memcpy((char *)p->data + (size_t)dst * bytes, (const char *)p->data + (size_t)src * bytes, bytes);
 }

@@ -32,6 +32,11 @@ dy_kv_pool *dy_kv_pool_new(int n_blocks, int block_size, int n_layers, int kv_di
  * (docs/disaggregation-results.md, "Transfer cost"). The object is unlinked by dy_kv_pool_free. */
 dy_kv_pool *dy_kv_pool_new_shared(int n_blocks, int block_size, int n_layers, int kv_dim,
                                   const char *shm_name);
+/* The same bookkeeping (reference counts, free list, block size and shape) with no block
+ * storage at all: data is NULL and data_bytes 0. For a simulator, whose workers schedule
+ * over pools of GPU size but never run attention; dy_kv_copy_block does nothing on it and
+ * dy_kv_keys / dy_kv_values must not be called. */
+dy_kv_pool *dy_kv_pool_new_meta(int n_blocks, int block_size, int n_layers, int kv_dim);
 void dy_kv_pool_free(dy_kv_pool *p);
 
 /* Bytes of one block of a model of this shape: block_size positions × n_layers × (keys and

@@ -1,0 +1,1072 @@
+/* sim.c — see sim.h. One event queue (a binary heap on (time, order scheduled)) drives two
+ * kinds of actors:
+ *   the frontend  arrivals (admission, placement), and what the workers' flushed frames say
+ *                 (fleet_flights.c, fleet_prefill.c, fleet_kv.c);
+ *   each worker   the loop of serve/worker/worker.c: handle the frames that came in, run one
+ *                 step, publish KV events, report its load when due, flush its frames. A frame
+ *                 that arrives while a step runs waits for the step's end, as on a real worker.
+ * Frontend-to-worker frames land in the worker's inbox; worker-to-frontend frames go to its
+ * outbox and reach the frontend when the worker flushes, in the order they were written. */
+#include "sim/sim.h"
+#include "kv/block_hash.h"
+#include "kv/kv_cache.h"
+#include "sched/sched.h"
+#include "util/buf.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- types */
+
+typedef enum { EV_ARRIVAL, EV_ITERATE, EV_STEP_END, EV_FLUSH, EV_TICK, EV_XFER_DONE } ev_kind;
+
+typedef struct {
+    double t;
+    uint64_t order; /* ties run in the order scheduled */
+    int kind, worker, a; /* a: the request (arrival), idle generation (tick), frame index */
+} event;
+
+/* Frames, both ways (only what the simulation needs of them). */
+typedef enum {
+    M_REQUEST,    /* frontend -> worker: samples [first, first + count) of a request */
+    M_PREFILL,    /* frontend -> prefill worker: compute a prompt for a decode worker */
+    M_KV_READY,   /* frontend -> decode worker: the prompt's KV is there (or not: ok false) */
+    M_KV_ALLOC,   /* decode worker -> frontend: blocks set aside (or local) */
+    M_TOKEN,      /* worker -> frontend: a sample's token */
+    M_DONE,       /* worker -> frontend: a sample ended (ok, or an error) */
+    M_PREFILL_DONE, /* prefill worker -> frontend */
+} msg_kind;
+
+typedef struct {
+    int kind;
+    int flight;      /* the placement this frame is about */
+    int sample;      /* M_TOKEN / M_DONE: the sample (record index) */
+    bool ok, local;
+    int n_blocks;    /* M_KV_ALLOC / M_PREFILL: blocks to ship */
+    int cached;      /* M_PREFILL_DONE: prompt tokens found cached on the prefill worker */
+    int64_t bytes;
+    double seconds;
+    const char *error;
+} msg;
+
+typedef struct {
+    msg *m;
+    size_t n, cap, head;
+} msg_queue;
+
+/* A dy_seq's user pointer is a tag, not memory: record + 1 for a sample's sequence,
+ * -(flight + 1) for a prefill worker's sequence computing that flight's prompt. */
+static void *tag_sample(int record) { return (void *)(intptr_t)(record + 1); }
+static void *tag_prefill(int flight) { return (void *)(intptr_t)-(flight + 1); }
+static bool is_prefill(const dy_seq *q) { return (intptr_t)q->user < 0; }
+static int record_of_seq(const dy_seq *q) { return (int)(intptr_t)q->user - 1; }
+static int flight_of_prefill(const dy_seq *q) { return (int)-(intptr_t)q->user - 1; }
+
+typedef struct {
+    dy_sim_worker cfg;
+    dy_kv_pool *pool;
+    dy_kv_cache *kv;
+    dy_sched *sched;
+    msg_queue inbox, outbox;
+    enum { W_IDLE, W_SCHEDULED, W_STEPPING } state;
+    uint32_t idle_gen;       /* stale ticks carry an old one */
+    double last_stats;
+    double link_free;        /* async transfers: when the link is free again */
+    /* KV publishing (kv_publish.c) */
+    bool want_snapshot;
+    uint64_t kv_seq;
+    dy_kv_event *ev;
+    int ev_cap;
+    uint64_t *snap_h, *snap_p;
+    const dy_plan *plan;     /* the step in flight */
+    int32_t *sampled;
+    void *sampled_seqs;      /* scratch: the step's sequences that get a token */
+    dy_sim_worker_totals tot;
+} sim_worker;
+
+/* One placement (a flight of fleet_flights.c): samples [first, first + count) of a request
+ * sent to `gen`, the first of them carrying the router's ticket. */
+typedef struct {
+    int request, first, count;
+    int gen, prefill;         /* prefill: the planned prefill worker, -1 local */
+    dy_router_ticket ticket;
+    bool has_ticket;
+    dy_seq *decode_seq;       /* disaggregated: the leader's sequence on the decode worker */
+    int n_ship;               /* disaggregated: blocks the decode worker set aside */
+} flight;
+
+struct dy_sim {
+    dy_sim_config cfg;
+    dy_sim_costs costs;
+    dy_sim_observer obs;
+    sim_worker *w;
+    dy_place_worker *view;
+    dy_router *router;
+    /* the event queue */
+    event *heap;
+    size_t n_heap, heap_cap;
+    size_t n_work;            /* events in the heap that are not idle ticks */
+    uint64_t next_order;
+    double now;
+    /* the workload and its outcome */
+    const dy_sim_request *reqs;
+    int n_reqs;
+    int *first_record;        /* per request: index of its first sample's record */
+    uint64_t **hashes;        /* per request: its full blocks' hashes (freed when it ends) */
+    int *open_samples;        /* per request: samples not yet ended */
+    dy_sim_record *rec;
+    int n_rec;
+    int *rec_flight;          /* per record: its flight */
+    int *generated;           /* per record: tokens its worker has sampled */
+    flight *fl;
+    size_t n_fl, fl_cap;
+    msg_queue in_transit;     /* async transfers' PREFILL_DONE frames (events index them) */
+    int waiting_sequences;    /* sent, without a first token (admission's count) */
+    long outstanding;         /* admitted samples not yet ended */
+    int next_arrival;
+    bool ran;
+    const char *fail;         /* a run-stopping error */
+    dy_sim_totals tot;
+};
+
+/* ---------------------------------------------------------------- the event queue */
+
+static bool ev_before(const event *a, const event *b)
+{
+    return a->t < b->t || (a->t == b->t && a->order < b->order);
+}
+
+static void push_event(dy_sim *s, double t, int kind, int worker, int a)
+{
+    if (!dy_array_reserve((void **)&s->heap, &s->heap_cap, s->n_heap + 1, sizeof *s->heap)) {
+        s->fail = "out of memory";
+        return;
+    }
+    event e = {t, s->next_order++, kind, worker, a};
+    s->n_work += kind != EV_TICK;
+    size_t i = s->n_heap++;
+    while (i > 0 && ev_before(&e, &s->heap[(i - 1) / 2])) {
+        s->heap[i] = s->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    s->heap[i] = e;
+}
+
+static event pop_event(dy_sim *s)
+{
+    event top = s->heap[0], last = s->heap[--s->n_heap];
+    s->n_work -= top.kind != EV_TICK;
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= s->n_heap)
+            break;
+        if (c + 1 < s->n_heap && ev_before(&s->heap[c + 1], &s->heap[c]))
+            c++;
+        if (!ev_before(&s->heap[c], &last))
+            break;
+        s->heap[i] = s->heap[c];
+        i = c;
+    }
+    if (s->n_heap)
+        s->heap[i] = last;
+    return top;
+}
+
+/* ---------------------------------------------------------------- frames */
+
+static void msg_push(dy_sim *s, msg_queue *q, msg m)
+{
+    if (q->head == q->n)
+        q->head = q->n = 0;
+    if (!dy_array_reserve((void **)&q->m, &q->cap, q->n + 1, sizeof *q->m)) {
+        s->fail = "out of memory";
+        return;
+    }
+    q->m[q->n++] = m;
+}
+
+static bool msg_pop(msg_queue *q, msg *out)
+{
+    if (q->head == q->n)
+        return false;
+    *out = q->m[q->head++];
+    return true;
+}
+
+static void wake(dy_sim *s, int wi);
+static void go_idle(dy_sim *s, int wi);
+
+/* A frame from the frontend: the worker reads it at its next loop turn. */
+static void send_to_worker(dy_sim *s, int wi, msg m)
+{
+    msg_push(s, &s->w[wi].inbox, m);
+    wake(s, wi);
+}
+
+/* ---------------------------------------------------------------- placement (the frontend) */
+
+static const dy_sim_request *req_of(const dy_sim *s, const flight *f)
+{
+    return &s->reqs[f->request];
+}
+
+static int n_blocks_of(const dy_sim *s, const dy_sim_request *r)
+{
+    return r->n_prompt / s->cfg.block_size;
+}
+
+/* The deployment as placement sees it (fleet_flights.c's place_view). */
+static dy_place_view place_view(dy_sim *s)
+{
+    return (dy_place_view){.workers = s->view, .n_workers = s->cfg.n_workers,
+                           .block_size = s->cfg.block_size, .max_samples = s->cfg.max_samples,
+                           .route = s->cfg.route, .router = s->router};
+}
+
+static dy_place_request place_request(const dy_sim *s, int request, int n_samples)
+{
+    const dy_sim_request *r = &s->reqs[request];
+    return (dy_place_request){.prompt_tokens = r->n_prompt, .hashes = s->hashes[request],
+                              .n_blocks = n_blocks_of(s, r), .max_tokens = r->max_tokens,
+                              .n_samples = n_samples, .local_prefill = false};
+}
+
+static dy_sim_record *record_of(dy_sim *s, int request, int sample)
+{
+    return &s->rec[s->first_record[request] + sample];
+}
+
+/* A sample's end: the frontend's count of open work, and the prompt's hashes once no sample
+ * needs them. */
+static void sample_ended(dy_sim *s, int request)
+{
+    s->outstanding--;
+    if (--s->open_samples[request] == 0) {
+        free(s->hashes[request]);
+        s->hashes[request] = NULL;
+    }
+}
+
+static void fail_record(dy_sim *s, int request, int sample, const char *why)
+{
+    dy_sim_record *r = record_of(s, request, sample);
+    r->ok = false;
+    r->error = why;
+    r->done = s->now;
+}
+
+static int new_flight(dy_sim *s)
+{
+    if (!dy_array_reserve((void **)&s->fl, &s->fl_cap, s->n_fl + 1, sizeof *s->fl)) {
+        s->fail = "out of memory";
+        return -1;
+    }
+    s->fl[s->n_fl] = (flight){0};
+    return (int)s->n_fl++;
+}
+
+/* fleet_flights.c's submit_samples: the samples go together to one worker unless its pool
+ * could not hold them all; each part is placed anew. */
+static void submit(dy_sim *s, int request)
+{
+    const dy_sim_request *r = &s->reqs[request];
+    for (int first = 0; first < r->n_samples && !s->fail;) {
+        int fi = new_flight(s);
+        if (fi < 0)
+            return;
+        flight *f = &s->fl[fi];
+        dy_place_view v = place_view(s);
+        dy_place_request pr = place_request(s, request, r->n_samples - first);
+        dy_placement p = dy_place(&v, &pr, s->now, &f->ticket);
+        if (s->obs.on_place)
+            s->obs.on_place(s->obs.ctx, fi, request, first, r->n_samples - first, s->now, &p);
+        if (p.gen < 0) { /* no live worker: cannot happen in a fixed deployment */
+            for (int k = first; k < r->n_samples; k++) {
+                fail_record(s, request, k, "no worker is available");
+                s->waiting_sequences--;
+                sample_ended(s, request);
+            }
+            return;
+        }
+        *f = (flight){.request = request, .first = first, .count = p.samples, .gen = p.gen,
+                      .prefill = p.prefill, .ticket = f->ticket, .has_ticket = true};
+        for (int k = first; k < first + p.samples; k++) {
+            dy_sim_record *rec = record_of(s, request, k);
+            rec->worker = p.gen;
+            rec->prefill_worker = p.prefill >= 0 ? p.prefill : p.gen;
+            rec->overlap_blocks = p.overlap_blocks;
+        }
+        send_to_worker(s, p.gen, (msg){.kind = M_REQUEST, .flight = fi});
+        first += p.samples;
+    }
+}
+
+static void on_arrival(dy_sim *s, int request)
+{
+    const dy_sim_request *r = &s->reqs[request];
+    dy_admit verdict = dy_place_admit(s->waiting_sequences, r->n_samples, s->cfg.max_queue);
+    if (s->obs.on_admit)
+        s->obs.on_admit(s->obs.ctx, request, s->waiting_sequences, verdict);
+    if (verdict == DY_ADMIT_QUEUE_FULL) {
+        for (int k = 0; k < r->n_samples; k++)
+            fail_record(s, request, k, "the server's queue is full");
+        s->tot.refused++;
+        return;
+    }
+    const int nb = n_blocks_of(s, r);
+    s->hashes[request] = malloc(sizeof(uint64_t) * (size_t)(nb ? nb : 1));
+    if (!s->hashes[request]) {
+        s->fail = "out of memory";
+        return;
+    }
+    dy_block_hashes(s->cfg.fingerprint, r->prompt, r->n_prompt, s->cfg.block_size,
+                    s->hashes[request]);
+    s->open_samples[request] = r->n_samples;
+    s->outstanding += r->n_samples;
+    s->waiting_sequences += r->n_samples;
+    submit(s, request);
+}
+
+/* ---------------------------------------------------------------- the frontend reads a flush */
+
+static void ticket_call(dy_sim *s, int fi, bool finished)
+{
+    flight *f = &s->fl[fi];
+    if (!f->has_ticket)
+        return;
+    if (finished)
+        dy_router_on_finished(s->router, &f->ticket);
+    else if (f->ticket.phase == 0)
+        dy_router_on_first_token(s->router, &f->ticket);
+    else
+        return; /* idempotent: only the first token moves the load */
+    if (s->obs.on_ticket)
+        s->obs.on_ticket(s->obs.ctx, fi, finished);
+}
+
+static void front_on_token(dy_sim *s, const msg *m)
+{
+    dy_sim_record *r = &s->rec[m->sample];
+    if (r->n_tokens == 0) {
+        r->first_token = s->now;
+        s->waiting_sequences--;
+    }
+    r->token_times[r->n_tokens++] = s->now;
+    s->tot.output_tokens++;
+    if (m->sample == s->first_record[s->fl[m->flight].request] + s->fl[m->flight].first)
+        ticket_call(s, m->flight, false); /* the flight's first sample carries the ticket */
+}
+
+static void front_on_done(dy_sim *s, const msg *m)
+{
+    dy_sim_record *r = &s->rec[m->sample];
+    const flight *f = &s->fl[m->flight];
+    if (m->sample == s->first_record[f->request] + f->first)
+        ticket_call(s, m->flight, true);
+    if (r->n_tokens == 0)
+        s->waiting_sequences--;
+    r->ok = m->ok;
+    r->error = m->error;
+    r->done = s->now;
+    if (s->now > s->tot.duration_s)
+        s->tot.duration_s = s->now;
+    sample_ended(s, f->request);
+}
+
+/* fleet_prefill.c's dy_fleet_on_kv_alloc. */
+static void front_on_kv_alloc(dy_sim *s, const msg *m)
+{
+    flight *f = &s->fl[m->flight];
+    if (m->local) {
+        s->tot.local_prefills++;
+        for (int k = f->first; k < f->first + f->count; k++)
+            record_of(s, f->request, k)->prefill_worker = f->gen;
+        return;
+    }
+    dy_place_view v = place_view(s);
+    dy_place_request pr = place_request(s, f->request, 1);
+    int pi = dy_place_prefill(&v, &pr, f->prefill, s->now);
+    if (s->obs.on_prefill_pick)
+        s->obs.on_prefill_pick(s->obs.ctx, m->flight, f->prefill, s->now, pi);
+    for (int k = f->first; k < f->first + f->count; k++)
+        record_of(s, f->request, k)->prefill_worker = pi >= 0 ? pi : f->gen;
+    if (pi < 0) {
+        s->tot.local_prefills++;
+        send_to_worker(s, f->gen, (msg){.kind = M_KV_READY, .flight = m->flight, .ok = false});
+        return;
+    }
+    send_to_worker(s, pi, (msg){.kind = M_PREFILL, .flight = m->flight, .n_blocks = m->n_blocks});
+}
+
+/* fleet_prefill.c's dy_fleet_on_prefill_done. */
+static void front_on_prefill_done(dy_sim *s, const msg *m)
+{
+    flight *f = &s->fl[m->flight];
+    if (m->ok) {
+        s->tot.transfers++;
+        s->tot.kv_bytes += m->bytes;
+        s->tot.kv_seconds += m->seconds;
+        for (int k = f->first; k < f->first + f->count; k++) {
+            dy_sim_record *r = record_of(s, f->request, k);
+            r->kv_bytes = m->bytes;
+            r->kv_seconds = m->seconds;
+            r->cached_tokens = m->cached;
+        }
+    } else { /* the decode worker computes the prompt after all */
+        s->tot.local_prefills++;
+        for (int k = f->first; k < f->first + f->count; k++)
+            record_of(s, f->request, k)->prefill_worker = f->gen;
+    }
+    send_to_worker(s, f->gen, (msg){.kind = M_KV_READY, .flight = m->flight, .ok = m->ok});
+}
+
+static void front_read(dy_sim *s, const msg *m)
+{
+    switch (m->kind) {
+    case M_KV_ALLOC: front_on_kv_alloc(s, m); break;
+    case M_TOKEN: front_on_token(s, m); break;
+    case M_DONE: front_on_done(s, m); break;
+    case M_PREFILL_DONE: front_on_prefill_done(s, m); break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------- a worker's frames */
+
+static void worker_reply(dy_sim *s, int wi, msg m)
+{
+    msg_push(s, &s->w[wi].outbox, m);
+}
+
+static void reply_done(dy_sim *s, int wi, int fi, int record, bool ok, const char *error)
+{
+    worker_reply(s, wi, (msg){.kind = M_DONE, .flight = fi, .sample = record, .ok = ok,
+                              .error = error});
+}
+
+static int max_len_of(const dy_sim *s, const dy_sim_request *r)
+{
+    int64_t len = (int64_t)r->n_prompt + r->max_tokens;
+    if (s->cfg.ctx_len > 0 && len > s->cfg.ctx_len)
+        len = s->cfg.ctx_len;
+    return (int)len;
+}
+
+/* The other samples fork the leader's prompt (worker.c's add_forks). */
+static void add_forks(dy_sim *s, int wi, int fi, dy_seq *leader)
+{
+    const flight *f = &s->fl[fi];
+    for (int k = 1; k < f->count; k++) {
+        int rec = s->first_record[f->request] + f->first + k;
+        s->rec_flight[rec] = fi;
+        if (!dy_sched_fork(s->w[wi].sched, leader, (uint64_t)rec, tag_sample(rec)))
+            reply_done(s, wi, fi, rec, false, "out of memory");
+    }
+}
+
+/* worker.c's on_request, with worker_disagg.c's dy_disagg_on_remote_request. */
+static void worker_on_request(dy_sim *s, int wi, int fi)
+{
+    sim_worker *w = &s->w[wi];
+    flight *f = &s->fl[fi];
+    const dy_sim_request *r = req_of(s, f);
+    const int lead = s->first_record[f->request] + f->first;
+    const bool remote = f->prefill >= 0 && w->cfg.role == DY_POOL_DECODE;
+    s->rec_flight[lead] = fi;
+    dy_seq *q = NULL;
+    if (s->cfg.ctx_len <= 0 || r->n_prompt < s->cfg.ctx_len) /* worker.c's check_request */
+        q = remote ? dy_sched_add_remote(w->sched, (uint64_t)lead, r->prompt, r->n_prompt,
+                                         max_len_of(s, r), tag_sample(lead))
+                   : dy_sched_add(w->sched, (uint64_t)lead, r->prompt, r->n_prompt,
+                                  max_len_of(s, r), tag_sample(lead));
+    if (!q) {
+        for (int k = 0; k < f->count; k++)
+            reply_done(s, wi, fi, lead + k, false, "prompt does not fit this worker's KV cache");
+        return;
+    }
+    if (!remote) /* an aggregated worker computes a prompt meant for a prefill worker itself */
+        for (int k = 0; k < f->count; k++)
+            s->rec[lead + k].prefill_worker = wi;
+    if (remote) {
+        f->decode_seq = q;
+        msg a = {.kind = M_KV_ALLOC, .flight = fi, .local = q->state != DY_SEQ_REMOTE};
+        if (!a.local)
+            a.n_blocks = f->n_ship = q->n_blocks - q->n_published;
+        worker_reply(s, wi, a);
+    }
+    add_forks(s, wi, fi, q);
+}
+
+/* worker_disagg.c's dy_disagg_on_prefill: positions [0, n_prompt - 1) through the scheduler. */
+static void worker_on_prefill(dy_sim *s, int wi, const msg *m)
+{
+    sim_worker *w = &s->w[wi];
+    const dy_sim_request *r = req_of(s, &s->fl[m->flight]);
+    const int n = r->n_prompt - 1;
+    dy_seq *q = NULL;
+    if (s->cfg.ctx_len <= 0 || n < s->cfg.ctx_len) /* worker_disagg.c's check_prefill */
+        q = dy_sched_add(w->sched, (uint64_t)m->flight, r->prompt, n, n + 1,
+                         tag_prefill(m->flight));
+    if (!q)
+        worker_reply(s, wi, (msg){.kind = M_PREFILL_DONE, .flight = m->flight, .ok = false});
+}
+
+static void worker_on_kv_ready(dy_sim *s, int wi, const msg *m)
+{
+    dy_seq *q = s->fl[m->flight].decode_seq;
+    if (q && q->state == DY_SEQ_REMOTE)
+        dy_sched_remote_ready(s->w[wi].sched, q, m->ok);
+}
+
+static void worker_read_inbox(dy_sim *s, int wi)
+{
+    msg m;
+    while (msg_pop(&s->w[wi].inbox, &m)) {
+        if (m.kind == M_REQUEST)
+            worker_on_request(s, wi, m.flight);
+        else if (m.kind == M_PREFILL)
+            worker_on_prefill(s, wi, &m);
+        else if (m.kind == M_KV_READY)
+            worker_on_kv_ready(s, wi, &m);
+    }
+}
+
+/* ---------------------------------------------------------------- KV events and load */
+
+static void apply_snapshot(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    int n = dy_kv_cache_snapshot(w->kv, w->snap_h, w->snap_p, w->pool->n_blocks);
+    dy_kv_index_resync(dy_router_index(s->router), wi, w->kv_seq, w->snap_h, w->snap_p, n);
+    if (s->obs.on_kv_snapshot)
+        s->obs.on_kv_snapshot(s->obs.ctx, wi, w->kv_seq, w->snap_h, w->snap_p, n);
+    w->want_snapshot = false;
+}
+
+/* kv_publish.c's dy_kv_publish_flush: the cache's event log, in numbered batches, into the
+ * router's index (a snapshot first, and whenever the log overflowed). */
+static void publish_kv(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    if (s->cfg.no_kv_events)
+        return;
+    if (w->want_snapshot || dy_kv_cache_events_overflowed(w->kv)) {
+        apply_snapshot(s, wi);
+        return;
+    }
+    int n;
+    while ((n = dy_kv_cache_take_events(w->kv, w->ev, w->ev_cap)) > 0) {
+        w->kv_seq++;
+        dy_kv_index_apply(dy_router_index(s->router), wi, w->kv_seq, w->ev, n);
+        if (s->obs.on_kv_events)
+            s->obs.on_kv_events(s->obs.ctx, wi, w->kv_seq, w->ev, n);
+    }
+}
+
+/* worker.c's send_stats as fleet_kv.c's dy_fleet_on_stats turns it into a load report. */
+static void report_load(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    dy_router_load load = {
+        .queued_prefill_tokens = dy_sched_queued_prefill_tokens(w->sched),
+        .active_decode_blocks = dy_sched_running_blocks(w->sched),
+        .running = (int64_t)dy_sched_n_running(w->sched) + dy_sched_n_waiting(w->sched),
+        .kv_used_blocks = w->pool->n_blocks - dy_kv_cache_available(w->kv),
+        .kv_total_blocks = w->pool->n_blocks,
+    };
+    dy_router_report_load(s->router, wi, &load);
+    if (s->obs.on_load)
+        s->obs.on_load(s->obs.ctx, wi, &load);
+    w->last_stats = s->now;
+}
+
+/* The end of a loop turn: what it wrote reaches the frontend in worker.c's order — the
+ * replies (KV_ALLOC, tokens, ends, PREFILL_DONE), then the KV events, then the load report
+ * when one is due. */
+static void flush(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    msg m;
+    while (msg_pop(&w->outbox, &m))
+        front_read(s, &m);
+    publish_kv(s, wi);
+    if (s->now - w->last_stats >= s->cfg.stats_every_s)
+        report_load(s, wi);
+}
+
+/* ---------------------------------------------------------------- a worker's step */
+
+static dy_step_shape shape_of(const dy_plan *p)
+{
+    dy_step_shape sh = {0};
+    for (int i = 0; i < p->n_items; i++) {
+        const dy_plan_item *it = &p->items[i];
+        if (it->n == 1 && it->logits && it->start >= it->seq->n_prompt) {
+            sh.decode_seqs++;
+            sh.decode_context += it->start + 1;
+        } else {
+            /* positions start .. start + n - 1, each attending to itself and all before */
+            sh.prefill_tokens += it->n;
+            sh.prefill_context += (int64_t)it->n * it->start + (int64_t)it->n * (it->n + 1) / 2;
+        }
+    }
+    return sh;
+}
+
+static bool finite_nonneg(double x)
+{
+    return isfinite(x) && x >= 0;
+}
+
+static bool sim_finished(const dy_sim *s)
+{
+    return s->next_arrival >= s->n_reqs && s->outstanding == 0;
+}
+
+static void go_idle(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    w->state = W_IDLE;
+    if (w->inbox.head < w->inbox.n) { /* a frame came during this turn's flush */
+        wake(s, wi);
+        return;
+    }
+    w->idle_gen++;
+    if (!sim_finished(s))
+        push_event(s, s->now + s->cfg.stats_every_s, EV_TICK, wi, (int)w->idle_gen);
+}
+
+/* One loop turn of worker.c's dy_worker_run: frames in, then a step if there is work. */
+static void iterate(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    worker_read_inbox(s, wi);
+    const dy_plan *p;
+    if (dy_sched_n_running(w->sched) + dy_sched_n_waiting(w->sched) > 0 &&
+        dy_sched_plan(w->sched, &p) > 0) {
+        dy_step_shape sh = shape_of(p);
+        double dt = s->costs.step_seconds(s->costs.ctx, &sh);
+        if (!finite_nonneg(dt)) {
+            s->fail = "the cost model gave a step time that is negative or not finite";
+            return;
+        }
+        w->tot.steps++;
+        w->tot.preemptions += (uint64_t)p->n_preempted;
+        w->tot.prefill_tokens += (uint64_t)sh.prefill_tokens;
+        w->tot.decode_tokens += (uint64_t)sh.decode_seqs;
+        w->tot.busy_s += dt;
+        w->state = W_STEPPING;
+        w->plan = p;
+        push_event(s, s->now + dt, EV_STEP_END, wi, 0);
+        return;
+    }
+    flush(s, wi);
+    go_idle(s, wi);
+}
+
+static void wake(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    if (w->state != W_IDLE)
+        return; /* a turn is coming: it reads the inbox then */
+    w->state = W_SCHEDULED;
+    w->idle_gen++;
+    push_event(s, s->now, EV_ITERATE, wi, 0);
+}
+
+/* A sampled token reaches its request (worker.c's deliver); ends it at its length. */
+static void deliver(dy_sim *s, int wi, dy_seq *q)
+{
+    const int rec = record_of_seq(q), fi = s->rec_flight[rec];
+    const int generated = ++s->generated[rec];
+    worker_reply(s, wi, (msg){.kind = M_TOKEN, .flight = fi, .sample = rec});
+    if (generated < req_of(s, &s->fl[fi])->max_tokens && q->n_tokens < q->max_len)
+        return;
+    dy_sim_record *r = &s->rec[rec];
+    r->preemptions = q->n_preemptions;
+    if (r->prefill_worker == wi) /* a remote prefill's cached count comes with its transfer */
+        r->cached_tokens = q->n_cached;
+    reply_done(s, wi, fi, rec, true, NULL);
+    dy_sched_finish(s->w[wi].sched, q);
+}
+
+/* A prefill worker's prompt is done: its blocks go to the decode worker (dy_disagg_ship),
+ * starting at t_start. Returns the seconds this worker waits for the copy (0 when
+ * transfers run asynchronously; they then share one link, back to back). */
+static double ship(dy_sim *s, int wi, dy_seq *q, double t_start)
+{
+    sim_worker *w = &s->w[wi];
+    const int fi = flight_of_prefill(q);
+    int64_t bytes = (int64_t)s->fl[fi].n_ship * s->cfg.kv_block_bytes;
+    double dt = s->costs.transfer_seconds(s->costs.ctx, bytes);
+    if (!finite_nonneg(dt)) {
+        s->fail = "the cost model gave a transfer time that is negative or not finite";
+        dt = 0;
+    }
+    msg done = {.kind = M_PREFILL_DONE, .flight = fi, .ok = true, .bytes = bytes,
+                .seconds = dt, .cached = q->n_cached};
+    dy_sched_finish(w->sched, q); /* its blocks stay in this worker's prefix cache */
+    w->tot.busy_s += s->cfg.xfer_async ? 0 : dt;
+    if (!s->cfg.xfer_async) {
+        worker_reply(s, wi, done);
+        return dt;
+    }
+    /* The frame leaves when the copy ends, not with this worker's next flush. */
+    double start = w->link_free > t_start ? w->link_free : t_start;
+    w->link_free = start + dt;
+    push_event(s, w->link_free, EV_XFER_DONE, wi, (int)s->in_transit.n);
+    msg_push(s, &s->in_transit, done);
+    return 0;
+}
+
+/* The step's end (worker.c's step after the engine): commit the fixed token, deliver it,
+ * ship finished prefills; the turn ends (flush) once this worker's copies are done. */
+static void on_step_end(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    const dy_plan *p = w->plan;
+    int n_logits = 0;
+    for (int i = 0; i < p->n_items; i++)
+        n_logits += p->items[i].logits;
+    for (int k = 0; k < n_logits; k++)
+        w->sampled[k] = DY_SIM_TOKEN;
+    dy_sched_commit(w->sched, w->sampled);
+    /* Delivering ends sequences, and ending one clears it from the plan: collect first. */
+    dy_seq **ready = (dy_seq **)w->sampled_seqs;
+    int n_ready = 0;
+    for (int i = 0; i < p->n_items; i++)
+        if (p->items[i].logits && p->items[i].seq)
+            ready[n_ready++] = p->items[i].seq;
+    double wait = 0;
+    for (int k = 0; k < n_ready; k++) {
+        if (is_prefill(ready[k]))
+            wait += ship(s, wi, ready[k], s->now + wait);
+        else
+            deliver(s, wi, ready[k]);
+    }
+    w->plan = NULL;
+    if (wait > 0) {
+        push_event(s, s->now + wait, EV_FLUSH, wi, 0);
+        return;
+    }
+    flush(s, wi);
+    iterate(s, wi);
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void on_tick(dy_sim *s, int wi, uint32_t gen)
+{
+    sim_worker *w = &s->w[wi];
+    if (w->state != W_IDLE || w->idle_gen != gen)
+        return; /* it woke up meanwhile */
+    flush(s, wi);
+    go_idle(s, wi);
+}
+
+/* An asynchronous transfer ended: its PREFILL_DONE reaches the frontend. */
+static void on_xfer_done(dy_sim *s, int index)
+{
+    front_read(s, &s->in_transit.m[index]);
+}
+
+static void dispatch(dy_sim *s, const event *e)
+{
+    switch (e->kind) {
+    case EV_ARRIVAL:
+        if (++s->next_arrival < s->n_reqs) /* before anything this arrival schedules */
+            push_event(s, s->reqs[s->next_arrival].arrival, EV_ARRIVAL, -1, s->next_arrival);
+        on_arrival(s, e->a);
+        break;
+    case EV_ITERATE: iterate(s, e->worker); break;
+    case EV_STEP_END: on_step_end(s, e->worker); break;
+    case EV_FLUSH:
+        flush(s, e->worker);
+        iterate(s, e->worker);
+        break;
+    case EV_TICK: on_tick(s, e->worker, (uint32_t)e->a); break;
+    case EV_XFER_DONE: on_xfer_done(s, e->a); break;
+    }
+}
+
+static const char *check_requests(const dy_sim *s, const dy_sim_request *reqs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const dy_sim_request *r = &reqs[i];
+        if (!isfinite(r->arrival) || r->arrival < 0 || (i && r->arrival < reqs[i - 1].arrival))
+            return "arrival times must be finite, non-negative and in order";
+        if (r->n_prompt < 1 || !r->prompt || r->max_tokens < 1 || r->n_samples < 1)
+            return "every request needs a prompt, max_tokens >= 1 and n_samples >= 1";
+        if (r->n_samples > s->cfg.max_samples * s->cfg.n_workers * 64)
+            return "too many samples for one request";
+    }
+    return NULL;
+}
+
+/* One record per sample, each with room for its tokens. */
+static bool make_records(dy_sim *s)
+{
+    long total = 0;
+    for (int i = 0; i < s->n_reqs; i++)
+        total += s->reqs[i].n_samples;
+    s->rec = calloc((size_t)(total ? total : 1), sizeof *s->rec);
+    s->first_record = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->first_record);
+    s->hashes = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->hashes);
+    s->open_samples = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->open_samples);
+    s->rec_flight = calloc((size_t)(total ? total : 1), sizeof *s->rec_flight);
+    s->generated = calloc((size_t)(total ? total : 1), sizeof *s->generated);
+    if (!s->rec || !s->first_record || !s->hashes || !s->open_samples || !s->rec_flight ||
+        !s->generated)
+        return false;
+    s->n_rec = (int)total;
+    int k = 0;
+    for (int i = 0; i < s->n_reqs; i++) {
+        const dy_sim_request *r = &s->reqs[i];
+        s->first_record[i] = k;
+        for (int j = 0; j < r->n_samples; j++, k++) {
+            s->rec[k] = (dy_sim_record){.request = i, .sample = j, .arrival = r->arrival,
+                                        .first_token = -1, .done = -1, .worker = -1,
+                                        .prefill_worker = -1, .prompt_tokens = r->n_prompt};
+            s->rec[k].token_times = malloc(sizeof(double) * (size_t)r->max_tokens);
+            if (!s->rec[k].token_times)
+                return false;
+        }
+    }
+    return true;
+}
+
+int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, size_t errlen)
+{
+    if (s->ran) {
+        snprintf(err, errlen, "a simulation runs once");
+        return -1;
+    }
+    s->ran = true;
+    s->reqs = reqs;
+    s->n_reqs = n_reqs > 0 ? n_reqs : 0;
+    const char *bad = check_requests(s, reqs, s->n_reqs);
+    if (bad || !make_records(s)) {
+        snprintf(err, errlen, "%s", bad ? bad : "out of memory");
+        return -1;
+    }
+    /* Every worker's first turn comes before the first arrival: it publishes its (empty)
+     * snapshot and its first load report, as a worker does once it has said HELLO. */
+    for (int i = 0; i < s->cfg.n_workers; i++)
+        wake(s, i);
+    if (s->n_reqs > 0)
+        push_event(s, reqs[0].arrival, EV_ARRIVAL, -1, 0);
+    /* Idle ticks alone change nothing a request waits for: when only they are left, the
+     * run is over (or stuck). */
+    while (s->n_work > 0 && !s->fail) {
+        event e = pop_event(s);
+        s->now = e.t;
+        dispatch(s, &e);
+    }
+    if (!s->fail && s->outstanding > 0)
+        s->fail = "requests were left waiting with every worker idle (a scheduling deadlock)";
+    if (s->fail) {
+        snprintf(err, errlen, "%s", s->fail);
+        return -1;
+    }
+    s->reqs = NULL; /* borrowed for the run only */
+    for (int i = 0; i < s->cfg.n_workers; i++) {
+        s->tot.steps += s->w[i].tot.steps;
+        s->tot.preemptions += s->w[i].tot.preemptions;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- life cycle */
+
+dy_sim_config dy_sim_config_default(void)
+{
+    dy_sim_config c = {0};
+    c.block_size = 16;
+    c.kv_block_bytes = 0;
+    c.fingerprint = 1;
+    c.router = dy_router_config_default();
+    c.route = dy_route_config_default();
+    c.max_queue = 1024;
+    c.max_samples = 128; /* the wire's DY_WIRE_MAX_SAMPLES */
+    c.stats_every_s = 0.1; /* the worker's STATS_EVERY_S */
+    return c;
+}
+
+static const char *check_config(const dy_sim_config *c, const dy_sim_costs *costs)
+{
+    if (!costs || !costs->step_seconds || !costs->transfer_seconds)
+        return "the cost model needs step_seconds and transfer_seconds";
+    if (!c->workers || c->n_workers < 1 || c->n_workers > DY_KV_INDEX_MAX_WORKERS)
+        return "the deployment needs 1 to 1024 workers";
+    if (c->block_size < 1 || c->block_size > 4096 || c->kv_block_bytes < 0 ||
+        c->max_queue < 0 || c->max_samples < 1 || !(c->stats_every_s > 0))
+        return "block_size, kv_block_bytes, max_queue, max_samples or stats_every_s out of range";
+    for (int i = 0; i < c->n_workers; i++) {
+        const dy_sim_worker *w = &c->workers[i];
+        if ((unsigned)w->role > DY_POOL_DECODE || w->kv_blocks < 2 || w->max_batch_tokens < 1 ||
+            w->max_running < 1)
+            return "a worker needs a role, at least 2 KV blocks, max_batch_tokens and max_running";
+    }
+    return NULL;
+}
+
+static bool worker_init(sim_worker *w, const dy_sim_worker *cfg, int block_size,
+                        uint64_t fingerprint)
+{
+    *w = (sim_worker){.cfg = *cfg, .want_snapshot = true, .last_stats = -INFINITY};
+    w->pool = dy_kv_pool_new_meta(cfg->kv_blocks, block_size, 1, 1);
+    w->kv = w->pool ? dy_kv_cache_new(w->pool, fingerprint) : NULL;
+    dy_sched_config sc = {cfg->max_batch_tokens, cfg->max_running, cfg->no_prefix_cache};
+    w->sched = w->kv ? dy_sched_new(&sc, w->kv) : NULL;
+    w->ev_cap = DY_KV_EVENT_LOG_CAP(cfg->kv_blocks);
+    w->ev = malloc(sizeof *w->ev * (size_t)w->ev_cap);
+    w->snap_h = malloc(sizeof *w->snap_h * (size_t)cfg->kv_blocks);
+    w->snap_p = malloc(sizeof *w->snap_p * (size_t)cfg->kv_blocks);
+    w->sampled = malloc(sizeof *w->sampled * (size_t)(cfg->max_running + 1));
+    w->sampled_seqs = malloc(sizeof(dy_seq *) * (size_t)(cfg->max_running + 1));
+    return w->sched && w->ev && w->snap_h && w->snap_p && w->sampled && w->sampled_seqs &&
+           dy_kv_cache_enable_events(w->kv, true);
+}
+
+static void worker_free(sim_worker *w)
+{
+    dy_sched_free(w->sched);
+    dy_kv_cache_free(w->kv);
+    dy_kv_pool_free(w->pool);
+    free(w->ev);
+    free(w->snap_h);
+    free(w->snap_p);
+    free(w->sampled);
+    free(w->sampled_seqs);
+    free(w->inbox.m);
+    free(w->outbox.m);
+}
+
+dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_sim_costs *costs,
+                   const dy_sim_observer *obs, char *err, size_t errlen)
+{
+    const char *bad = check_config(cfg, costs);
+    if (bad) {
+        snprintf(err, errlen, "%s", bad);
+        return NULL;
+    }
+    dy_sim *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->cfg = *cfg;
+    s->cfg.router.block_size = cfg->block_size;
+    s->costs = *costs;
+    if (obs)
+        s->obs = *obs;
+    s->w = calloc((size_t)cfg->n_workers, sizeof *s->w);
+    s->view = calloc((size_t)cfg->n_workers, sizeof *s->view);
+    s->router = dy_router_new(&s->cfg.router, cfg->n_workers);
+    bool ok = s->w && s->view && s->router;
+    for (int i = 0; ok && i < cfg->n_workers; i++) {
+        ok = worker_init(&s->w[i], &cfg->workers[i], cfg->block_size, cfg->fingerprint);
+        s->view[i] = (dy_place_worker){.alive = true, .pool = cfg->workers[i].role,
+                                       .kv_blocks = cfg->workers[i].kv_blocks};
+        ok = ok && dy_router_add_worker(s->router, i, !cfg->no_kv_events) == 0;
+    }
+    s->cfg.workers = NULL; /* borrowed only during dy_sim_new */
+    if (!ok) {
+        dy_sim_free(s);
+        snprintf(err, errlen, "out of memory (or a bad router configuration)");
+        return NULL;
+    }
+    return s;
+}
+
+void dy_sim_free(dy_sim *s)
+{
+    if (!s)
+        return;
+    for (int i = 0; s->w && i < s->cfg.n_workers; i++)
+        worker_free(&s->w[i]);
+    free(s->w);
+    free(s->view);
+    dy_router_free(s->router);
+    free(s->heap);
+    for (int i = 0; s->rec && i < s->n_rec; i++)
+        free(s->rec[i].token_times);
+    free(s->rec);
+    for (int i = 0; s->hashes && i < s->n_reqs; i++)
+        free(s->hashes[i]);
+    free(s->hashes);
+    free(s->first_record);
+    free(s->open_samples);
+    free(s->rec_flight);
+    free(s->generated);
+    free(s->fl);
+    free(s->in_transit.m);
+    free(s);
+}
+
+/* ---------------------------------------------------------------- results */
+
+const dy_sim_record *dy_sim_records(const dy_sim *s, int *n)
+{
+    *n = s->n_rec;
+    return s->rec;
+}
+
+dy_sim_totals dy_sim_get_totals(const dy_sim *s)
+{
+    return s->tot;
+}
+
+dy_sim_worker_totals dy_sim_get_worker_totals(const dy_sim *s, int worker)
+{
+    dy_sim_worker_totals none = {0};
+    return worker >= 0 && worker < s->cfg.n_workers ? s->w[worker].tot : none;
+}
+
+/* One sample as the load generator would have measured it. */
+static int add_result(dyb_stats *st, const dy_sim_record *r)
+{
+    const double ms = 1000.0;
+    double *itl = r->n_tokens > 1 ? malloc(sizeof(double) * (size_t)(r->n_tokens - 1)) : NULL;
+    if (r->n_tokens > 1 && !itl)
+        return -1;
+    for (int k = 1; k < r->n_tokens; k++)
+        itl[k - 1] = (r->token_times[k] - r->token_times[k - 1]) * ms;
+    dyb_result res = {
+        .ok = r->ok, .index = r->request, .prompt_tokens = r->prompt_tokens,
+        .output_tokens = r->n_tokens,
+        .requested = r->n_tokens, /* a simulated sample always runs to its length */
+        .send_ms = r->arrival * ms,
+        .ttft_ms = r->ok ? (r->first_token - r->arrival) * ms : 0,
+        .e2e_ms = r->ok ? (r->done - r->arrival) * ms : 0,
+        .itl = itl, .n_itl = r->n_tokens > 1 ? (size_t)(r->n_tokens - 1) : 0,
+        .placed = r->ok, .kv_moved = r->ok && r->kv_bytes > 0,
+        .kv_bytes = (double)r->kv_bytes, .kv_ms = r->kv_seconds * ms,
+        .error = (char *)r->error, /* borrowed: not freed below */
+    };
+    int rc = dyb_stats_add(st, &res);
+    free(itl);
+    return rc;
+}
+
+int dy_sim_bench_stats(const dy_sim *s, dyb_stats *out)
+{
+    dyb_stats_init(out);
+    for (int i = 0; i < s->n_rec; i++)
+        if (add_result(out, &s->rec[i]) != 0)
+            return -1;
+    return 0;
+}
+
+int dy_sim_summarize(const dy_sim *s, const dyb_slo *slo, int cores, dyb_summary *out)
+{
+    dyb_stats st;
+    int rc = dy_sim_bench_stats(s, &st);
+    if (rc == 0)
+        rc = dyb_stats_summarize(&st, s->tot.duration_s, slo, cores, out);
+    dyb_stats_free(&st);
+    return rc;
+}

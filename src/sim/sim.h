@@ -1,0 +1,163 @@
+/* sim.h — a discrete-event simulation of a whole dyad deployment: a frontend (admission,
+ * placement, the router), N workers (aggregated, prefill or decode, as `dyad serve` runs them)
+ * and the KV transfers between them. It runs dyad's own policy code, never a copy of it:
+ *   - every worker is a real dy_sched (sched/) over a real dy_kv_cache (kv/), on a pool with
+ *     no storage (dy_kv_pool_new_meta), so batching, chunked prefill, preemption, the prefix
+ *     cache and sample forking are the server's;
+ *   - every prompt is admitted and placed by route/place.h (dy_place_admit, dy_place,
+ *     dy_place_prefill) with a real dy_router that the simulated workers feed with their KV
+ *     events and load reports as serve/worker/kv_publish.c and serve/front/fleet_kv.c do.
+ * Only time is modelled: a cost model prices each step (sim/step_shape.h) and each KV
+ * transfer. Messages between the frontend and the workers take no time.
+ *
+ * What the simulation does in the server's order, per request:
+ *   arrival      admission against the sequences sent but without a first token; then, like
+ *                fleet_flights.c's submit_samples, placement of its samples in parts that fit
+ *   aggregated   dy_sched_add (+ dy_sched_fork for the other samples) on the chosen worker
+ *   disagg.      dy_sched_add_remote on the decode worker; if it set blocks aside, the
+ *                prefill worker (dy_place_prefill) computes positions [0, n_prompt - 1) with
+ *                dy_sched_add, as worker_disagg.c does; at that step's end the blocks are
+ *                shipped (transfer_seconds of their bytes; the prefill worker waits for its
+ *                copies, as dy_disagg_ship does, unless xfer_async), then
+ *                dy_sched_remote_ready on the decode worker
+ *   each step    dy_sched_plan -> dy_step_shape -> step_seconds; at its end dy_sched_commit
+ *                with a fixed token (never end-of-generation: requests end at max_tokens or
+ *                at the context length), tokens recorded, dy_router_on_first_token /
+ *                dy_router_on_finished on the request's ticket, the KV events published into
+ *                the router's index, and a load report when one is due
+ * Same inputs, same results: events at the same time run in the order they were scheduled,
+ * and the router's random tie-breaks come from its seed. */
+#ifndef DYAD_SIM_H
+#define DYAD_SIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/bench_stats.h"
+#include "route/place.h"
+#include "route/router.h"
+#include "sim/step_shape.h"
+
+/* The token every simulated step "samples". */
+#define DY_SIM_TOKEN 7
+
+/* How long things take on the modelled hardware (sim/cost.h builds these from a file). */
+typedef struct {
+    double (*step_seconds)(void *ctx, const dy_step_shape *shape);
+    double (*transfer_seconds)(void *ctx, int64_t bytes);
+    void *ctx;
+} dy_sim_costs;
+
+/* One worker, with the fields `dyad worker` takes. */
+typedef struct {
+    dy_route_pool role;    /* DY_POOL_AGG, DY_POOL_PREFILL or DY_POOL_DECODE */
+    int kv_blocks;         /* blocks in its KV pool */
+    int max_batch_tokens;  /* token budget of one step */
+    int max_running;       /* sequences in the running batch at most */
+    bool no_prefix_cache;
+} dy_sim_worker;
+
+typedef struct {
+    const dy_sim_worker *workers;
+    int n_workers;              /* 1..DY_KV_INDEX_MAX_WORKERS */
+    int block_size;             /* tokens per KV block, on every worker and in the router */
+    int64_t kv_block_bytes;     /* bytes of one KV block (what a transfer ships per block) */
+    int ctx_len;                /* the model's context length (0: unlimited) */
+    uint64_t fingerprint;       /* the model's: starts every block hash chain */
+    dy_router_config router;    /* its block_size is set to block_size */
+    dy_route_config route;
+    int max_queue;              /* sequences waiting for a first token, at most (--max-queue) */
+    int max_samples;            /* samples one request to a worker may carry */
+    double stats_every_s;       /* a worker's load report interval (the worker's STATS_EVERY_S) */
+    bool no_kv_events;          /* workers publish nothing: the router predicts (approximate) */
+    bool xfer_async;            /* the prefill worker steps on while its KV ships */
+} dy_sim_config;
+
+/* The defaults of `dyad serve` for everything but the deployment itself. */
+dy_sim_config dy_sim_config_default(void);
+
+/* One request of the workload. */
+typedef struct {
+    double arrival;          /* seconds from the start */
+    const int32_t *prompt;   /* token ids (borrowed until dy_sim_run returns) */
+    int n_prompt;
+    int max_tokens;          /* tokens each sample generates (the sim never stops early) */
+    int n_samples;           /* ≥ 1 */
+} dy_sim_request;
+
+/* What happened to one sample of one request. Times in seconds from the start; -1 when it
+ * never happened. */
+typedef struct {
+    int request, sample;
+    bool ok;                 /* false: refused (queue full) or did not fit a worker */
+    const char *error;       /* why, when !ok (a static string) */
+    double arrival, first_token, done;
+    double *token_times;     /* n_tokens entries: when each output token was delivered */
+    int n_tokens;
+    int prompt_tokens;
+    int cached_tokens;       /* prompt tokens found in the prefilling worker's prefix cache */
+    int worker;              /* where it decoded; -1 if never placed */
+    int prefill_worker;      /* where its prompt was computed (== worker when locally) */
+    int overlap_blocks;      /* the router's overlap on the prefilling worker when placed */
+    int preemptions;
+    int64_t kv_bytes;        /* KV shipped to its decode worker (0: prefilled locally) */
+    double kv_seconds;
+} dy_sim_record;
+
+/* Per worker and over the run. */
+typedef struct {
+    uint64_t steps, preemptions;
+    uint64_t prefill_tokens, decode_tokens; /* computed in steps (prompt / generated) */
+    double busy_s;                          /* time spent in steps (and sync transfers) */
+} dy_sim_worker_totals;
+
+typedef struct {
+    double duration_s;          /* from time 0 to the last sample's end (bench's run duration) */
+    uint64_t steps, preemptions;
+    uint64_t output_tokens;
+    uint64_t transfers, local_prefills; /* disaggregated prompts: shipped / computed locally */
+    int64_t kv_bytes;
+    double kv_seconds;
+    long refused;
+} dy_sim_totals;
+
+/* Watches the router's inputs and the placement decisions as they happen (for tests and
+ * traces). Every field may be NULL. `placement` numbers dy_place calls from 0; the ticket of
+ * placement k comes back in on_ticket. */
+typedef struct {
+    void *ctx;
+    void (*on_kv_events)(void *ctx, int worker, uint64_t seq, const dy_kv_event *ev, int n);
+    void (*on_kv_snapshot)(void *ctx, int worker, uint64_t seq, const uint64_t *hashes,
+                           const uint64_t *parents, int n);
+    void (*on_load)(void *ctx, int worker, const dy_router_load *load);
+    void (*on_admit)(void *ctx, int request, int waiting_sequences, dy_admit verdict);
+    void (*on_place)(void *ctx, int placement, int request, int first_sample, int n_samples,
+                     double now, const dy_placement *p);
+    void (*on_prefill_pick)(void *ctx, int placement, int planned, double now, int pick);
+    void (*on_ticket)(void *ctx, int placement, bool finished); /* first token / finished */
+} dy_sim_observer;
+
+typedef struct dy_sim dy_sim;
+
+/* A deployment ready to run (costs and observer copied; observer may be NULL). NULL with a
+ * message in err on a bad configuration or out of memory. */
+dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_sim_costs *costs,
+                   const dy_sim_observer *obs, char *err, size_t errlen);
+void dy_sim_free(dy_sim *s);
+
+/* Runs the workload (arrivals in non-decreasing order) to the end: every sample done or
+ * refused. One run per dy_sim. 0, or -1 with a message (out of memory, bad request list). */
+int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, size_t errlen);
+
+/* After the run: one record per sample, in request order then sample order. */
+const dy_sim_record *dy_sim_records(const dy_sim *s, int *n);
+dy_sim_totals dy_sim_get_totals(const dy_sim *s);
+dy_sim_worker_totals dy_sim_get_worker_totals(const dy_sim *s, int worker);
+
+/* The records as `dyad bench` counts requests (bench_stats.h): one result per sample, times
+ * in ms after the start. -1 when out of memory. */
+int dy_sim_bench_stats(const dy_sim *s, dyb_stats *out);
+/* The same, summarized as `dyad bench` reports a run (duration = the run's). */
+int dy_sim_summarize(const dy_sim *s, const dyb_slo *slo, int cores, dyb_summary *out);
+
+#endif
