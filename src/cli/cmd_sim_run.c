@@ -326,7 +326,8 @@ typedef struct {
     int64_t kv_blocks;
 } deployment;
 
-/* The workers serve would start: P prefill then D decode, or N aggregated. */
+/* The workers serve would start: P prefill then D decode, or N aggregated (--workers N, or
+ * --prefill-workers 0). */
 static int make_deployment(const run_opts *o, const dy_cost_model *m, deployment *d)
 {
     *d = (deployment){0};
@@ -355,8 +356,8 @@ static int make_deployment(const run_opts *o, const dy_cost_model *m, deployment
     }
     for (int i = 0; i < d->n; i++)
         d->workers[i] = (dy_sim_worker){
-            .role = o->agg > 0 ? DY_POOL_AGG : i < d->n_prefill ? DY_POOL_PREFILL
-                                                                : DY_POOL_DECODE,
+            .role = d->n_prefill == 0 ? DY_POOL_AGG : i < d->n_prefill ? DY_POOL_PREFILL
+                                                                       : DY_POOL_DECODE,
             .kv_blocks = (int)d->kv_blocks, .max_batch_tokens = o->max_batch_tokens,
             .max_running = o->max_running, .no_prefix_cache = o->no_prefix_cache};
     return 0;
@@ -451,7 +452,7 @@ static void describe_deployment(const deployment *d, const dy_cost_model *m, cha
                                 size_t cap)
 {
     char shape[64];
-    if (d->n_prefill == 0 && d->workers[0].role == DY_POOL_AGG)
+    if (d->n_prefill == 0)
         snprintf(shape, sizeof shape, "%d aggregated worker%s", d->n, d->n == 1 ? "" : "s");
     else
         snprintf(shape, sizeof shape, "%d prefill + %d decode workers", d->n_prefill,
