@@ -476,10 +476,8 @@ static long default_cores(const dy_cost_model *m, const deployment *d)
 static void report_totals(const dy_sim *s)
 {
     dy_sim_totals t = dy_sim_get_totals(s);
-    printf("simulated     %llu steps, %llu preemptions, %llu KV transfers (%.1f MB), %llu "
-           "local prefills, %ld refused\n\n", (unsigned long long)t.steps,
-           (unsigned long long)t.preemptions, (unsigned long long)t.transfers,
-           (double)t.kv_bytes / 1e6, (unsigned long long)t.local_prefills, t.refused);
+    printf("simulated     %llu engine steps, %llu preemptions, %ld requests refused (queue "
+           "full)\n\n", (unsigned long long)t.steps, (unsigned long long)t.preemptions, t.refused);
 }
 
 static int write_csv(const char *path, const dyb_point *p)
