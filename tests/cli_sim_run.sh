@@ -90,7 +90,7 @@ expect_fail "prefix len alone" 2 "--prefix-len needs" sim --cost "$h100" --rate 
 expect_fail "missing trace" 1 "$tmp/none.jsonl" sim --cost "$h100" --trace "$tmp/none.jsonl"
 expect_fail "unknown option" 2 "--frobnicate" sim --cost "$h100" --rate 1 --frobnicate
 expect_fail "kv blocks too few" 2 "--kv-blocks" sim --cost "$h100" --rate 1 --kv-blocks 1
-"$dyad" sim run --help | grep -q -- '--prefill-busy-tokens' && ok || bad "--help"
+"$dyad" sim run --help >"$tmp/help.txt" && grep -q -- '--prefill-busy-tokens' "$tmp/help.txt" && ok || bad "--help"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]
