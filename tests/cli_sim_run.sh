@@ -3,7 +3,8 @@
 # a measured model `dyad sim fit` wrote here, aggregated and disaggregated, with bench's report
 # and figures that follow from the workload (output tokens = requests x osl, TTFT > 0); the same
 # seed gives byte-identical --json and another seed another; a trace replays; a bad cost file or
-# bad flags give a clear message and the documented exit code.
+# bad flags give a clear message and the documented exit code; closed loops (bench's
+# --concurrency) keep that many requests in flight.
 set -euo pipefail
 dyad=$1 src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -38,6 +39,16 @@ sim --cost "$h100" --workers 2 --rate 20 --requests 40 --isl 1024 --osl 64 --see
 cmp -s "$tmp/agg.json" "$tmp/agg2.json" && ok || bad "same seed, different --json"
 sim --cost "$h100" --workers 2 --rate 20 --requests 40 --isl 1024 --osl 64 --seed 4 --json >"$tmp/agg4.json"
 cmp -s "$tmp/agg.json" "$tmp/agg4.json" && bad "another seed, same --json" || ok
+
+# bench's closed loop (its default: one request in flight): each request is sent when the one
+# before ends, so the run lasts the sum of their E2E; four clients finish sooner; a cap on an
+# open loop holds it back.
+sim --cost "$h100" --workers 1 --requests 12 --isl 512 --osl 32 --json >"$tmp/c1.json"
+check "closed loop" "$tmp/c1.json" 'r["load"]["mode"] == "closed loop" and r["load"]["concurrency"] == 1 and r["completed"] == 12 and abs(r["duration_s"] * 1000 - 12 * r["e2e_ms"]["mean"]) < 1e-6 * r["duration_s"] * 1000'
+sim --cost "$h100" --workers 1 --requests 12 --isl 512 --osl 32 --concurrency 4 --json >"$tmp/c4.json"
+python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); sys.exit(0 if b['duration_s'] < a['duration_s'] / 2 and b['load']['concurrency'] == 4 and b['output_tokens'] == 12 * 32 else 1)" "$tmp/c1.json" "$tmp/c4.json" && ok || bad "concurrency 4"
+sim --cost "$h100" --workers 1 --requests 12 --isl 512 --osl 32 --rate inf --concurrency 1 --json >"$tmp/capped.json"
+check "capped open loop" "$tmp/capped.json" 'r["load"]["mode"] == "open loop" and r["load"]["concurrency"] == 1 and r["ttft_ms"]["max"] < 2 * r["ttft_ms"]["min"]'
 
 # The human report and the CSV are bench's.
 sim --cost "$h100" --workers 1 --rate 5 --requests 10 --isl 128 --osl 16 --slo ttft_ms=1000 --csv "$tmp/run.csv" >"$tmp/report.txt"
@@ -77,8 +88,8 @@ echo '{"kind": "measured", "name": "x"}' >"$tmp/junk.json"
 expect_fail "cost file without fields" 1 "$tmp/junk.json:" sim --cost "$tmp/junk.json" --rate 1
 expect_fail "tp of a measured model" 1 "measured" sim --cost "$tmp/m.json" --tp 2 --rate 1
 expect_fail "no cost" 2 "--cost: required" sim --rate 1
-expect_fail "no load" 2 "open loops only" sim --cost "$h100"
-expect_fail "closed loop" 2 "--concurrency" sim --cost "$h100" --concurrency 4
+expect_fail "closed loop for a time" 2 "--duration" sim --cost "$h100" --concurrency 4 --duration 5
+expect_fail "bad concurrency" 2 "--concurrency" sim --cost "$h100" --concurrency 0
 expect_fail "workers and pools" 2 "cannot be used with" sim --cost "$h100" --rate 1 --workers 2 --decode-workers 1
 expect_fail "bad workers" 2 "--workers" sim --cost "$h100" --rate 1 --workers 0
 expect_fail "bad rate" 2 "--rate" sim --cost "$h100" --rate -1

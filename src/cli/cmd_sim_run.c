@@ -25,9 +25,10 @@ static const char run_usage[] =
     "report of the simulated run.\n";
 static const char run_epilog[] =
     "\n"
-    "Open loop only: give --rate R or a --trace (replayed at its times). The figures are bench's\n"
-    "(TTFT, TPOT, ITL, E2E from time 0 of the run); the same seed gives the same report. What\n"
-    "the simulation leaves out is in docs/sim.md.\n"
+    "The load is bench's: a closed loop (--concurrency C, default 1), an open loop (--rate R,\n"
+    "with --concurrency as a cap on requests in flight) or a trace at its times. The figures\n"
+    "are bench's (TTFT, TPOT, ITL, E2E; the run from time 0); the same seed gives the same\n"
+    "report. What the simulation leaves out is in docs/sim.md.\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
@@ -130,22 +131,23 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->max_queue, .meta = "N",
          .help = "sequences waiting for a first token before new requests are refused",
          .min = 1, .max = 1 << 20, .def = 256},
-        {.section = "Load (as `dyad bench`; open loop only)", .name = "rate",
-         .kind = DY_OPT_DOUBLE, .dst = &o->rate, .meta = "R",
+        {.section = "Load (as `dyad bench`: closed loop, open loop or trace times)",
+         .name = "concurrency", .kind = DY_OPT_LONG, .dst = &o->concurrency, .meta = "C",
+         .help = "closed loop: keep C requests in flight; with --rate or trace times: at most C "
+                 "in flight", .min = 1, .max = 100000, .shown_default = "1"},
+        {.name = "rate", .kind = DY_OPT_DOUBLE, .dst = &o->rate, .meta = "R",
          .help = "open loop: R requests/s (inf: all at once), gamma-distributed gaps",
          .min = 1e-9, .max = INFINITY, .shown_default = ""},
         {.name = "burstiness", .kind = DY_OPT_DOUBLE, .dst = &o->burstiness, .meta = "B",
          .help = "shape of the gamma gaps (1 = Poisson; <1 burstier)", .min = 1e-3, .max = 1000,
          .def = 1},
-        {.name = "concurrency", .kind = DY_OPT_LONG, .dst = &o->concurrency, .meta = "C",
-         .help = "bench's closed loop: not simulated (refused)", .min = 1, .max = 100000,
-         .shown_default = ""},
         {.name = "requests", .kind = DY_OPT_LONG, .dst = &o->requests, .meta = "N",
          .help = "requests to simulate (with --duration or a trace: no count bound, a trace "
                  "ends at its last row)", .min = 1, .max = 1000000000, .def = -1,
          .shown_default = DY_OPTS_QUOTE(DEFAULT_REQUESTS)},
         {.name = "duration", .kind = DY_OPT_DOUBLE, .dst = &o->duration_s, .meta = "S",
-         .help = "no arrivals after S seconds (requests in flight then finish)", .min = 0.001,
+         .help = "no arrivals after S seconds (requests in flight then finish; open loop and "
+                 "trace times only)", .min = 0.001,
          .max = 1e7, .shown_default = ""},
         {.name = "seed", .kind = DY_OPT_U64, .dst = &w->seed, .meta = "S",
          .help = "seed of every random choice: the same seed gives the same prompts, "
@@ -248,15 +250,11 @@ static bool check(const run_opts *o, given_opts g)
         fprintf(stderr, "dyad sim run: --cost: required (see dyad sim run --help)\n");
         return false;
     }
-    if (given(g, "--concurrency")) {
-        fprintf(stderr, "dyad sim run: --concurrency: the simulator runs open loops only "
-                        "(--rate R, or --trace at its times); bench's closed loop is not "
-                        "simulated\n");
-        return false;
-    }
-    if (o->rate <= 0 && !trace) {
-        fprintf(stderr, "dyad sim run: the load: give --rate R (open loop) or --trace FILE "
-                        "(the simulator runs open loops only)\n");
+    /* A closed loop's sends depend on the time (bench stops sending at --duration), which a
+     * request list fixed before the run cannot say. */
+    if (given(g, "--duration") && o->rate <= 0 && !trace) {
+        fprintf(stderr, "dyad sim run: --duration: a simulated closed loop is bounded by "
+                        "--requests (give --rate or a --trace for --duration)\n");
         return false;
     }
     return conflict(g, "--workers", o->pre >= 0 || o->dec >= 0,
@@ -378,6 +376,28 @@ static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const
     return c;
 }
 
+/* ---------------------------------------------------------------- the load */
+
+/* Which rule sends the requests, as bench's point_load says: an open loop at --rate, a trace
+ * at its times, or else a closed loop; --concurrency caps the requests in flight (1 in a
+ * closed loop without it). */
+typedef struct {
+    const char *mode;
+    bool timed, closed;
+    int cap; /* 0: none */
+} load_rule;
+
+static load_rule load_of(const run_opts *o, const dyb_workload *wl)
+{
+    load_rule l = {.cap = (int)o->concurrency};
+    l.timed = o->rate <= 0 && dyb_workload_timed(wl);
+    l.closed = o->rate <= 0 && !l.timed;
+    if (l.closed && l.cap == 0)
+        l.cap = 1;
+    l.mode = o->rate > 0 ? "open loop" : l.timed ? "trace replay" : "closed loop";
+    return l;
+}
+
 /* ---------------------------------------------------------------- the workload */
 
 typedef struct {
@@ -421,16 +441,18 @@ static long send_bound(const run_opts *o, const dyb_workload *wl)
 }
 
 /* The measured phase's requests as `dyad bench` would send them: the same prompts and lengths
- * (dyb_workload_make) at the same times (dyb_arrivals), up to the same bounds. */
-static int make_requests(const run_opts *o, const dyb_workload *wl, request_list *l)
+ * (dyb_workload_make) at the same times (dyb_arrivals; all at 0 in a closed loop, where the
+ * cap on requests in flight sends them), up to the same bounds. */
+static int make_requests(const run_opts *o, const dyb_workload *wl, const load_rule *rule,
+                         request_list *l)
 {
-    bool timed = o->rate <= 0 && dyb_workload_timed(wl);
     dyb_arrivals a;
-    dyb_arrivals_init(&a, wl, timed, o->rate, o->burstiness, o->wl.seed, false);
+    dyb_arrivals_init(&a, wl, rule->timed, o->rate, o->burstiness, o->wl.seed, false);
     long bound = send_bound(o, wl);
     double stop_ms = o->duration_s * 1000;
     for (; bound < 0 || l->n < bound; dyb_arrivals_advance(&a)) {
-        if (stop_ms > 0 && a.next_ms >= stop_ms)
+        double at_ms = rule->closed ? 0 : a.next_ms;
+        if (stop_ms > 0 && at_ms >= stop_ms)
             break;
         if (l->n >= INT32_MAX / 2 || !requests_grow(l) ||
             dyb_workload_make(wl, l->n, false, &l->src[l->n]) != 0) {
@@ -438,7 +460,7 @@ static int make_requests(const run_opts *o, const dyb_workload *wl, request_list
             return -1;
         }
         const dyb_request *q = &l->src[l->n];
-        l->r[l->n++] = (dy_sim_request){.arrival = a.next_ms / 1000, .prompt = q->tokens,
+        l->r[l->n++] = (dy_sim_request){.arrival = at_ms / 1000, .prompt = q->tokens,
                                         .n_prompt = (int)q->isl, .max_tokens = (int)q->osl,
                                         .n_samples = 1};
     }
@@ -492,9 +514,10 @@ static int write_csv(const char *path, const dyb_point *p)
 }
 
 /* bench's report of the simulated run; 0, or 1 when nothing succeeded or a write failed. */
-static int report(const run_opts *o, const dy_sim *s, const dyb_run_info *ri, long cores)
+static int report(const run_opts *o, const load_rule *rule, const dy_sim *s,
+                  const dyb_run_info *ri, long cores)
 {
-    dyb_point p = {.mode = o->rate > 0 ? "open loop" : "trace replay", .rate = o->rate,
+    dyb_point p = {.mode = rule->mode, .concurrency = rule->cap, .rate = o->rate,
                    .burstiness = o->burstiness, .slo = o->slo};
     snprintf(p.label, sizeof p.label, "run");
     dyb_stats st;
@@ -537,11 +560,13 @@ static int simulate(const run_opts *o, dy_cost_model *m, const deployment *d,
                     const dyb_workload *wl)
 {
     request_list l = {0};
-    if (make_requests(o, wl, &l) != 0) {
+    load_rule rule = load_of(o, wl);
+    if (make_requests(o, wl, &rule, &l) != 0) {
         requests_free(&l);
         return 1;
     }
     dy_sim_config c = sim_config(o, m, d);
+    c.max_in_flight = rule.cap;
     dy_sim_costs costs = {step_seconds, transfer_seconds, m};
     char err[512], workload[512], url[256];
     dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
@@ -550,7 +575,7 @@ static int simulate(const run_opts *o, dy_cost_model *m, const deployment *d,
         dyb_workload_describe(wl, workload, sizeof workload);
         describe_deployment(d, m, url, sizeof url);
         dyb_run_info ri = {url, dy_cost_name(m), "completions", workload, o->wl.seed};
-        rc = report(o, s, &ri, o->cores > 0 ? o->cores : default_cores(m, d));
+        rc = report(o, &rule, s, &ri, o->cores > 0 ? o->cores : default_cores(m, d));
     } else
         fprintf(stderr, "dyad sim run: %s\n", err);
     dy_sim_free(s);
