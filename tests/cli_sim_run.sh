@@ -2,9 +2,10 @@
 # cli_sim_run.sh DYAD SOURCE_DIR — `dyad sim run` end to end: a run on a roofline preset and on
 # a measured model `dyad sim fit` wrote here, aggregated and disaggregated, with bench's report
 # and figures that follow from the workload (output tokens = requests x osl, TTFT > 0); the same
-# seed gives byte-identical --json and another seed another; a trace replays; a bad cost file or
-# bad flags give a clear message and the documented exit code; closed loops (bench's
-# --concurrency) keep that many requests in flight.
+# seed gives byte-identical --json and another seed another; closed loops (bench's
+# --concurrency) keep that many requests in flight; a sweep gives bench's points, CSV and plot;
+# a trace replays; a bad cost file or bad flags give a clear message and the documented exit
+# code.
 set -euo pipefail
 dyad=$1 src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -55,6 +56,18 @@ sim --cost "$h100" --workers 1 --rate 5 --requests 10 --isl 128 --osl 16 --slo t
 grep -q '^== dyad bench: run' "$tmp/report.txt" && grep -q '^  TPOT' "$tmp/report.txt" && grep -q '^goodput' "$tmp/report.txt" && grep -q '^simulated ' "$tmp/report.txt" && ok || bad "text report: $(cat "$tmp/report.txt")"
 head -1 "$tmp/run.csv" | grep -q "output_tok_per_s" && [ "$(wc -l <"$tmp/run.csv")" -eq 2 ] && ok || bad "csv: $(cat "$tmp/run.csv")"
 
+# A sweep: one simulation per value, each its own bench JSON object (with its Pareto mark),
+# the CSV with one row per point, and the plot.
+sim --cost "$h100" --workers 1 --sweep concurrency=1,4 --requests 12 --isl 512 --osl 32 --json --csv "$tmp/sweep.csv" --plot "$tmp/sweep.svg" >"$tmp/sweep.json"
+python3 -c "
+import json, sys
+pts = [json.loads(l) for l in open(sys.argv[1])]
+c1 = json.load(open(sys.argv[2]))
+ok = [p['label'] for p in pts] == ['concurrency=1', 'concurrency=4'] and all('pareto_dominated' in p for p in pts)
+ok = ok and pts[0]['duration_s'] > 0 and pts[1]['duration_s'] < pts[0]['duration_s']
+sys.exit(0 if ok else 1)" "$tmp/sweep.json" "$tmp/c1.json" && ok || bad "sweep: $(head -c 300 "$tmp/sweep.json")"
+[ "$(wc -l <"$tmp/sweep.csv")" -eq 3 ] && grep -q '<svg' "$tmp/sweep.svg" && ok || bad "sweep csv/plot"
+
 # A measured model of this machine, from `dyad sim fit --quick`.
 "$dyad" sim fit -o "$tmp/m.json" --quick --reps 1 --threads 1 2>"$tmp/err" && ok || bad "fit ($(cat "$tmp/err"))"
 sim --cost "$tmp/m.json" --workers 1 --rate 4 --requests 16 --isl 64 --osl 16 --vocab-size 512 --json >"$tmp/meas.json"
@@ -89,6 +102,9 @@ expect_fail "cost file without fields" 1 "$tmp/junk.json:" sim --cost "$tmp/junk
 expect_fail "tp of a measured model" 1 "measured" sim --cost "$tmp/m.json" --tp 2 --rate 1
 expect_fail "no cost" 2 "--cost: required" sim --rate 1
 expect_fail "closed loop for a time" 2 "--duration" sim --cost "$h100" --concurrency 4 --duration 5
+expect_fail "rate and a rate sweep" 2 "--rate cannot be used with" sim --cost "$h100" --rate 1 --sweep rate=1,2
+expect_fail "bad sweep" 2 "--sweep" sim --cost "$h100" --sweep speed=1,2
+expect_fail "unwritable plot" 1 "$tmp/no/p.svg" sim --cost "$h100" --rate 1 --requests 2 --plot "$tmp/no/p.svg"
 expect_fail "bad concurrency" 2 "--concurrency" sim --cost "$h100" --concurrency 0
 expect_fail "workers and pools" 2 "cannot be used with" sim --cost "$h100" --rate 1 --workers 2 --decode-workers 1
 expect_fail "bad workers" 2 "--workers" sim --cost "$h100" --rate 1 --workers 0

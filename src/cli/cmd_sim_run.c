@@ -4,6 +4,7 @@
  * report (bench_report.h) of the simulated run, so that real and simulated runs compare line
  * by line. The simulation itself is sim/sim.h; this file only turns options into its inputs
  * and its records into bench's figures. */
+#include "bench/bench_cli.h"
 #include "bench/bench_report.h"
 #include "bench/bench_run.h"
 #include "bench/bench_workload.h"
@@ -26,9 +27,10 @@ static const char run_usage[] =
 static const char run_epilog[] =
     "\n"
     "The load is bench's: a closed loop (--concurrency C, default 1), an open loop (--rate R,\n"
-    "with --concurrency as a cap on requests in flight) or a trace at its times. The figures\n"
-    "are bench's (TTFT, TPOT, ITL, E2E; the run from time 0); the same seed gives the same\n"
-    "report. What the simulation leaves out is in docs/sim.md.\n"
+    "with --concurrency as a cap on requests in flight) or a trace at its times; --sweep runs\n"
+    "one simulation per value. The figures are bench's (TTFT, TPOT, ITL, E2E; the run from\n"
+    "time 0); the same seed gives the same report. What the simulation leaves out is in\n"
+    "docs/sim.md.\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
@@ -37,6 +39,9 @@ static const char run_epilog[] =
 
 typedef struct {
     const char *cost, *csv, *plot;
+    dyb_sweep_kind sweep;
+    double sweep_values[DYB_MAX_SWEEP];
+    int n_sweep;
     int tp;
     /* deployment */
     int agg, pre, dec;          /* -1: not given */
@@ -58,6 +63,12 @@ typedef struct {
 static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
 {
     return dyb_slo_parse(v, ctx, err, errlen) == 0;
+}
+
+static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
+{
+    run_opts *o = ctx;
+    return dyb_sweep_parse(v, &o->sweep, o->sweep_values, &o->n_sweep, err, errlen);
 }
 
 #define N_RUN_OPTS 48
@@ -194,10 +205,15 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "cores", .kind = DY_OPT_LONG, .dst = &o->cores, .meta = "N",
          .help = "for output tokens/s per core (per GPU for a roofline model)", .min = 1,
          .max = 1000000, .shown_default = "workers x threads (measured) or x TP (roofline)"},
+        {.name = "sweep", .kind = DY_OPT_CALL, .call = set_sweep, .ctx = o,
+         .meta = "P=V1,V2,...", .help = "simulate once per value: concurrency=1,2,4,8 or "
+                                        "rate=0.5,1,2,4, compared on bench's Pareto frontier"},
         {.name = "json", .kind = DY_OPT_FLAG, .dst = &o->json,
-         .help = "one JSON object (bench's) instead of the report"},
+         .help = "one JSON object per run (per sweep point), as bench's, instead of the report"},
         {.name = "csv", .kind = DY_OPT_STR, .dst = &o->csv, .meta = "FILE",
-         .help = "the run as bench's CSV table"},
+         .help = "the runs as bench's CSV table, with a pareto column"},
+        {.name = "plot", .kind = DY_OPT_STR, .dst = &o->plot, .meta = "FILE.svg",
+         .help = "bench's Pareto plot as SVG"},
     };
     int n = (int)(sizeof all / sizeof all[0]);
     _Static_assert(sizeof all / sizeof all[0] <= N_RUN_OPTS, "N_RUN_OPTS");
@@ -246,13 +262,14 @@ static bool check(const run_opts *o, given_opts g)
 {
     const dyb_workload_config *w = &o->wl;
     bool table = w->lengths_csv, trace = w->trace;
+    bool rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
     if (!o->cost) {
         fprintf(stderr, "dyad sim run: --cost: required (see dyad sim run --help)\n");
         return false;
     }
     /* A closed loop's sends depend on the time (bench stops sending at --duration), which a
      * request list fixed before the run cannot say. */
-    if (given(g, "--duration") && o->rate <= 0 && !trace) {
+    if (given(g, "--duration") && !rate && !trace) {
         fprintf(stderr, "dyad sim run: --duration: a simulated closed loop is bounded by "
                         "--requests (give --rate or a --trace for --duration)\n");
         return false;
@@ -269,7 +286,10 @@ static bool check(const run_opts *o, given_opts g)
            needs(g, "--output-col", table, "--lengths-csv") &&
            needs(g, "--time-scale", trace, "--trace") &&
            needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
-           needs(g, "--burstiness", o->rate > 0, "--rate");
+           needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
+           conflict(g, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
+                    "--sweep concurrency=...") &&
+           conflict(g, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...");
 }
 
 /* 0 after --help, 2 on a usage error, CLI_GO to run. */
@@ -378,23 +398,37 @@ static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const
 
 /* ---------------------------------------------------------------- the load */
 
-/* Which rule sends the requests, as bench's point_load says: an open loop at --rate, a trace
- * at its times, or else a closed loop; --concurrency caps the requests in flight (1 in a
- * closed loop without it). */
+/* Which rule sends point i's requests, as bench's point_load says: an open loop at a rate, a
+ * trace at its times, or else a closed loop; a concurrency caps the requests in flight (1 in a
+ * closed loop without one). A sweep value replaces the option it sweeps. */
 typedef struct {
     const char *mode;
     bool timed, closed;
-    int cap; /* 0: none */
+    int cap;     /* 0: none */
+    double rate; /* 0: none */
 } load_rule;
 
-static load_rule load_of(const run_opts *o, const dyb_workload *wl)
+static load_rule load_of(const run_opts *o, const dyb_workload *wl, int i, dyb_point *p)
 {
-    load_rule l = {.cap = (int)o->concurrency};
-    l.timed = o->rate <= 0 && dyb_workload_timed(wl);
-    l.closed = o->rate <= 0 && !l.timed;
+    load_rule l = {.cap = (int)o->concurrency, .rate = o->rate};
+    if (o->sweep == DYB_SWEEP_CONCURRENCY)
+        l.cap = (int)o->sweep_values[i];
+    else if (o->sweep == DYB_SWEEP_RATE)
+        l.rate = o->sweep_values[i];
+    l.timed = l.rate <= 0 && dyb_workload_timed(wl);
+    l.closed = l.rate <= 0 && !l.timed;
     if (l.closed && l.cap == 0)
         l.cap = 1;
-    l.mode = o->rate > 0 ? "open loop" : l.timed ? "trace replay" : "closed loop";
+    l.mode = l.rate > 0 ? "open loop" : l.timed ? "trace replay" : "closed loop";
+    *p = (dyb_point){.mode = l.mode, .concurrency = l.cap, .rate = l.rate,
+                     .burstiness = o->burstiness, .slo = o->slo};
+    p->sweep_param = o->sweep == DYB_SWEEP_CONCURRENCY ? "concurrency"
+                   : o->sweep == DYB_SWEEP_RATE        ? "rate" : NULL;
+    p->sweep_value = p->sweep_param ? o->sweep_values[i] : 0;
+    if (p->sweep_param)
+        snprintf(p->label, sizeof p->label, "%s=%g", p->sweep_param, p->sweep_value);
+    else
+        snprintf(p->label, sizeof p->label, "run");
     return l;
 }
 
@@ -447,7 +481,7 @@ static int make_requests(const run_opts *o, const dyb_workload *wl, const load_r
                          request_list *l)
 {
     dyb_arrivals a;
-    dyb_arrivals_init(&a, wl, rule->timed, o->rate, o->burstiness, o->wl.seed, false);
+    dyb_arrivals_init(&a, wl, rule->timed, rule->rate, o->burstiness, o->wl.seed, false);
     long bound = send_bound(o, wl);
     double stop_ms = o->duration_s * 1000;
     for (; bound < 0 || l->n < bound; dyb_arrivals_advance(&a)) {
@@ -469,7 +503,7 @@ static int make_requests(const run_opts *o, const dyb_workload *wl, const load_r
 
 /* ---------------------------------------------------------------- the report */
 
-/* "simulated: 1 prefill + 2 decode workers on h100-llama3.1-8b-fp8 (TP 1)" */
+/* "simulated: 1 prefill + 2 decode workers, TP 1, 30503 KV blocks each" */
 static void describe_deployment(const deployment *d, const dy_cost_model *m, char *out,
                                 size_t cap)
 {
@@ -502,108 +536,159 @@ static void report_totals(const dy_sim *s)
            "full)\n\n", (unsigned long long)t.steps, (unsigned long long)t.preemptions, t.refused);
 }
 
-static int write_csv(const char *path, const dyb_point *p)
+/* The run's figures as bench's point. -1 when out of memory. */
+static int summarize(const run_opts *o, const dy_sim *s, long cores, dyb_point *p)
 {
-    FILE *f = fopen(path, "w");
-    int rc = f ? dyb_report_csv(f, p, 1) : -1;
-    if (f && fclose(f) != 0)
-        rc = -1;
-    if (rc != 0)
-        fprintf(stderr, "dyad sim run: cannot write %s: %s\n", path, strerror(errno));
-    return rc;
-}
-
-/* bench's report of the simulated run; 0, or 1 when nothing succeeded or a write failed. */
-static int report(const run_opts *o, const load_rule *rule, const dy_sim *s,
-                  const dyb_run_info *ri, long cores)
-{
-    dyb_point p = {.mode = rule->mode, .concurrency = rule->cap, .rate = o->rate,
-                   .burstiness = o->burstiness, .slo = o->slo};
-    snprintf(p.label, sizeof p.label, "run");
     dyb_stats st;
     int rc = dy_sim_bench_stats(s, &st);
     if (rc == 0)
         rc = dyb_stats_summarize(&st, dy_sim_get_totals(s).duration_s, &o->slo, (int)cores,
-                                 &p.sum);
+                                 &p->sum);
     if (rc == 0)
-        dyb_point_take_errors(&p, &st);
+        dyb_point_take_errors(p, &st);
     dyb_stats_free(&st);
-    if (rc != 0) {
-        fprintf(stderr, "dyad sim run: out of memory while summarising\n");
-        return 1;
-    }
-    char *json = o->json ? dyb_report_json(ri, &p, false) : NULL;
-    if (o->json && json)
-        printf("%s\n", json);
-    else if (o->json)
+    return rc;
+}
+
+/* Writes the CSV or the plot of every point. */
+static int write_file(const char *path, bool svg, const dyb_run_info *ri, const dyb_point *pts,
+                      size_t n)
+{
+    FILE *f = fopen(path, "w");
+    int rc = !f ? -1 : svg ? dyb_report_svg(f, ri, pts, n) : dyb_report_csv(f, pts, n);
+    if (f && fclose(f) != 0)
         rc = -1;
-    else {
-        dyb_report_text(stdout, ri, &p);
-        report_totals(s);
+    if (rc != 0)
+        fprintf(stderr, "dyad sim run: cannot write %s\n", path);
+    return rc;
+}
+
+/* After every point, as bench writes them: the JSON objects (or the sweep's Pareto table),
+ * the CSV and the plot. 0, or 1 when a write failed or no request succeeded. */
+static int outputs(const run_opts *o, const dyb_run_info *ri, dyb_point *pts, size_t n)
+{
+    dyb_points_mark_pareto(pts, n);
+    int rc = 0;
+    for (size_t i = 0; o->json && i < n; i++) {
+        char *s = dyb_report_json(ri, &pts[i], o->sweep != DYB_SWEEP_NONE);
+        if (s)
+            printf("%s\n", s);
+        else
+            rc = 1;
+        free(s);
     }
-    free(json);
+    if (!o->json && o->sweep != DYB_SWEEP_NONE)
+        dyb_report_pareto_text(stdout, pts, n);
     fflush(stdout);
-    if (rc == 0 && o->csv)
-        rc = write_csv(o->csv, &p);
-    if (rc == 0 && p.sum.completed == 0) {
-        fprintf(stderr, "dyad sim run: no request succeeded%s%s\n", p.n_errors ? ": " : "",
-                p.n_errors ? p.errors[0].msg : "");
+    if (o->csv && write_file(o->csv, false, ri, pts, n) != 0)
+        rc = 1;
+    if (o->plot && write_file(o->plot, true, ri, pts, n) != 0)
+        rc = 1;
+    long ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += pts[i].sum.completed;
+    if (rc == 0 && ok == 0) {
+        fprintf(stderr, "dyad sim run: no request succeeded%s%s\n", pts[0].n_errors ? ": " : "",
+                pts[0].n_errors ? pts[0].errors[0].msg : "");
         rc = 1;
     }
-    dyb_point_free(&p);
-    return rc == 0 ? 0 : 1;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the run */
 
-static int simulate(const run_opts *o, dy_cost_model *m, const deployment *d,
-                    const dyb_workload *wl)
+/* Everything one invocation holds. */
+typedef struct {
+    run_opts o;
+    dy_cost_model *m;
+    deployment d;
+    dyb_workload *wl;
+    dyb_run_info ri;
+    char url[256], workload[512];
+    dyb_point pts[DYB_MAX_SWEEP];
+    size_t n_pts;
+} sim_cmd;
+
+/* Simulates point i (the whole run without a sweep) on a fresh deployment, with fresh prompts
+ * (bench's rounds: no point finds an earlier point's prompts in a cache) into pts[n_pts]. */
+static int simulate_point(sim_cmd *c, int i)
 {
+    dyb_point *p = &c->pts[c->n_pts];
+    load_rule rule = load_of(&c->o, c->wl, i, p);
+    dyb_workload_set_round(c->wl, (uint64_t)i);
     request_list l = {0};
-    load_rule rule = load_of(o, wl);
-    if (make_requests(o, wl, &rule, &l) != 0) {
+    if (make_requests(&c->o, c->wl, &rule, &l) != 0) {
         requests_free(&l);
         return 1;
     }
-    dy_sim_config c = sim_config(o, m, d);
-    c.max_in_flight = rule.cap;
-    dy_sim_costs costs = {step_seconds, transfer_seconds, m};
-    char err[512], workload[512], url[256];
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+    dy_sim_config sc = sim_config(&c->o, c->m, &c->d);
+    sc.max_in_flight = rule.cap;
+    dy_sim_costs costs = {step_seconds, transfer_seconds, c->m};
+    char err[512];
+    dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
     int rc = 1;
     if (s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0) {
-        dyb_workload_describe(wl, workload, sizeof workload);
-        describe_deployment(d, m, url, sizeof url);
-        dyb_run_info ri = {url, dy_cost_name(m), "completions", workload, o->wl.seed};
-        rc = report(o, &rule, s, &ri, o->cores > 0 ? o->cores : default_cores(m, d));
+        long cores = c->o.cores > 0 ? c->o.cores : default_cores(c->m, &c->d);
+        rc = summarize(&c->o, s, cores, p) == 0 ? 0 : 1;
+        if (rc != 0)
+            fprintf(stderr, "dyad sim run: out of memory while summarising\n");
+        else if (!c->o.json) {
+            dyb_report_text(stdout, &c->ri, p);
+            report_totals(s);
+            fflush(stdout);
+        }
     } else
         fprintf(stderr, "dyad sim run: %s\n", err);
+    if (rc == 0)
+        c->n_pts++;
+    else
+        dyb_point_free(p);
     dy_sim_free(s);
     requests_free(&l);
     return rc;
 }
 
+static int setup(sim_cmd *c)
+{
+    if (!(c->m = load_cost(&c->o)))
+        return 1;
+    int rc = make_deployment(&c->o, c->m, &c->d);
+    if (rc != 0)
+        return rc;
+    char err[1024];
+    if (!(c->wl = dyb_workload_new(&c->o.wl, err, sizeof err))) {
+        fprintf(stderr, "dyad sim run: %s\n", err);
+        return 1;
+    }
+    dyb_workload_describe(c->wl, c->workload, sizeof c->workload);
+    describe_deployment(&c->d, c->m, c->url, sizeof c->url);
+    c->ri = (dyb_run_info){c->url, dy_cost_name(c->m), "completions", c->workload, c->o.wl.seed};
+    return 0;
+}
+
 int cmd_sim_run(int argc, char **argv)
 {
-    run_opts o;
-    int rc = parse(argc, argv, &o);
-    if (rc != CLI_GO)
-        return rc;
-    dy_cost_model *m = load_cost(&o);
-    if (!m)
+    sim_cmd *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "dyad sim run: out of memory\n");
         return 1;
-    deployment d;
-    rc = make_deployment(&o, m, &d);
-    char err[1024];
-    dyb_workload *wl = rc == 0 ? dyb_workload_new(&o.wl, err, sizeof err) : NULL;
-    if (rc == 0 && !wl) {
-        fprintf(stderr, "dyad sim run: %s\n", err);
-        rc = 1;
     }
+    int rc = parse(argc, argv, &c->o);
+    if (rc != CLI_GO) {
+        free(c);
+        return rc;
+    }
+    rc = setup(c);
+    int n = c->o.sweep == DYB_SWEEP_NONE ? 1 : c->o.n_sweep;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = simulate_point(c, i);
     if (rc == 0)
-        rc = simulate(&o, m, &d, wl);
-    dyb_workload_free(wl);
-    free(d.workers);
-    dy_cost_free(m);
+        rc = outputs(&c->o, &c->ri, c->pts, c->n_pts);
+    for (size_t i = 0; i < c->n_pts; i++)
+        dyb_point_free(&c->pts[i]);
+    dyb_workload_free(c->wl);
+    free(c->d.workers);
+    dy_cost_free(c->m);
+    free(c);
     return rc;
 }
