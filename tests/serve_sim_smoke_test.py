@@ -2,7 +2,8 @@
 """serve_sim_smoke_test.py DYAD SOURCE_DIR — a short simulated run against the real one (issue
 12's smoke, not its validation): a cost model of this machine fitted on stories260K (`dyad sim
 fit --quick --threads 1`), a real `dyad serve` (1 aggregated worker x 1 thread) under `dyad
-bench`, and `dyad sim run` of the same deployment with the same workload and seed.
+bench`, and `dyad sim run` of the same deployment with the same workload, load and seed, in an
+open loop (--rate) and in bench's closed loop (--concurrency).
 
 What must agree exactly: the requests that completed and the output tokens (the simulated
 server schedules the same prompts to the same lengths). What must agree loosely: TPOT p50 within
@@ -23,8 +24,11 @@ from dyad_http import Server, run_tests  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 LOW, HIGH = 0.1, 10.0
-WORKLOAD = ["--isl", "64", "--osl", "16", "--vocab-size", "512", "--requests", "16",
-            "--rate", "4", "--seed", "5"]
+WORKLOAD = ["--isl", "64", "--osl", "16", "--vocab-size", "512", "--requests", "16", "--seed", "5"]
+OPEN = ["--rate", "4"]          # open loop, well below what one worker serves
+CLOSED = ["--concurrency", "2"]  # bench's closed loop: two clients
+_tmp = tempfile.TemporaryDirectory()
+_model = []
 
 
 def run(*args):
@@ -33,28 +37,47 @@ def run(*args):
     return out.stdout
 
 
-def test_sim_matches_real_run():
-    with tempfile.TemporaryDirectory() as tmp:
-        model = os.path.join(tmp, "here.json")
-        run("sim", "fit", "-o", model, "--quick", "--threads", "1", "--reps", "1")
-        s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1")
-        try:
-            real = json.loads(run("bench", "--url", f"http://{s.host}:{s.port}", *WORKLOAD, "--json"))
-        finally:
-            rc = s.stop()
-        assert rc == 0, rc
-        simulated = json.loads(run("sim", "run", "--cost", model, "--workers", "1", *WORKLOAD, "--json"))
-    print("real TPOT p50 %.3f ms, simulated %.3f ms; TTFT p50 %.3f / %.3f ms" % (
-        real["tpot_ms"]["p50"], simulated["tpot_ms"]["p50"], real["ttft_ms"]["p50"],
-        simulated["ttft_ms"]["p50"]))
+def fitted():
+    """The cost model of this machine, fitted once for every test."""
+    if not _model:
+        path = os.path.join(_tmp.name, "here.json")
+        run("sim", "fit", "-o", path, "--quick", "--threads", "1", "--reps", "1")
+        _model.append(path)
+    return _model[0]
+
+
+def compare(load):
+    s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1")
+    try:
+        real = json.loads(run("bench", "--url", f"http://{s.host}:{s.port}", *WORKLOAD, *load, "--json"))
+    finally:
+        rc = s.stop()
+    assert rc == 0, rc
+    simulated = json.loads(run("sim", "run", "--cost", fitted(), "--workers", "1", *WORKLOAD, *load,
+                               "--json"))
+    print("%s: real TPOT p50 %.3f ms, simulated %.3f ms; TTFT p50 %.3f / %.3f ms" % (
+        real["load"]["mode"], real["tpot_ms"]["p50"], simulated["tpot_ms"]["p50"],
+        real["ttft_ms"]["p50"], simulated["ttft_ms"]["p50"]))
     assert real["completed"] == simulated["completed"] == 16, (real, simulated)
     assert real["output_tokens"] == simulated["output_tokens"] == 16 * 16, (real, simulated)
     assert real["input_tokens"] == simulated["input_tokens"], (real, simulated)
     assert real["workload"] == simulated["workload"] and real["seed"] == simulated["seed"]
+    assert real["load"] == simulated["load"], (real["load"], simulated["load"])
     ratio = simulated["tpot_ms"]["p50"] / real["tpot_ms"]["p50"]
     assert LOW <= ratio <= HIGH, ratio
     assert simulated["ttft_ms"]["p50"] > 0
 
 
+def test_open_loop():
+    compare(OPEN)
+
+
+def test_closed_loop():
+    compare(CLOSED)
+
+
 if __name__ == "__main__":
-    run_tests(globals(), [])
+    try:
+        run_tests(globals(), [])
+    finally:
+        _tmp.cleanup()
