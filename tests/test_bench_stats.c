@@ -1,7 +1,9 @@
 /* test_bench_stats.c — the benchmark's arithmetic: percentiles as numpy computes them (linear
  * interpolation), per-request TPOT from usage counts, goodput under SLOs, the SLO option's
- * parser, throughputs, and Pareto marking. */
+ * parser and the --sweep parser (bench_cli.h, shared with `dyad sim run`), throughputs, and
+ * Pareto marking. */
 #include "testutil.h"
+#include "bench/bench_cli.h"
 #include "bench/bench_stats.h"
 
 #include <math.h>
@@ -129,6 +131,32 @@ static void test_summary_kv_transfer(void **st)
     dyb_stats_free(&s);
 }
 
+static void test_sweep_parse(void **st)
+{
+    (void)st;
+    char err[256], many[512] = "rate=1";
+    dyb_sweep_kind kind = DYB_SWEEP_NONE;
+    double v[DYB_MAX_SWEEP];
+    int n = -1;
+    assert_true(dyb_sweep_parse("rate=0.5,2", &kind, v, &n, err, sizeof err));
+    assert_int_equal(kind, DYB_SWEEP_RATE);
+    assert_int_equal(n, 2);
+    assert_float_equal(v[0], 0.5, 0);
+    assert_float_equal(v[1], 2, 0);
+    assert_true(dyb_sweep_parse("concurrency=1,4,16", &kind, v, &n, err, sizeof err));
+    assert_int_equal(kind, DYB_SWEEP_CONCURRENCY);
+    assert_int_equal(n, 3);
+    assert_float_equal(v[2], 16, 0);
+    assert_false(dyb_sweep_parse("concurrency=1.5", &kind, v, &n, err, sizeof err));
+    assert_non_null(strstr(err, "integers"));
+    assert_false(dyb_sweep_parse("rate=0,1", &kind, v, &n, err, sizeof err));
+    assert_false(dyb_sweep_parse("rate=1,", &kind, v, &n, err, sizeof err));
+    assert_false(dyb_sweep_parse("speed=1", &kind, v, &n, err, sizeof err));
+    for (int i = 1; i <= DYB_MAX_SWEEP; i++)
+        strcat(many, ",1");
+    assert_false(dyb_sweep_parse(many, &kind, v, &n, err, sizeof err)); /* 65 values */
+}
+
 static void test_slo_parse(void **st)
 {
     (void)st;
@@ -174,6 +202,7 @@ int main(void)
         cmocka_unit_test(test_summary_tpot_goodput_throughput),
         cmocka_unit_test(test_summary_kv_transfer),
         cmocka_unit_test(test_slo_parse),
+        cmocka_unit_test(test_sweep_parse),
         cmocka_unit_test(test_pareto_marking),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

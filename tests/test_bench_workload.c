@@ -2,10 +2,12 @@
  * tokens for the same hash id (so two requests sharing hash ids share their token prefix, also
  * after length scaling and capping), prompts are deterministic per seed, shared-prefix groups,
  * Azure and length-table CSVs with bad lines (error naming FILE:LINE, or skipped and
- * counted), timestamps, and the means of Poisson/gamma arrival gaps. The real traces in
+ * counted), timestamps, the means of Poisson/gamma arrival gaps and the arrival schedule
+ * (dyb_arrivals) that `dyad bench` sends by and `dyad sim run` simulates. The real traces in
  * ../shared are parsed too when present. */
 #include "testutil.h"
 #include "bench/bench_rng.h"
+#include "bench/bench_run.h"
 #include "bench/bench_trace.h"
 #include "bench/bench_workload.h"
 
@@ -431,6 +433,43 @@ static void test_arrival_gaps(void **st)
         assert_float_equal(dyb_interarrival_ms(&a, 2, 0.5), dyb_interarrival_ms(&b, 2, 0.5), 0);
 }
 
+/* An open loop starts at 0 and adds the seed's gamma gaps; a trace replays its (sorted,
+ * scaled) times; warmup draws from another stream. */
+static void test_arrival_schedule(void **st)
+{
+    (void)st;
+    dyb_workload_config c = base_config();
+    dyb_workload *w = must_load(&c);
+    dyb_arrivals a, warm;
+    dyb_arrivals_init(&a, w, false, 4, 1, 9, false);
+    dyb_arrivals_init(&warm, w, false, 4, 1, 9, true);
+    dyb_rng gaps = dyb_rng_keyed(9, DYB_DOMAIN_ARRIVAL, 0);
+    double t = 0;
+    bool differ = false;
+    for (long i = 0; i < 50; i++) {
+        assert_int_equal(a.index, i);
+        assert_float_equal(a.next_ms, t, 1e-9);
+        differ |= a.next_ms != warm.next_ms;
+        t += dyb_interarrival_ms(&gaps, 4, 1);
+        dyb_arrivals_advance(&a);
+        dyb_arrivals_advance(&warm);
+    }
+    assert_true(differ);
+    assert_float_equal(t / 50, 250, 100); /* about 1000 / rate */
+    dyb_workload_free(w);
+
+    char *path = temp_file(mooncake);
+    c.trace = path;
+    c.time_scale = 0.5;
+    w = must_load(&c);
+    dyb_arrivals_init(&a, w, true, 0, 1, 9, false);
+    const double want[3] = {0, 250, 500};
+    for (int i = 0; i < 3; i++, dyb_arrivals_advance(&a))
+        assert_float_equal(a.next_ms, want[i], 1e-9);
+    dyb_workload_free(w);
+    drop_file(path);
+}
+
 static void test_shared_traces_parse(void **st)
 {
     (void)st;
@@ -475,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_rounds_draw_fresh_prompts),
         cmocka_unit_test(test_datetime),
         cmocka_unit_test(test_arrival_gaps),
+        cmocka_unit_test(test_arrival_schedule),
         cmocka_unit_test(test_shared_traces_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

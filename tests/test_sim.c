@@ -1,6 +1,6 @@
 /* test_sim.c — the simulator (src/sim/sim.h): hand-computed step times for aggregated 1 and 2
- * workers, disaggregated 1+1, and two samples forking one prompt; the same run twice gives
- * identical records; every placement the simulator makes equals dy_place called directly on a
+ * workers, disaggregated 1+1, two samples forking one prompt, and a cap on requests in flight
+ * (bench's closed loop); the same run twice gives identical records; every placement the simulator makes equals dy_place called directly on a
  * router fed the same inputs (and a router fed differently is caught); a shared prompt
  * prefix is found in the cache. */
 #include "testutil.h"
@@ -136,6 +136,32 @@ static void test_aggregated_one_worker(void **st)
     assert_int_equal(sum.itl.n, 3); /* R0: 2 gaps, R1: 1 */
     assert_true(fabs(sum.output_tok_per_s - 5 / 4.90e-3) < 1e-6);
     assert_int_equal(sum.good, 2);
+    dy_sim_free(s);
+}
+
+/* bench's closed loop with one client: R1 is sent when R0 ends. Alone on the worker:
+ *   R0  [0, 32) 1.32 → 1.32; [32, 40) 1.08 → 2.40 first token; decode 1.1 → 3.50, → 4.60 done
+ *   R1  sent at 4.60: prompt 1.2 → 5.80 first token; decode 1.1 → 6.90 done
+ * A cap of two (not reached) changes nothing. */
+static void test_max_in_flight(void **st)
+{
+    (void)st;
+    dy_sim_worker w[1] = {worker_of(DY_POOL_AGG)};
+    dy_sim_config c = config_of(w, 1);
+    c.max_in_flight = 1;
+    dy_sim_request r[2];
+    two_requests(r);
+    dy_sim *s = run(&c, NULL, r, 2);
+    assert_latency(rec(s, 0), 2.40, 1.10, 4.60);
+    assert_ms(rec(s, 1)->arrival, 4.60);
+    assert_latency(rec(s, 1), 1.20, 1.10, 2.30);
+    assert_ms(dy_sim_get_totals(s).duration_s, 6.90);
+    dy_sim_free(s);
+
+    c.max_in_flight = 2;
+    s = run(&c, NULL, r, 2);
+    assert_latency(rec(s, 0), 2.60, 1.15, 4.90);
+    assert_latency(rec(s, 1), 2.60, 1.20, 3.80);
     dy_sim_free(s);
 }
 
@@ -547,6 +573,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_aggregated_one_worker),
+        cmocka_unit_test(test_max_in_flight),
         cmocka_unit_test(test_aggregated_two_workers),
         cmocka_unit_test(test_disaggregated_one_plus_one),
         cmocka_unit_test(test_samples_fork),

@@ -42,8 +42,8 @@ static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
     return dyb_slo_parse(v, &o->slo, err, errlen) == 0;
 }
 
-static bool sweep_values(dyb_opts *o, const char *list, double min, bool integral, char *err,
-                         size_t errlen)
+static bool sweep_values(const char *list, double min, bool integral, double *values, int *n,
+                         char *err, size_t errlen)
 {
     const char *p = list;
     for (;;) {
@@ -51,32 +51,38 @@ static bool sweep_values(dyb_opts *o, const char *list, double min, bool integra
         errno = 0;
         double v = strtod(p, &end);
         if (errno || end == p || !(v >= min) || !isfinite(v) || (integral && v != floor(v)) ||
-            (*end && *end != ',') || o->n_sweep == DYB_MAX_SWEEP) {
+            (*end && *end != ',') || *n == DYB_MAX_SWEEP) {
             snprintf(err, errlen, "bad value list '%s' (%s, at most %d)", list,
                      integral ? "integers >= 1" : "positive numbers", DYB_MAX_SWEEP);
             return false;
         }
-        o->sweep_values[o->n_sweep++] = v;
+        values[(*n)++] = v;
         if (!*end)
             return true;
         p = end + 1;
     }
 }
 
-static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
+bool dyb_sweep_parse(const char *v, dyb_sweep_kind *kind, double *values, int *n, char *err,
+                     size_t errlen)
 {
-    dyb_opts *o = ctx;
-    o->n_sweep = 0;
+    *n = 0;
     if (!strncmp(v, "concurrency=", 12)) {
-        o->sweep = DYB_SWEEP_CONCURRENCY;
-        return sweep_values(o, v + 12, 1, true, err, errlen);
+        *kind = DYB_SWEEP_CONCURRENCY;
+        return sweep_values(v + 12, 1, true, values, n, err, errlen);
     }
     if (!strncmp(v, "rate=", 5)) {
-        o->sweep = DYB_SWEEP_RATE;
-        return sweep_values(o, v + 5, 1e-9, false, err, errlen);
+        *kind = DYB_SWEEP_RATE;
+        return sweep_values(v + 5, 1e-9, false, values, n, err, errlen);
     }
     snprintf(err, errlen, "'%s' is not concurrency=LIST or rate=LIST", v);
     return false;
+}
+
+static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
+{
+    dyb_opts *o = ctx;
+    return dyb_sweep_parse(v, &o->sweep, o->sweep_values, &o->n_sweep, err, errlen);
 }
 
 #define N_OPTS 34

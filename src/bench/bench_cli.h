@@ -5,6 +5,7 @@
 #define DYAD_BENCH_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "bench/bench_client.h"
 #include "bench/bench_stats.h"
@@ -40,6 +41,11 @@ typedef struct {
     const char *csv, *plot;
     bool json;
 } dyb_opts;
+
+/* --sweep's value, "concurrency=1,2,4" or "rate=0.5,1,2": its kind and up to DYB_MAX_SWEEP
+ * values. false with a message in err on anything else. */
+bool dyb_sweep_parse(const char *text, dyb_sweep_kind *kind, double *values, int *n, char *err,
+                     size_t errlen);
 
 /* Returns 0 (run), 1 (--help was printed: exit 0) or 2 (usage error, already reported). */
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o);

@@ -18,8 +18,7 @@ typedef struct {
     long limit;            /* requests to send; -1: none */
     double t0;             /* phase start (monotonic ms) */
     long sent, done, failed;
-    double next_at;        /* next arrival, ms after t0 (open loop and trace) */
-    dyb_rng arrivals;
+    dyb_arrivals next;     /* the next arrival, ms after t0 (open loop and trace) */
     bool oom;
     double last_draw;
 } phase;
@@ -51,15 +50,30 @@ static bool more_to_send(const phase *p, double now)
     if (*p->c->stop || (bound >= 0 && p->sent >= bound))
         return false;
     double d = p->c->duration_s * 1000;
-    return d <= 0 || (p->closed ? now : p->next_at) < d;
+    return d <= 0 || (p->closed ? now : p->next.next_ms) < d;
+}
+
+void dyb_arrivals_init(dyb_arrivals *a, const dyb_workload *wl, bool timed, double rate,
+                       double burstiness, uint64_t seed, bool warmup)
+{
+    *a = (dyb_arrivals){.wl = wl, .timed = timed, .rate = rate, .burstiness = burstiness,
+                        .gaps = dyb_rng_keyed(seed, DYB_DOMAIN_ARRIVAL, warmup),
+                        .next_ms = timed ? dyb_workload_arrival_ms(wl, 0) : 0};
+}
+
+void dyb_arrivals_advance(dyb_arrivals *a)
+{
+    a->index++;
+    if (a->timed)
+        a->next_ms = dyb_workload_arrival_ms(a->wl, a->index);
+    else
+        a->next_ms += dyb_interarrival_ms(&a->gaps, a->rate, a->burstiness);
 }
 
 static void schedule_next(phase *p)
 {
-    if (p->timed)
-        p->next_at = dyb_workload_arrival_ms(p->c->wl, p->sent);
-    else if (!p->closed)
-        p->next_at += dyb_interarrival_ms(&p->arrivals, p->c->rate, p->c->burstiness);
+    if (!p->closed)
+        dyb_arrivals_advance(&p->next);
 }
 
 static int launch(phase *p, char *err, size_t errlen)
@@ -82,8 +96,8 @@ static int launch_due(phase *p, double now, char *err, size_t errlen)
 {
     while (more_to_send(p, now) &&
            (p->cap == 0 || dyb_client_in_flight(p->c->client) < p->cap)) {
-        if (!p->closed && p->next_at > now)
-            return (int)fmin(MAX_WAIT_MS, ceil(p->next_at - now));
+        if (!p->closed && p->next.next_ms > now)
+            return (int)fmin(MAX_WAIT_MS, ceil(p->next.next_ms - now));
         if (launch(p, err, errlen) != 0)
             return -1;
     }
@@ -120,8 +134,8 @@ static void draw_progress(phase *p, double now, bool final)
 static double run_phase(phase *p, char *err, size_t errlen)
 {
     p->t0 = 1e3 * dy_now();
-    p->arrivals = dyb_rng_keyed(p->c->seed, DYB_DOMAIN_ARRIVAL, p->warmup);
-    p->next_at = p->timed ? dyb_workload_arrival_ms(p->c->wl, 0) : 0;
+    dyb_arrivals_init(&p->next, p->c->wl, p->timed, p->c->rate, p->c->burstiness, p->c->seed,
+                      p->warmup);
     for (;;) {
         double now = 1e3 * dy_now() - p->t0;
         int wait = launch_due(p, now, err, errlen);

@@ -40,4 +40,21 @@ typedef struct {
 int dyb_run(const dyb_run_config *c, dyb_stats *stats, dyb_run_outcome *out, char *err,
             size_t errlen);
 
+/* When the requests of a measured open loop (gamma gaps at a rate, keyed by the seed) or of a
+ * trace replay (the trace's scaled times) arrive: the schedule dyb_run sends by, for whoever
+ * needs the same times without sending (the simulator). */
+typedef struct {
+    const dyb_workload *wl;
+    bool timed;              /* the trace's times; else gaps at rate */
+    double rate, burstiness;
+    dyb_rng gaps;
+    long index;              /* the request that arrives at next_ms */
+    double next_ms;          /* ms after the phase's start */
+} dyb_arrivals;
+
+void dyb_arrivals_init(dyb_arrivals *a, const dyb_workload *wl, bool timed, double rate,
+                       double burstiness, uint64_t seed, bool warmup);
+/* Moves on to the next request's arrival. */
+void dyb_arrivals_advance(dyb_arrivals *a);
+
 #endif

@@ -16,7 +16,8 @@ static const char usage[] =
     "  serve      the OpenAI-compatible HTTP server (spawns its worker processes)\n"
     "  worker     a worker process (started by serve)\n"
     "  bench      benchmarks (`dyad bench engine`)\n"
-    "  sim        the simulator's tools (`dyad sim fit`: a cost model of this machine)\n"
+    "  sim        the simulator (`dyad sim run`: a simulated bench run; `dyad sim fit`: a cost\n"
+    "             model of this machine)\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
 

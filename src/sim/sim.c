@@ -126,6 +126,8 @@ struct dy_sim {
     int waiting_sequences;    /* sent, without a first token (admission's count) */
     long outstanding;         /* admitted samples not yet ended */
     int next_arrival;
+    int in_flight;            /* requests sent and not ended (for max_in_flight) */
+    int held;                 /* a request due while max_in_flight were in flight; -1: none */
     bool ran;
     const char *fail;         /* a run-stopping error */
     dy_sim_totals tot;
@@ -247,6 +249,11 @@ static void sample_ended(dy_sim *s, int request)
     if (--s->open_samples[request] == 0) {
         free(s->hashes[request]);
         s->hashes[request] = NULL;
+        s->in_flight--;
+        if (s->held >= 0) { /* the client sends its next request now */
+            push_event(s, s->now, EV_ARRIVAL, -1, s->held);
+            s->held = -1;
+        }
     }
 }
 
@@ -307,6 +314,8 @@ static void submit(dy_sim *s, int request)
 static void on_arrival(dy_sim *s, int request)
 {
     const dy_sim_request *r = &s->reqs[request];
+    for (int k = 0; k < r->n_samples; k++)
+        record_of(s, request, k)->arrival = s->now; /* later than planned when held */
     dy_admit verdict = dy_place_admit(s->waiting_sequences, r->n_samples, s->cfg.max_queue);
     if (s->obs.on_admit)
         s->obs.on_admit(s->obs.ctx, request, s->waiting_sequences, verdict);
@@ -325,6 +334,7 @@ static void on_arrival(dy_sim *s, int request)
     dy_block_hashes(s->cfg.fingerprint, r->prompt, r->n_prompt, s->cfg.block_size,
                     s->hashes[request]);
     s->open_samples[request] = r->n_samples;
+    s->in_flight++;
     s->outstanding += r->n_samples;
     s->waiting_sequences += r->n_samples;
     submit(s, request);
@@ -777,8 +787,13 @@ static void dispatch(dy_sim *s, const event *e)
 {
     switch (e->kind) {
     case EV_ARRIVAL:
+        if (s->cfg.max_in_flight > 0 && s->in_flight >= s->cfg.max_in_flight) {
+            s->held = e->a; /* and the ones after it wait behind it, in order */
+            break;
+        }
         if (++s->next_arrival < s->n_reqs) /* before anything this arrival schedules */
-            push_event(s, s->reqs[s->next_arrival].arrival, EV_ARRIVAL, -1, s->next_arrival);
+            push_event(s, fmax(s->now, s->reqs[s->next_arrival].arrival), EV_ARRIVAL, -1,
+                       s->next_arrival);
         on_arrival(s, e->a);
         break;
     case EV_ITERATE: iterate(s, e->worker); break;
@@ -845,6 +860,7 @@ int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, siz
         return -1;
     }
     s->ran = true;
+    s->held = -1;
     s->reqs = reqs;
     s->n_reqs = n_reqs > 0 ? n_reqs : 0;
     const char *bad = check_requests(s, reqs, s->n_reqs);
@@ -902,8 +918,10 @@ static const char *check_config(const dy_sim_config *c, const dy_sim_costs *cost
     if (!c->workers || c->n_workers < 1 || c->n_workers > DY_KV_INDEX_MAX_WORKERS)
         return "the deployment needs 1 to 1024 workers";
     if (c->block_size < 1 || c->block_size > 4096 || c->kv_block_bytes < 0 ||
-        c->max_queue < 0 || c->max_samples < 1 || !(c->stats_every_s > 0))
-        return "block_size, kv_block_bytes, max_queue, max_samples or stats_every_s out of range";
+        c->max_queue < 0 || c->max_samples < 1 || !(c->stats_every_s > 0) ||
+        c->max_in_flight < 0)
+        return "block_size, kv_block_bytes, max_queue, max_samples, stats_every_s or "
+               "max_in_flight out of range";
     for (int i = 0; i < c->n_workers; i++) {
         const dy_sim_worker *w = &c->workers[i];
         if ((unsigned)w->role > DY_POOL_DECODE || w->kv_blocks < 2 || w->max_batch_tokens < 1 ||

@@ -71,6 +71,11 @@ typedef struct {
     double stats_every_s;       /* a worker's load report interval (the worker's STATS_EVERY_S) */
     bool no_kv_events;          /* workers publish nothing: the router predicts (approximate) */
     bool xfer_async;            /* the prefill worker steps on while its KV ships */
+    /* > 0: at most this many requests in flight, as `dyad bench --concurrency` keeps them: a
+     * request due while that many are in flight is sent when one ends (all its samples done or
+     * failed), and a sample's arrival is when it was sent. All arrivals at 0 make bench's
+     * closed loop. 0: every request is sent at its arrival time. */
+    int max_in_flight;
 } dy_sim_config;
 
 /* The defaults of `dyad serve` for everything but the deployment itself. */
@@ -91,7 +96,7 @@ typedef struct {
     int request, sample;
     bool ok;                 /* false: refused (queue full) or did not fit a worker */
     const char *error;       /* why, when !ok (a static string) */
-    double arrival, first_token, done;
+    double arrival, first_token, done; /* arrival: when it was sent (see max_in_flight) */
     double *token_times;     /* n_tokens entries: when each output token was delivered */
     int n_tokens;
     int prompt_tokens;

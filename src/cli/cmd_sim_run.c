@@ -1,0 +1,694 @@
+/* cmd_sim_run.c — `dyad sim run`: simulates a deployment (spelt as `dyad serve` spells it) on
+ * a cost model (sim/cost.h) under a workload (spelt and generated as `dyad bench` generates
+ * it: bench_workload.h's requests, bench_run.h's arrival times) and prints `dyad bench`'s
+ * report (bench_report.h) of the simulated run, so that real and simulated runs compare line
+ * by line. The simulation itself is sim/sim.h; this file only turns options into its inputs
+ * and its records into bench's figures. */
+#include "bench/bench_cli.h"
+#include "bench/bench_report.h"
+#include "bench/bench_run.h"
+#include "bench/bench_workload.h"
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "sim/cost.h"
+#include "sim/sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char run_usage[] =
+    "usage: dyad sim run --cost FILE [deployment] [workload] [options]\n"
+    "Simulates a deployment (as `dyad serve` spells it) on a cost model (docs/sim-costs.md)\n"
+    "under a workload (as `dyad bench` spells and generates it) and prints `dyad bench`'s\n"
+    "report of the simulated run.\n";
+static const char run_epilog[] =
+    "\n"
+    "The load is bench's: a closed loop (--concurrency C, default 1), an open loop (--rate R,\n"
+    "with --concurrency as a cap on requests in flight) or a trace at its times; --sweep runs\n"
+    "one simulation per value. The figures are bench's (TTFT, TPOT, ITL, E2E; the run from\n"
+    "time 0); the same seed gives the same report. What the simulation leaves out is in\n"
+    "docs/sim.md.\n"
+    "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
+    "2 on a usage error.\n";
+
+#define DEFAULT_REQUESTS 100 /* bench's, without --requests, --duration or a trace */
+#define MAX_WORKERS 1024     /* the simulator's (DY_KV_INDEX_MAX_WORKERS) */
+
+typedef struct {
+    const char *cost, *csv, *plot;
+    dyb_sweep_kind sweep;
+    double sweep_values[DYB_MAX_SWEEP];
+    int n_sweep;
+    int tp;
+    /* deployment */
+    int agg, pre, dec;          /* -1: not given */
+    int block_size, max_batch_tokens, max_running, kv_blocks, max_queue, ctx_len;
+    int prefill_busy_tokens;
+    bool no_prefix_cache, no_kv_events;
+    dy_router_config router;
+    dy_route_config route;
+    /* load and workload */
+    long concurrency, requests, cores;
+    double rate, burstiness, duration_s;
+    dyb_workload_config wl;
+    dyb_slo slo;
+    bool json;
+    /* policy names, as the router spells them */
+    const char *policies[5];
+} run_opts;
+
+static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
+{
+    return dyb_slo_parse(v, ctx, err, errlen) == 0;
+}
+
+static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
+{
+    run_opts *o = ctx;
+    return dyb_sweep_parse(v, &o->sweep, o->sweep_values, &o->n_sweep, err, errlen);
+}
+
+#define N_RUN_OPTS 48
+
+/* The option table: serve's names, ranges and defaults for the deployment, bench's for the
+ * load and the workload. seen[i] tells whether entry i was given. Returns its length. */
+static int run_table(run_opts *o, bool *seen, dy_opt *t)
+{
+    static const int policy_values[] = {DY_ROUTER_ROUND_ROBIN, DY_ROUTER_RANDOM,
+                                        DY_ROUTER_LEAST_LOADED, DY_ROUTER_KV_AWARE};
+    for (int i = 0; i < 4; i++)
+        o->policies[i] = dy_router_policy_name(policy_values[i]);
+    const dy_route_config route = dy_route_config_default();
+    const dy_router_config router = dy_router_config_default();
+    dyb_workload_config *w = &o->wl;
+    const dy_opt all[] = {
+        {.section = "Cost model", .name = "cost", .kind = DY_OPT_STR, .dst = &o->cost,
+         .meta = "FILE", .help = "the cost model: a preset of sim/costs/ or one `dyad sim fit` "
+                                 "wrote (required)"},
+        {.name = "tp", .kind = DY_OPT_INT, .dst = &o->tp, .meta = "N",
+         .help = "re-target a roofline model to N GPUs per worker (1, 2, 4 or 8)", .min = 1,
+         .max = 8, .shown_default = "the file's"},
+        {.section = "Deployment (as `dyad serve`)", .name = "workers", .kind = DY_OPT_INT,
+         .dst = &o->agg, .meta = "N",
+         .help = "aggregated workers (the same as --prefill-workers 0 --decode-workers N)",
+         .min = 1, .max = MAX_WORKERS, .def = -1, .shown_default = ""},
+        {.name = "prefill-workers", .kind = DY_OPT_INT, .dst = &o->pre, .meta = "P",
+         .help = "prefill workers; 0 = aggregated serving", .min = 0, .max = MAX_WORKERS - 1,
+         .def = -1, .shown_default = "1"},
+        {.name = "decode-workers", .kind = DY_OPT_INT, .dst = &o->dec, .meta = "D",
+         .help = "decode workers", .min = 1, .max = MAX_WORKERS, .def = -1,
+         .shown_default = "1"},
+        {.name = "block-size", .kind = DY_OPT_INT, .dst = &o->block_size, .meta = "N",
+         .help = "positions per KV block", .min = 1, .max = 256, .def = 16},
+        {.name = "kv-blocks", .kind = DY_OPT_INT, .dst = &o->kv_blocks, .meta = "N",
+         .help = "KV cache per worker in blocks", .min = 2, .max = 1 << 24,
+         .shown_default = "the cost model's KV capacity / --block-size"},
+        {.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &o->max_batch_tokens,
+         .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
+         .def = 512},
+        {.name = "max-running", .kind = DY_OPT_INT, .dst = &o->max_running, .meta = "N",
+         .help = "sequences in one worker's running batch", .min = 1, .max = 4096, .def = 64},
+        {.name = "no-prefix-cache", .kind = DY_OPT_FLAG, .dst = &o->no_prefix_cache,
+         .help = "workers compute every prompt in full"},
+        {.name = "ctx-len", .kind = DY_OPT_INT, .dst = &o->ctx_len, .meta = "N",
+         .help = "the model's context length: a sequence stops there (0: no limit)", .min = 0,
+         .max = 1 << 24, .def = 0},
+        {.name = "disagg-min-tokens", .kind = DY_OPT_INT, .dst = &o->route.disagg_min_tokens,
+         .meta = "N", .help = "prompts with fewer tokens prefill on their decode worker",
+         .min = 0, .max = 1 << 24, .def = route.disagg_min_tokens},
+        {.name = "prefill-busy-tokens", .kind = DY_OPT_INT, .dst = &o->prefill_busy_tokens,
+         .meta = "N", .help = "prefill backlog above which prompts stay local", .min = 0,
+         .max = 1 << 30, .def = (double)route.prefill_busy_tokens},
+        {.name = "router", .kind = DY_OPT_ENUM, .dst = (int *)&o->router.policy,
+         .meta = "POLICY", .help = "which worker of a pool: kv-aware (cached prefix against "
+                                   "load), least-loaded, round-robin or random",
+         .names = o->policies, .values = policy_values, .def = router.policy},
+        {.name = "router-overlap-weight", .kind = DY_OPT_DOUBLE, .dst = &o->router.overlap_weight,
+         .meta = "W", .help = "kv-aware: weight of prefill blocks against decode blocks",
+         .min = 0, .max = 1e6, .def = router.overlap_weight},
+        {.name = "router-temperature", .kind = DY_OPT_DOUBLE, .dst = &o->router.temperature,
+         .meta = "T", .help = "kv-aware: 0 picks the cheapest worker; > 0 samples from a "
+                              "softmax over normalised costs (with serve's fixed seed)",
+         .min = 0, .max = 1e6, .def = router.temperature},
+        {.name = "router-ttl", .kind = DY_OPT_DOUBLE, .dst = &o->router.approx_ttl_s,
+         .meta = "S", .help = "approximate mode (--no-kv-events): how long a prediction holds",
+         .min = 0.001, .max = 1e7, .def = router.approx_ttl_s},
+        {.name = "no-kv-events", .kind = DY_OPT_FLAG, .dst = &o->no_kv_events,
+         .help = "workers publish no KV events; the router predicts their caches from its own "
+                 "decisions (approximate mode)"},
+        {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->max_queue, .meta = "N",
+         .help = "sequences waiting for a first token before new requests are refused",
+         .min = 1, .max = 1 << 20, .def = 256},
+        {.section = "Load (as `dyad bench`: closed loop, open loop or trace times)",
+         .name = "concurrency", .kind = DY_OPT_LONG, .dst = &o->concurrency, .meta = "C",
+         .help = "closed loop: keep C requests in flight; with --rate or trace times: at most C "
+                 "in flight", .min = 1, .max = 100000, .shown_default = "1"},
+        {.name = "rate", .kind = DY_OPT_DOUBLE, .dst = &o->rate, .meta = "R",
+         .help = "open loop: R requests/s (inf: all at once), gamma-distributed gaps",
+         .min = 1e-9, .max = INFINITY, .shown_default = ""},
+        {.name = "burstiness", .kind = DY_OPT_DOUBLE, .dst = &o->burstiness, .meta = "B",
+         .help = "shape of the gamma gaps (1 = Poisson; <1 burstier)", .min = 1e-3, .max = 1000,
+         .def = 1},
+        {.name = "requests", .kind = DY_OPT_LONG, .dst = &o->requests, .meta = "N",
+         .help = "requests to simulate (with --duration or a trace: no count bound, a trace "
+                 "ends at its last row)", .min = 1, .max = 1000000000, .def = -1,
+         .shown_default = DY_OPTS_QUOTE(DEFAULT_REQUESTS)},
+        {.name = "duration", .kind = DY_OPT_DOUBLE, .dst = &o->duration_s, .meta = "S",
+         .help = "no arrivals after S seconds (requests in flight then finish; open loop and "
+                 "trace times only)", .min = 0.001,
+         .max = 1e7, .shown_default = ""},
+        {.name = "seed", .kind = DY_OPT_U64, .dst = &w->seed, .meta = "S",
+         .help = "seed of every random choice: the same seed gives the same prompts, "
+                 "lengths and arrival gaps"},
+        {.section = "Workload (as `dyad bench`)", .name = "isl", .kind = DY_OPT_LONG,
+         .dst = &w->isl, .meta = "N", .help = "fixed prompt length", .min = 1, .max = 10000000,
+         .def = 512},
+        {.name = "osl", .kind = DY_OPT_LONG, .dst = &w->osl, .meta = "N",
+         .help = "fixed output length", .min = 1, .max = 10000000, .def = 128},
+        {.name = "vocab-size", .kind = DY_OPT_INT, .dst = &w->vocab_size, .meta = "V",
+         .help = "token ids are drawn from [3, V)", .min = 4, .max = 100000000, .def = 32000},
+        {.name = "lengths-csv", .kind = DY_OPT_STR, .dst = &w->lengths_csv, .meta = "FILE",
+         .help = "draw (input, output) lengths from a CSV's rows (columns num_prefill_tokens, "
+                 "num_decode_tokens)"},
+        {.name = "input-col", .kind = DY_OPT_STR, .dst = &w->input_col, .meta = "NAME",
+         .help = "its input column's name", .shown_default = "known names"},
+        {.name = "output-col", .kind = DY_OPT_STR, .dst = &w->output_col, .meta = "NAME",
+         .help = "its output column's name", .shown_default = "known names"},
+        {.name = "prefix-groups", .kind = DY_OPT_INT, .dst = &w->prefix_groups, .meta = "G",
+         .help = "each request joins one of G groups at random; its first --prefix-len tokens "
+                 "are the group's shared prefix", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "prefix-len", .kind = DY_OPT_LONG, .dst = &w->prefix_len, .meta = "L",
+         .help = "the length of each group's shared prefix", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "trace", .kind = DY_OPT_STR, .dst = &w->trace, .meta = "FILE",
+         .help = "replay a trace at its timestamps: Mooncake JSONL or Azure CSV (as `dyad "
+                 "bench --trace`); with --rate its rows arrive at that rate instead"},
+        {.name = "time-scale", .kind = DY_OPT_DOUBLE, .dst = &w->time_scale, .meta = "X",
+         .help = "multiply the trace's inter-arrival times by X", .min = 1e-6, .max = 1e6,
+         .def = 1},
+        {.name = "length-scale", .kind = DY_OPT_DOUBLE, .dst = &w->length_scale, .meta = "Y",
+         .help = "multiply table/trace lengths by Y (the trace block size too)", .min = 1e-6,
+         .max = 1e3, .def = 1},
+        {.name = "max-isl", .kind = DY_OPT_LONG, .dst = &w->max_isl, .meta = "N",
+         .help = "cap prompt lengths (after scaling)", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "max-osl", .kind = DY_OPT_LONG, .dst = &w->max_osl, .meta = "N",
+         .help = "cap output lengths (after scaling)", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.section = "Report (as `dyad bench`)", .name = "slo", .kind = DY_OPT_CALL,
+         .call = set_slo, .ctx = &o->slo, .meta = "LIST",
+         .help = "goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any subset)"},
+        {.name = "cores", .kind = DY_OPT_LONG, .dst = &o->cores, .meta = "N",
+         .help = "for output tokens/s per core (per GPU for a roofline model)", .min = 1,
+         .max = 1000000, .shown_default = "workers x threads (measured) or x TP (roofline)"},
+        {.name = "sweep", .kind = DY_OPT_CALL, .call = set_sweep, .ctx = o,
+         .meta = "P=V1,V2,...", .help = "simulate once per value: concurrency=1,2,4,8 or "
+                                        "rate=0.5,1,2,4, compared on bench's Pareto frontier"},
+        {.name = "json", .kind = DY_OPT_FLAG, .dst = &o->json,
+         .help = "one JSON object per run (per sweep point), as bench's, instead of the report"},
+        {.name = "csv", .kind = DY_OPT_STR, .dst = &o->csv, .meta = "FILE",
+         .help = "the runs as bench's CSV table, with a pareto column"},
+        {.name = "plot", .kind = DY_OPT_STR, .dst = &o->plot, .meta = "FILE.svg",
+         .help = "bench's Pareto plot as SVG"},
+    };
+    int n = (int)(sizeof all / sizeof all[0]);
+    _Static_assert(sizeof all / sizeof all[0] <= N_RUN_OPTS, "N_RUN_OPTS");
+    for (int i = 0; i < n; i++) {
+        t[i] = all[i];
+        seen[i] = false;
+        t[i].given = &seen[i];
+    }
+    return n;
+}
+
+typedef struct {
+    const dy_opt *t;
+    const bool *seen;
+    int n;
+} given_opts;
+
+static bool given(given_opts g, const char *name)
+{
+    for (int i = 0; i < g.n; i++)
+        if (!strcmp(g.t[i].name, name + 2))
+            return g.seen[i];
+    return false;
+}
+
+static bool needs(given_opts g, const char *a, bool ok, const char *b)
+{
+    if (given(g, a) && !ok) {
+        fprintf(stderr, "dyad sim run: %s needs %s\n", a, b);
+        return false;
+    }
+    return true;
+}
+
+static bool conflict(given_opts g, const char *a, bool other, const char *b)
+{
+    if (given(g, a) && other) {
+        fprintf(stderr, "dyad sim run: %s cannot be used with %s\n", a, b);
+        return false;
+    }
+    return true;
+}
+
+/* bench's rules between workload options, serve's between the worker counts, and the load. */
+static bool check(const run_opts *o, given_opts g)
+{
+    const dyb_workload_config *w = &o->wl;
+    bool table = w->lengths_csv, trace = w->trace;
+    bool rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
+    if (!o->cost) {
+        fprintf(stderr, "dyad sim run: --cost: required (see dyad sim run --help)\n");
+        return false;
+    }
+    /* A closed loop's sends depend on the time (bench stops sending at --duration), which a
+     * request list fixed before the run cannot say. */
+    if (given(g, "--duration") && !rate && !trace) {
+        fprintf(stderr, "dyad sim run: --duration: a simulated closed loop is bounded by "
+                        "--requests (give --rate or a --trace for --duration)\n");
+        return false;
+    }
+    return conflict(g, "--workers", o->pre >= 0 || o->dec >= 0,
+                    "--prefill-workers/--decode-workers") &&
+           conflict(g, "--trace", table, "--lengths-csv") &&
+           conflict(g, "--isl", table || trace, "--lengths-csv or --trace") &&
+           conflict(g, "--osl", table || trace, "--lengths-csv or --trace") &&
+           conflict(g, "--prefix-groups", trace, "--trace (the trace has its own prefixes)") &&
+           needs(g, "--prefix-groups", given(g, "--prefix-len"), "--prefix-len") &&
+           needs(g, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
+           needs(g, "--input-col", table, "--lengths-csv") &&
+           needs(g, "--output-col", table, "--lengths-csv") &&
+           needs(g, "--time-scale", trace, "--trace") &&
+           needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
+           needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
+           conflict(g, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
+                    "--sweep concurrency=...") &&
+           conflict(g, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...");
+}
+
+/* 0 after --help, 2 on a usage error, CLI_GO to run. */
+static int parse(int argc, char **argv, run_opts *o)
+{
+    *o = (run_opts){.router = dy_router_config_default(), .route = dy_route_config_default()};
+    bool seen[N_RUN_OPTS];
+    dy_opt t[N_RUN_OPTS];
+    int n = run_table(o, seen, t);
+    int rc = cli_parse("sim run", run_usage, run_epilog, t, n, argc, argv, NULL);
+    if (rc != CLI_GO)
+        return rc;
+    if (!check(o, (given_opts){t, seen, n}))
+        return 2;
+    o->route.prefill_busy_tokens = o->prefill_busy_tokens;
+    if (o->requests < 0 && o->duration_s <= 0 && !o->wl.trace)
+        o->requests = DEFAULT_REQUESTS;
+    return CLI_GO;
+}
+
+/* ---------------------------------------------------------------- the cost model */
+
+static double step_seconds(void *ctx, const dy_step_shape *shape)
+{
+    return dy_cost_step_seconds(ctx, shape);
+}
+
+static double transfer_seconds(void *ctx, int64_t bytes)
+{
+    return dy_cost_transfer_seconds(ctx, bytes);
+}
+
+/* The cost model, re-targeted to --tp; NULL after the loader's message. */
+static dy_cost_model *load_cost(const run_opts *o)
+{
+    char err[1024];
+    dy_cost_model *m = dy_cost_load(o->cost, err, sizeof err);
+    if (m && o->tp > 0 && dy_cost_set_tp(m, o->tp, err, sizeof err) != 0) {
+        dy_cost_free(m);
+        m = NULL;
+    }
+    if (!m)
+        fprintf(stderr, "dyad sim run: %s\n", err);
+    return m;
+}
+
+/* ---------------------------------------------------------------- the deployment */
+
+typedef struct {
+    dy_sim_worker *workers;
+    int n, n_prefill;
+    int64_t kv_blocks;
+} deployment;
+
+/* The workers serve would start: P prefill then D decode, or N aggregated (--workers N, or
+ * --prefill-workers 0). */
+static int make_deployment(const run_opts *o, const dy_cost_model *m, deployment *d)
+{
+    *d = (deployment){0};
+    if (o->agg > 0) {
+        d->n = o->agg;
+    } else {
+        d->n_prefill = o->pre >= 0 ? o->pre : 1;
+        d->n = d->n_prefill + (o->dec > 0 ? o->dec : 1);
+    }
+    if (d->n > MAX_WORKERS) {
+        fprintf(stderr, "dyad sim run: at most %d workers in all\n", MAX_WORKERS);
+        return 2;
+    }
+    d->kv_blocks = o->kv_blocks > 0 ? o->kv_blocks
+                                    : dy_cost_kv_capacity_tokens(m) / o->block_size;
+    if (d->kv_blocks < 2 || d->kv_blocks > 1 << 24) {
+        fprintf(stderr, "dyad sim run: %s holds %lld KV blocks of %d tokens per worker "
+                "(2 to %d needed; give --kv-blocks)\n", o->cost, (long long)d->kv_blocks,
+                o->block_size, 1 << 24);
+        return 1;
+    }
+    d->workers = calloc((size_t)d->n, sizeof *d->workers);
+    if (!d->workers) {
+        fprintf(stderr, "dyad sim run: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < d->n; i++)
+        d->workers[i] = (dy_sim_worker){
+            .role = d->n_prefill == 0 ? DY_POOL_AGG : i < d->n_prefill ? DY_POOL_PREFILL
+                                                                       : DY_POOL_DECODE,
+            .kv_blocks = (int)d->kv_blocks, .max_batch_tokens = o->max_batch_tokens,
+            .max_running = o->max_running, .no_prefix_cache = o->no_prefix_cache};
+    return 0;
+}
+
+static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const deployment *d)
+{
+    dy_sim_config c = dy_sim_config_default();
+    c.workers = d->workers;
+    c.n_workers = d->n;
+    c.block_size = o->block_size;
+    c.kv_block_bytes = dy_cost_kv_bytes_per_token(m) * o->block_size;
+    c.ctx_len = o->ctx_len;
+    c.router = o->router;
+    c.route = o->route;
+    c.max_queue = o->max_queue;
+    c.no_kv_events = o->no_kv_events;
+    return c;
+}
+
+/* ---------------------------------------------------------------- the load */
+
+/* Which rule sends point i's requests, as bench's point_load says: an open loop at a rate, a
+ * trace at its times, or else a closed loop; a concurrency caps the requests in flight (1 in a
+ * closed loop without one). A sweep value replaces the option it sweeps. */
+typedef struct {
+    const char *mode;
+    bool timed, closed;
+    int cap;     /* 0: none */
+    double rate; /* 0: none */
+} load_rule;
+
+static load_rule load_of(const run_opts *o, const dyb_workload *wl, int i, dyb_point *p)
+{
+    load_rule l = {.cap = (int)o->concurrency, .rate = o->rate};
+    if (o->sweep == DYB_SWEEP_CONCURRENCY)
+        l.cap = (int)o->sweep_values[i];
+    else if (o->sweep == DYB_SWEEP_RATE)
+        l.rate = o->sweep_values[i];
+    l.timed = l.rate <= 0 && dyb_workload_timed(wl);
+    l.closed = l.rate <= 0 && !l.timed;
+    if (l.closed && l.cap == 0)
+        l.cap = 1;
+    l.mode = l.rate > 0 ? "open loop" : l.timed ? "trace replay" : "closed loop";
+    *p = (dyb_point){.mode = l.mode, .concurrency = l.cap, .rate = l.rate,
+                     .burstiness = o->burstiness, .slo = o->slo};
+    p->sweep_param = o->sweep == DYB_SWEEP_CONCURRENCY ? "concurrency"
+                   : o->sweep == DYB_SWEEP_RATE        ? "rate" : NULL;
+    p->sweep_value = p->sweep_param ? o->sweep_values[i] : 0;
+    if (p->sweep_param)
+        snprintf(p->label, sizeof p->label, "%s=%g", p->sweep_param, p->sweep_value);
+    else
+        snprintf(p->label, sizeof p->label, "run");
+    return l;
+}
+
+/* ---------------------------------------------------------------- the workload */
+
+typedef struct {
+    dy_sim_request *r;
+    dyb_request *src; /* owns the prompts */
+    long n, cap;
+} request_list;
+
+static void requests_free(request_list *l)
+{
+    for (long i = 0; i < l->n; i++)
+        dyb_request_free(&l->src[i]);
+    free(l->src);
+    free(l->r);
+}
+
+static bool requests_grow(request_list *l)
+{
+    if (l->n < l->cap)
+        return true;
+    long cap = l->cap ? 2 * l->cap : 256;
+    dy_sim_request *r = realloc(l->r, sizeof *r * (size_t)cap);
+    if (r)
+        l->r = r;
+    dyb_request *src = r ? realloc(l->src, sizeof *src * (size_t)cap) : NULL;
+    if (src)
+        l->src = src;
+    if (!r || !src)
+        return false;
+    l->cap = cap;
+    return true;
+}
+
+/* How many requests the run sends at most (-1: no bound): --requests, and a trace's rows. */
+static long send_bound(const run_opts *o, const dyb_workload *wl)
+{
+    long rows = dyb_workload_rows(wl);
+    if (rows < 0)
+        return o->requests;
+    return o->requests < 0 || rows < o->requests ? rows : o->requests;
+}
+
+/* The measured phase's requests as `dyad bench` would send them: the same prompts and lengths
+ * (dyb_workload_make) at the same times (dyb_arrivals; all at 0 in a closed loop, where the
+ * cap on requests in flight sends them), up to the same bounds. */
+static int make_requests(const run_opts *o, const dyb_workload *wl, const load_rule *rule,
+                         request_list *l)
+{
+    dyb_arrivals a;
+    dyb_arrivals_init(&a, wl, rule->timed, rule->rate, o->burstiness, o->wl.seed, false);
+    long bound = send_bound(o, wl);
+    double stop_ms = o->duration_s * 1000;
+    for (; bound < 0 || l->n < bound; dyb_arrivals_advance(&a)) {
+        double at_ms = rule->closed ? 0 : a.next_ms;
+        if (stop_ms > 0 && at_ms >= stop_ms)
+            break;
+        if (l->n >= INT32_MAX / 2 || !requests_grow(l) ||
+            dyb_workload_make(wl, l->n, false, &l->src[l->n]) != 0) {
+            fprintf(stderr, "dyad sim run: out of memory making request %ld\n", l->n);
+            return -1;
+        }
+        const dyb_request *q = &l->src[l->n];
+        l->r[l->n++] = (dy_sim_request){.arrival = at_ms / 1000, .prompt = q->tokens,
+                                        .n_prompt = (int)q->isl, .max_tokens = (int)q->osl,
+                                        .n_samples = 1};
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the report */
+
+/* "simulated: 1 prefill + 2 decode workers, TP 1, 30503 KV blocks each" */
+static void describe_deployment(const deployment *d, const dy_cost_model *m, char *out,
+                                size_t cap)
+{
+    char shape[64];
+    if (d->n_prefill == 0)
+        snprintf(shape, sizeof shape, "%d aggregated worker%s", d->n, d->n == 1 ? "" : "s");
+    else
+        snprintf(shape, sizeof shape, "%d prefill + %d decode workers", d->n_prefill,
+                 d->n - d->n_prefill);
+    if (dy_cost_get_kind(m) == DY_COST_ROOFLINE)
+        snprintf(out, cap, "simulated: %s, TP %d, %lld KV blocks each", shape, dy_cost_tp(m),
+                 (long long)d->kv_blocks);
+    else
+        snprintf(out, cap, "simulated: %s, %d thread%s, %lld KV blocks each", shape,
+                 dy_cost_threads(m), dy_cost_threads(m) == 1 ? "" : "s",
+                 (long long)d->kv_blocks);
+}
+
+static long default_cores(const dy_cost_model *m, const deployment *d)
+{
+    int per = dy_cost_get_kind(m) == DY_COST_ROOFLINE ? dy_cost_tp(m) : dy_cost_threads(m);
+    return (long)d->n * (per > 0 ? per : 1);
+}
+
+/* What only a simulation knows, after bench's report. */
+static void report_totals(const dy_sim *s)
+{
+    dy_sim_totals t = dy_sim_get_totals(s);
+    printf("simulated     %llu engine steps, %llu preemptions, %ld requests refused (queue "
+           "full)\n\n", (unsigned long long)t.steps, (unsigned long long)t.preemptions, t.refused);
+}
+
+/* The run's figures as bench's point. -1 when out of memory. */
+static int summarize(const run_opts *o, const dy_sim *s, long cores, dyb_point *p)
+{
+    dyb_stats st;
+    int rc = dy_sim_bench_stats(s, &st);
+    if (rc == 0)
+        rc = dyb_stats_summarize(&st, dy_sim_get_totals(s).duration_s, &o->slo, (int)cores,
+                                 &p->sum);
+    if (rc == 0)
+        dyb_point_take_errors(p, &st);
+    dyb_stats_free(&st);
+    return rc;
+}
+
+/* Writes the CSV or the plot of every point. */
+static int write_file(const char *path, bool svg, const dyb_run_info *ri, const dyb_point *pts,
+                      size_t n)
+{
+    FILE *f = fopen(path, "w");
+    int rc = !f ? -1 : svg ? dyb_report_svg(f, ri, pts, n) : dyb_report_csv(f, pts, n);
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "dyad sim run: cannot write %s\n", path);
+    return rc;
+}
+
+/* After every point, as bench writes them: the JSON objects (or the sweep's Pareto table),
+ * the CSV and the plot. 0, or 1 when a write failed or no request succeeded. */
+static int outputs(const run_opts *o, const dyb_run_info *ri, dyb_point *pts, size_t n)
+{
+    dyb_points_mark_pareto(pts, n);
+    int rc = 0;
+    for (size_t i = 0; o->json && i < n; i++) {
+        char *s = dyb_report_json(ri, &pts[i], o->sweep != DYB_SWEEP_NONE);
+        if (s)
+            printf("%s\n", s);
+        else
+            rc = 1;
+        free(s);
+    }
+    if (!o->json && o->sweep != DYB_SWEEP_NONE)
+        dyb_report_pareto_text(stdout, pts, n);
+    fflush(stdout);
+    if (o->csv && write_file(o->csv, false, ri, pts, n) != 0)
+        rc = 1;
+    if (o->plot && write_file(o->plot, true, ri, pts, n) != 0)
+        rc = 1;
+    long ok = 0;
+    for (size_t i = 0; i < n; i++)
+        ok += pts[i].sum.completed;
+    if (rc == 0 && ok == 0) {
+        fprintf(stderr, "dyad sim run: no request succeeded%s%s\n", pts[0].n_errors ? ": " : "",
+                pts[0].n_errors ? pts[0].errors[0].msg : "");
+        rc = 1;
+    }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+/* Everything one invocation holds. */
+typedef struct {
+    run_opts o;
+    dy_cost_model *m;
+    deployment d;
+    dyb_workload *wl;
+    dyb_run_info ri;
+    char url[256], workload[512];
+    dyb_point pts[DYB_MAX_SWEEP];
+    size_t n_pts;
+} sim_cmd;
+
+/* Simulates point i (the whole run without a sweep) on a fresh deployment, with fresh prompts
+ * (bench's rounds: no point finds an earlier point's prompts in a cache) into pts[n_pts]. */
+static int simulate_point(sim_cmd *c, int i)
+{
+    dyb_point *p = &c->pts[c->n_pts];
+    load_rule rule = load_of(&c->o, c->wl, i, p);
+    dyb_workload_set_round(c->wl, (uint64_t)i);
+    request_list l = {0};
+    if (make_requests(&c->o, c->wl, &rule, &l) != 0) {
+        requests_free(&l);
+        return 1;
+    }
+    dy_sim_config sc = sim_config(&c->o, c->m, &c->d);
+    sc.max_in_flight = rule.cap;
+    dy_sim_costs costs = {step_seconds, transfer_seconds, c->m};
+    char err[512];
+    dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
+    int rc = 1;
+    if (s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0) {
+        long cores = c->o.cores > 0 ? c->o.cores : default_cores(c->m, &c->d);
+        rc = summarize(&c->o, s, cores, p) == 0 ? 0 : 1;
+        if (rc != 0)
+            fprintf(stderr, "dyad sim run: out of memory while summarising\n");
+        else if (!c->o.json) {
+            dyb_report_text(stdout, &c->ri, p);
+            report_totals(s);
+            fflush(stdout);
+        }
+    } else
+        fprintf(stderr, "dyad sim run: %s\n", err);
+    if (rc == 0)
+        c->n_pts++;
+    else
+        dyb_point_free(p);
+    dy_sim_free(s);
+    requests_free(&l);
+    return rc;
+}
+
+static int setup(sim_cmd *c)
+{
+    if (!(c->m = load_cost(&c->o)))
+        return 1;
+    int rc = make_deployment(&c->o, c->m, &c->d);
+    if (rc != 0)
+        return rc;
+    char err[1024];
+    if (!(c->wl = dyb_workload_new(&c->o.wl, err, sizeof err))) {
+        fprintf(stderr, "dyad sim run: %s\n", err);
+        return 1;
+    }
+    dyb_workload_describe(c->wl, c->workload, sizeof c->workload);
+    describe_deployment(&c->d, c->m, c->url, sizeof c->url);
+    c->ri = (dyb_run_info){c->url, dy_cost_name(c->m), "completions", c->workload, c->o.wl.seed};
+    return 0;
+}
+
+int cmd_sim_run(int argc, char **argv)
+{
+    sim_cmd *c = calloc(1, sizeof *c);
+    if (!c) {
+        fprintf(stderr, "dyad sim run: out of memory\n");
+        return 1;
+    }
+    int rc = parse(argc, argv, &c->o);
+    if (rc != CLI_GO) {
+        free(c);
+        return rc;
+    }
+    rc = setup(c);
+    int n = c->o.sweep == DYB_SWEEP_NONE ? 1 : c->o.n_sweep;
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = simulate_point(c, i);
+    if (rc == 0)
+        rc = outputs(&c->o, &c->ri, c->pts, c->n_pts);
+    for (size_t i = 0; i < c->n_pts; i++)
+        dyb_point_free(&c->pts[i]);
+    dyb_workload_free(c->wl);
+    free(c->d.workers);
+    dy_cost_free(c->m);
+    free(c);
+    return rc;
+}
