@@ -207,6 +207,32 @@ static void test_argv_round_trip(void **state)
     assert_null(argv[0]);
 }
 
+/* dy_opts_was_given / needs / conflict read the parse's given flags: a rule fires only for an
+ * option that was on the command line. */
+static void test_rules_between_options(void **state)
+{
+    (void)state;
+    int a = 0, b = 0;
+    bool seen_a, seen_b;
+    dy_opt t[] = {
+        {.name = "alpha", .kind = DY_OPT_INT, .dst = &a, .min = 0, .max = 9, .given = &seen_a},
+        {.name = "beta", .kind = DY_OPT_INT, .dst = &b, .min = 0, .max = 9, .given = &seen_b},
+    };
+    char *argv[] = {"cmd", "--alpha", "3", NULL};
+    char err[256];
+    assert_int_equal(dy_opts_parse(t, 2, 3, argv, NULL, err, sizeof err), DY_OPTS_OK);
+    dy_opts_given g = {t, 2, "test"};
+    assert_true(dy_opts_was_given(g, "--alpha"));
+    assert_false(dy_opts_was_given(g, "--beta"));
+    assert_false(dy_opts_was_given(g, "--gamma"));
+    assert_true(dy_opts_needs(g, "--alpha", true, "--beta"));
+    assert_false(dy_opts_needs(g, "--alpha", false, "--beta"));   /* given, and its need unmet */
+    assert_true(dy_opts_needs(g, "--beta", false, "--alpha"));    /* not given: no rule */
+    assert_false(dy_opts_conflict(g, "--alpha", true, "--beta"));
+    assert_true(dy_opts_conflict(g, "--alpha", false, "--beta"));
+    assert_true(dy_opts_conflict(g, "--beta", true, "--alpha"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +241,7 @@ int main(void)
         cmocka_unit_test(test_positionals),
         cmocka_unit_test(test_help_prints_defaults),
         cmocka_unit_test(test_argv_round_trip),
+        cmocka_unit_test(test_rules_between_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

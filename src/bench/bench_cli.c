@@ -207,58 +207,34 @@ static void table(dyb_opts *o, bool *seen, dy_opt *t)
     }
 }
 
-typedef struct {
-    const dy_opt *t;
-    const bool *seen;
-} given_opts;
-
-static bool given(given_opts g, const char *name)
+bool dyb_check_workload_opts(dy_opts_given g, const dyb_workload_config *w, bool rate,
+                             dyb_sweep_kind sweep)
 {
-    for (int i = 0; i < N_OPTS; i++)
-        if (!strcmp(g.t[i].name, name + 2))
-            return g.seen[i];
-    return false;
+    bool table = w->lengths_csv, trace = w->trace;
+    return dy_opts_conflict(g, "--trace", table, "--lengths-csv") &&
+           dy_opts_conflict(g, "--isl", table || trace, "--lengths-csv or --trace") &&
+           dy_opts_conflict(g, "--osl", table || trace, "--lengths-csv or --trace") &&
+           dy_opts_conflict(g, "--prefix-groups", trace,
+                            "--trace (the trace has its own prefixes)") &&
+           dy_opts_needs(g, "--prefix-groups", dy_opts_was_given(g, "--prefix-len"),
+                         "--prefix-len") &&
+           dy_opts_needs(g, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
+           dy_opts_needs(g, "--input-col", table, "--lengths-csv") &&
+           dy_opts_needs(g, "--output-col", table, "--lengths-csv") &&
+           dy_opts_needs(g, "--time-scale", trace, "--trace") &&
+           dy_opts_needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
+           dy_opts_needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
+           dy_opts_conflict(g, "--concurrency", sweep == DYB_SWEEP_CONCURRENCY,
+                            "--sweep concurrency=...") &&
+           dy_opts_conflict(g, "--rate", sweep == DYB_SWEEP_RATE, "--sweep rate=...");
 }
 
-/* An option that needs another: "dyad bench: A needs B". */
-static bool needs(given_opts g, const char *a, bool ok, const char *b)
+static bool check(const dyb_opts *o, dy_opts_given g)
 {
-    if (given(g, a) && !ok) {
-        fprintf(stderr, "dyad bench: %s needs %s\n", a, b);
-        return false;
-    }
-    return true;
-}
-
-static bool conflict(given_opts g, const char *a, bool other, const char *b)
-{
-    if (given(g, a) && other) {
-        fprintf(stderr, "dyad bench: %s cannot be used with %s\n", a, b);
-        return false;
-    }
-    return true;
-}
-
-static bool check(const dyb_opts *o, given_opts g)
-{
-    const dyb_workload_config *w = &o->wl;
-    bool table = w->lengths_csv, trace = w->trace, rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
-    return conflict(g, "--trace", table, "--lengths-csv") &&
-           conflict(g, "--isl", table || trace, "--lengths-csv or --trace") &&
-           conflict(g, "--osl", table || trace, "--lengths-csv or --trace") &&
-           conflict(g, "--prefix-groups", trace, "--trace (the trace has its own prefixes)") &&
-           needs(g, "--prefix-groups", given(g, "--prefix-len"), "--prefix-len") &&
-           needs(g, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
-           needs(g, "--input-col", table, "--lengths-csv") &&
-           needs(g, "--output-col", table, "--lengths-csv") &&
-           needs(g, "--time-scale", trace, "--trace") &&
-           needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
-           needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
-           conflict(g, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
-                    "--sweep concurrency=...") &&
-           conflict(g, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...") &&
-           conflict(g, "--prompt", o->endpoint == DYB_EP_CHAT && !o->text_prompt,
-                    "--endpoint chat (chat messages are text)");
+    bool rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
+    return dyb_check_workload_opts(g, &o->wl, rate, o->sweep) &&
+           dy_opts_conflict(g, "--prompt", o->endpoint == DYB_EP_CHAT && !o->text_prompt,
+                            "--endpoint chat (chat messages are text)");
 }
 
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o)
@@ -273,7 +249,7 @@ int dyb_opts_parse(int argc, char **argv, dyb_opts *o)
     case DY_OPTS_BAD: fprintf(stderr, "dyad bench: %s (see dyad bench --help)\n", err); return 2;
     case DY_OPTS_OK: break;
     }
-    if (!check(o, (given_opts){t, seen}))
+    if (!check(o, (dy_opts_given){t, N_OPTS, "bench"}))
         return 2;
     if (o->requests < 0 && o->duration_s <= 0 && !o->wl.trace)
         o->requests = DEFAULT_REQUESTS;

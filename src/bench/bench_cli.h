@@ -10,6 +10,7 @@
 #include "bench/bench_client.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_workload.h"
+#include "util/opts.h"
 
 #define DYB_MAX_SWEEP 64
 
@@ -49,5 +50,11 @@ bool dyb_sweep_parse(const char *text, dyb_sweep_kind *kind, double *values, int
 
 /* Returns 0 (run), 1 (--help was printed: exit 0) or 2 (usage error, already reported). */
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o);
+
+/* bench's rules between its workload and load options (a table and a trace exclude fixed
+ * lengths, prefix groups need a length, ...), for every command that takes them (dyad bench,
+ * dyad sim run). rate: an open loop (--rate or a rate sweep) was asked for. */
+bool dyb_check_workload_opts(dy_opts_given g, const dyb_workload_config *w, bool rate,
+                             dyb_sweep_kind sweep);
 
 #endif

@@ -225,43 +225,11 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
     return n;
 }
 
-typedef struct {
-    const dy_opt *t;
-    const bool *seen;
-    int n;
-} given_opts;
-
-static bool given(given_opts g, const char *name)
-{
-    for (int i = 0; i < g.n; i++)
-        if (!strcmp(g.t[i].name, name + 2))
-            return g.seen[i];
-    return false;
-}
-
-static bool needs(given_opts g, const char *a, bool ok, const char *b)
-{
-    if (given(g, a) && !ok) {
-        fprintf(stderr, "dyad sim run: %s needs %s\n", a, b);
-        return false;
-    }
-    return true;
-}
-
-static bool conflict(given_opts g, const char *a, bool other, const char *b)
-{
-    if (given(g, a) && other) {
-        fprintf(stderr, "dyad sim run: %s cannot be used with %s\n", a, b);
-        return false;
-    }
-    return true;
-}
-
 /* bench's rules between workload options, serve's between the worker counts, and the load. */
-static bool check(const run_opts *o, given_opts g)
+static bool check(const run_opts *o, dy_opts_given g)
 {
     const dyb_workload_config *w = &o->wl;
-    bool table = w->lengths_csv, trace = w->trace;
+    bool trace = w->trace;
     bool rate = o->rate > 0 || o->sweep == DYB_SWEEP_RATE;
     if (!o->cost) {
         fprintf(stderr, "dyad sim run: --cost: required (see dyad sim run --help)\n");
@@ -269,27 +237,14 @@ static bool check(const run_opts *o, given_opts g)
     }
     /* A closed loop's sends depend on the time (bench stops sending at --duration), which a
      * request list fixed before the run cannot say. */
-    if (given(g, "--duration") && !rate && !trace) {
+    if (dy_opts_was_given(g, "--duration") && !rate && !trace) {
         fprintf(stderr, "dyad sim run: --duration: a simulated closed loop is bounded by "
                         "--requests (give --rate or a --trace for --duration)\n");
         return false;
     }
-    return conflict(g, "--workers", o->pre >= 0 || o->dec >= 0,
-                    "--prefill-workers/--decode-workers") &&
-           conflict(g, "--trace", table, "--lengths-csv") &&
-           conflict(g, "--isl", table || trace, "--lengths-csv or --trace") &&
-           conflict(g, "--osl", table || trace, "--lengths-csv or --trace") &&
-           conflict(g, "--prefix-groups", trace, "--trace (the trace has its own prefixes)") &&
-           needs(g, "--prefix-groups", given(g, "--prefix-len"), "--prefix-len") &&
-           needs(g, "--prefix-len", w->prefix_groups > 0, "--prefix-groups") &&
-           needs(g, "--input-col", table, "--lengths-csv") &&
-           needs(g, "--output-col", table, "--lengths-csv") &&
-           needs(g, "--time-scale", trace, "--trace") &&
-           needs(g, "--length-scale", table || trace, "--lengths-csv or --trace") &&
-           needs(g, "--burstiness", rate, "--rate or --sweep rate=...") &&
-           conflict(g, "--concurrency", o->sweep == DYB_SWEEP_CONCURRENCY,
-                    "--sweep concurrency=...") &&
-           conflict(g, "--rate", o->sweep == DYB_SWEEP_RATE, "--sweep rate=...");
+    return dy_opts_conflict(g, "--workers", o->pre >= 0 || o->dec >= 0,
+                            "--prefill-workers/--decode-workers") &&
+           dyb_check_workload_opts(g, w, rate, o->sweep);
 }
 
 /* 0 after --help, 2 on a usage error, CLI_GO to run. */
@@ -302,7 +257,7 @@ static int parse(int argc, char **argv, run_opts *o)
     int rc = cli_parse("sim run", run_usage, run_epilog, t, n, argc, argv, NULL);
     if (rc != CLI_GO)
         return rc;
-    if (!check(o, (given_opts){t, seen, n}))
+    if (!check(o, (dy_opts_given){t, n, "sim run"}))
         return 2;
     o->route.prefill_busy_tokens = o->prefill_busy_tokens;
     if (o->requests < 0 && o->duration_s <= 0 && !o->wl.trace)

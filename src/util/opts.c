@@ -255,6 +255,33 @@ dy_opt *dy_opts_find(dy_opt *opts, int n, const char *name)
     return NULL;
 }
 
+bool dy_opts_was_given(dy_opts_given g, const char *flag)
+{
+    const char *name = strncmp(flag, "--", 2) == 0 ? flag + 2 : flag;
+    for (int i = 0; i < g.n; i++)
+        if (!strcmp(g.opts[i].name, name))
+            return g.opts[i].given && *g.opts[i].given;
+    return false;
+}
+
+bool dy_opts_needs(dy_opts_given g, const char *a, bool ok, const char *b)
+{
+    if (dy_opts_was_given(g, a) && !ok) {
+        fprintf(stderr, "dyad %s: %s needs %s\n", g.cmd, a, b);
+        return false;
+    }
+    return true;
+}
+
+bool dy_opts_conflict(dy_opts_given g, const char *a, bool other, const char *b)
+{
+    if (dy_opts_was_given(g, a) && other) {
+        fprintf(stderr, "dyad %s: %s cannot be used with %s\n", g.cmd, a, b);
+        return false;
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- help */
 
 #define HELP_WIDTH 92

@@ -76,6 +76,21 @@ void dy_opts_help(FILE *f, const char *usage, const dy_opt *opts, int n, const c
 /* The entry for --name, or NULL. */
 dy_opt *dy_opts_find(dy_opt *opts, int n, const char *name);
 
+/* Rules between options, checked after a parse: a parsed table (whose entries' `given` point
+ * at flags) and the command's name for messages. */
+typedef struct {
+    const dy_opt *opts;
+    int n;
+    const char *cmd;    /* "bench" in "dyad bench: ..." */
+} dy_opts_given;
+
+/* Whether "--name" was on the command line (false for an entry without a `given` flag). */
+bool dy_opts_was_given(dy_opts_given g, const char *flag);
+/* "dyad CMD: A needs B" (false) when A was given and ok is false. */
+bool dy_opts_needs(dy_opts_given g, const char *a, bool ok, const char *b);
+/* "dyad CMD: A cannot be used with B" (false) when A was given and other is true. */
+bool dy_opts_conflict(dy_opts_given g, const char *a, bool other, const char *b);
+
 /* The arguments that give every entry whose value differs from its default ("--name",
  * "VALUE" pairs, in table order), into argv[0..) with a NULL after them. Numbers are printed
  * into store; strings point at the values themselves. Returns how many were written, or -1
