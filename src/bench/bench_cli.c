@@ -86,6 +86,58 @@ static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
 }
 
 #define N_OPTS 34
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+int dyb_workload_opts(dyb_workload_config *w, dy_opt *out)
+{
+    const dy_opt all[DYB_WORKLOAD_OPTS] = {
+        {.section = "Workload", .name = "isl", .kind = DY_OPT_LONG, .dst = &w->isl, .meta = "N",
+         .help = "fixed prompt length", .min = 1, .max = 10000000, .def = 512},
+        {.name = "osl", .kind = DY_OPT_LONG, .dst = &w->osl, .meta = "N",
+         .help = "fixed output length", .min = 1, .max = 10000000, .def = 128},
+        {.name = "vocab-size", .kind = DY_OPT_INT, .dst = &w->vocab_size, .meta = "V",
+         .help = "token ids are drawn from [3, V) (must not exceed the served model's "
+                 "vocabulary)", .min = 4, .max = 100000000, .def = 32000},
+        {.name = "lengths-csv", .kind = DY_OPT_STR, .dst = &w->lengths_csv, .meta = "FILE",
+         .help = "draw (input, output) lengths from a CSV's rows, e.g. the ShareGPT statistics "
+                 "(columns num_prefill_tokens, num_decode_tokens)"},
+        {.name = "input-col", .kind = DY_OPT_STR, .dst = &w->input_col, .meta = "NAME",
+         .help = "its input column's name", .shown_default = "known names"},
+        {.name = "output-col", .kind = DY_OPT_STR, .dst = &w->output_col, .meta = "NAME",
+         .help = "its output column's name", .shown_default = "known names"},
+        {.name = "prefix-groups", .kind = DY_OPT_INT, .dst = &w->prefix_groups, .meta = "G",
+         .help = "each request joins one of G groups at random; its first --prefix-len tokens "
+                 "are the group's shared prefix, the rest its own", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "prefix-len", .kind = DY_OPT_LONG, .dst = &w->prefix_len, .meta = "L",
+         .help = "the length of each group's shared prefix", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "trace", .kind = DY_OPT_STR, .dst = &w->trace, .meta = "FILE",
+         .help = "replay a trace at its timestamps: Mooncake JSONL (timestamp ms, "
+                 "input_length, output_length, hash_ids of 512-token blocks; equal ids give "
+                 "equal tokens, so prefix sharing is reproduced) or Azure CSV (TIMESTAMP,"
+                 "ContextTokens,GeneratedTokens). With --concurrency or --rate its rows are "
+                 "sent at that load instead of its times"},
+        {.name = "time-scale", .kind = DY_OPT_DOUBLE, .dst = &w->time_scale, .meta = "X",
+         .help = "multiply the trace's inter-arrival times by X (0.5 = twice as fast)",
+         .min = 1e-6, .max = 1e6, .def = 1},
+        {.name = "length-scale", .kind = DY_OPT_DOUBLE, .dst = &w->length_scale, .meta = "Y",
+         .help = "multiply table/trace lengths by Y (the trace block size too, so the prefix "
+                 "structure is kept)", .min = 1e-6, .max = 1e3, .def = 1},
+        {.name = "max-isl", .kind = DY_OPT_LONG, .dst = &w->max_isl, .meta = "N",
+         .help = "cap prompt lengths (after scaling; a capped prompt keeps its prefix)",
+         .min = 1, .max = 10000000, .shown_default = ""},
+        {.name = "max-osl", .kind = DY_OPT_LONG, .dst = &w->max_osl, .meta = "N",
+         .help = "cap output lengths (after scaling)", .min = 1, .max = 10000000,
+         .shown_default = ""},
+        {.name = "skip-bad-lines", .kind = DY_OPT_FLAG, .dst = &w->skip_bad_lines,
+         .help = "skip (and count) CSV/JSONL lines that do not parse, instead of stopping at "
+                 "the first with its FILE:LINE"},
+    };
+    for (int i = 0; i < DYB_WORKLOAD_OPTS; i++)
+        out[i] = all[i];
+    return DYB_WORKLOAD_OPTS;
+}
 
 /* The option table, storing into o; seen[i] tells whether entry i was given. */
 static void table(dyb_opts *o, bool *seen, dy_opt *t)
@@ -95,7 +147,7 @@ static void table(dyb_opts *o, bool *seen, dy_opt *t)
     _Static_assert(sizeof(dyb_endpoint) == sizeof(int), "ENUM options store an int");
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     dyb_workload_config *w = &o->wl;
-    const dy_opt all[N_OPTS] = {
+    const dy_opt head[] = {
         {.section = "Target", .name = "url", .kind = DY_OPT_STR, .dst = &o->url, .meta = "URL",
          .help = "server base URL (a trailing /v1 is fine)", .def_str = "http://127.0.0.1:8000"},
         {.name = "model", .kind = DY_OPT_STR, .dst = &o->model, .meta = "NAME",
@@ -140,48 +192,8 @@ static void table(dyb_opts *o, bool *seen, dy_opt *t)
         {.name = "seed", .kind = DY_OPT_U64, .dst = &w->seed, .meta = "S",
          .help = "seed of every random choice: the same seed gives the same prompts, lengths "
                  "and arrival gaps"},
-        {.section = "Workload", .name = "isl", .kind = DY_OPT_LONG, .dst = &w->isl, .meta = "N",
-         .help = "fixed prompt length", .min = 1, .max = 10000000, .def = 512},
-        {.name = "osl", .kind = DY_OPT_LONG, .dst = &w->osl, .meta = "N",
-         .help = "fixed output length", .min = 1, .max = 10000000, .def = 128},
-        {.name = "vocab-size", .kind = DY_OPT_INT, .dst = &w->vocab_size, .meta = "V",
-         .help = "token ids are drawn from [3, V) (must not exceed the served model's "
-                 "vocabulary)", .min = 4, .max = 100000000, .def = 32000},
-        {.name = "lengths-csv", .kind = DY_OPT_STR, .dst = &w->lengths_csv, .meta = "FILE",
-         .help = "draw (input, output) lengths from a CSV's rows, e.g. the ShareGPT statistics "
-                 "(columns num_prefill_tokens, num_decode_tokens)"},
-        {.name = "input-col", .kind = DY_OPT_STR, .dst = &w->input_col, .meta = "NAME",
-         .help = "its input column's name", .shown_default = "known names"},
-        {.name = "output-col", .kind = DY_OPT_STR, .dst = &w->output_col, .meta = "NAME",
-         .help = "its output column's name", .shown_default = "known names"},
-        {.name = "prefix-groups", .kind = DY_OPT_INT, .dst = &w->prefix_groups, .meta = "G",
-         .help = "each request joins one of G groups at random; its first --prefix-len tokens "
-                 "are the group's shared prefix, the rest its own", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "prefix-len", .kind = DY_OPT_LONG, .dst = &w->prefix_len, .meta = "L",
-         .help = "the length of each group's shared prefix", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "trace", .kind = DY_OPT_STR, .dst = &w->trace, .meta = "FILE",
-         .help = "replay a trace at its timestamps: Mooncake JSONL (timestamp ms, "
-                 "input_length, output_length, hash_ids of 512-token blocks; equal ids give "
-                 "equal tokens, so prefix sharing is reproduced) or Azure CSV (TIMESTAMP,"
-                 "ContextTokens,GeneratedTokens). With --concurrency or --rate its rows are "
-                 "sent at that load instead of its times"},
-        {.name = "time-scale", .kind = DY_OPT_DOUBLE, .dst = &w->time_scale, .meta = "X",
-         .help = "multiply the trace's inter-arrival times by X (0.5 = twice as fast)",
-         .min = 1e-6, .max = 1e6, .def = 1},
-        {.name = "length-scale", .kind = DY_OPT_DOUBLE, .dst = &w->length_scale, .meta = "Y",
-         .help = "multiply table/trace lengths by Y (the trace block size too, so the prefix "
-                 "structure is kept)", .min = 1e-6, .max = 1e3, .def = 1},
-        {.name = "max-isl", .kind = DY_OPT_LONG, .dst = &w->max_isl, .meta = "N",
-         .help = "cap prompt lengths (after scaling; a capped prompt keeps its prefix)",
-         .min = 1, .max = 10000000, .shown_default = ""},
-        {.name = "max-osl", .kind = DY_OPT_LONG, .dst = &w->max_osl, .meta = "N",
-         .help = "cap output lengths (after scaling)", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "skip-bad-lines", .kind = DY_OPT_FLAG, .dst = &w->skip_bad_lines,
-         .help = "skip (and count) CSV/JSONL lines that do not parse, instead of stopping at "
-                 "the first with its FILE:LINE"},
+    };
+    const dy_opt tail[] = {
         {.section = "Metrics", .name = "slo", .kind = DY_OPT_CALL, .call = set_slo, .ctx = o,
          .meta = "LIST", .help = "goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any "
                                  "subset); goodput = requests meeting all of them per second"},
@@ -201,10 +213,15 @@ static void table(dyb_opts *o, bool *seen, dy_opt *t)
         {.name = "plot", .kind = DY_OPT_STR, .dst = &o->plot, .meta = "FILE.svg",
          .help = "the Pareto plot as SVG"},
     };
-    for (int i = 0; i < N_OPTS; i++) {
-        t[i] = all[i];
+    _Static_assert(N(head) + DYB_WORKLOAD_OPTS + N(tail) == N_OPTS, "N_OPTS");
+    int n = 0;
+    for (size_t i = 0; i < N(head); i++)
+        t[n++] = head[i];
+    n += dyb_workload_opts(w, t + n);
+    for (size_t i = 0; i < N(tail); i++)
+        t[n++] = tail[i];
+    for (int i = 0; i < N_OPTS; i++)
         t[i].given = &seen[i];
-    }
 }
 
 bool dyb_check_workload_opts(dy_opts_given g, const dyb_workload_config *w, bool rate,

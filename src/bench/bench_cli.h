@@ -51,6 +51,12 @@ bool dyb_sweep_parse(const char *text, dyb_sweep_kind *kind, double *values, int
 /* Returns 0 (run), 1 (--help was printed: exit 0) or 2 (usage error, already reported). */
 int dyb_opts_parse(int argc, char **argv, dyb_opts *o);
 
+/* The workload's options (--isl ... --skip-bad-lines), storing into w, written to out (room for
+ * DYB_WORKLOAD_OPTS; the first opens the "Workload" section): every command that generates
+ * bench's workload (dyad bench, dyad sim run) takes them from here. Returns how many. */
+#define DYB_WORKLOAD_OPTS 14
+int dyb_workload_opts(dyb_workload_config *w, dy_opt *out);
+
 /* bench's rules between its workload and load options (a table and a trace exclude fixed
  * lengths, prefix groups need a length, ...), for every command that takes them (dyad bench,
  * dyad sim run). rate: an open loop (--rate or a rate sweep) was asked for. */

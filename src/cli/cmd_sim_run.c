@@ -84,7 +84,7 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
     const dy_route_config route = dy_route_config_default();
     const dy_router_config router = dy_router_config_default();
     dyb_workload_config *w = &o->wl;
-    const dy_opt all[] = {
+    const dy_opt head[] = {
         {.section = "Cost model", .name = "cost", .kind = DY_OPT_STR, .dst = &o->cost,
          .meta = "FILE", .help = "the cost model: a preset of sim/costs/ or one `dyad sim fit` "
                                  "wrote (required)"},
@@ -163,42 +163,8 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "seed", .kind = DY_OPT_U64, .dst = &w->seed, .meta = "S",
          .help = "seed of every random choice: the same seed gives the same prompts, "
                  "lengths and arrival gaps"},
-        {.section = "Workload (as `dyad bench`)", .name = "isl", .kind = DY_OPT_LONG,
-         .dst = &w->isl, .meta = "N", .help = "fixed prompt length", .min = 1, .max = 10000000,
-         .def = 512},
-        {.name = "osl", .kind = DY_OPT_LONG, .dst = &w->osl, .meta = "N",
-         .help = "fixed output length", .min = 1, .max = 10000000, .def = 128},
-        {.name = "vocab-size", .kind = DY_OPT_INT, .dst = &w->vocab_size, .meta = "V",
-         .help = "token ids are drawn from [3, V)", .min = 4, .max = 100000000, .def = 32000},
-        {.name = "lengths-csv", .kind = DY_OPT_STR, .dst = &w->lengths_csv, .meta = "FILE",
-         .help = "draw (input, output) lengths from a CSV's rows (columns num_prefill_tokens, "
-                 "num_decode_tokens)"},
-        {.name = "input-col", .kind = DY_OPT_STR, .dst = &w->input_col, .meta = "NAME",
-         .help = "its input column's name", .shown_default = "known names"},
-        {.name = "output-col", .kind = DY_OPT_STR, .dst = &w->output_col, .meta = "NAME",
-         .help = "its output column's name", .shown_default = "known names"},
-        {.name = "prefix-groups", .kind = DY_OPT_INT, .dst = &w->prefix_groups, .meta = "G",
-         .help = "each request joins one of G groups at random; its first --prefix-len tokens "
-                 "are the group's shared prefix", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "prefix-len", .kind = DY_OPT_LONG, .dst = &w->prefix_len, .meta = "L",
-         .help = "the length of each group's shared prefix", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "trace", .kind = DY_OPT_STR, .dst = &w->trace, .meta = "FILE",
-         .help = "replay a trace at its timestamps: Mooncake JSONL or Azure CSV (as `dyad "
-                 "bench --trace`); with --rate its rows arrive at that rate instead"},
-        {.name = "time-scale", .kind = DY_OPT_DOUBLE, .dst = &w->time_scale, .meta = "X",
-         .help = "multiply the trace's inter-arrival times by X", .min = 1e-6, .max = 1e6,
-         .def = 1},
-        {.name = "length-scale", .kind = DY_OPT_DOUBLE, .dst = &w->length_scale, .meta = "Y",
-         .help = "multiply table/trace lengths by Y (the trace block size too)", .min = 1e-6,
-         .max = 1e3, .def = 1},
-        {.name = "max-isl", .kind = DY_OPT_LONG, .dst = &w->max_isl, .meta = "N",
-         .help = "cap prompt lengths (after scaling)", .min = 1, .max = 10000000,
-         .shown_default = ""},
-        {.name = "max-osl", .kind = DY_OPT_LONG, .dst = &w->max_osl, .meta = "N",
-         .help = "cap output lengths (after scaling)", .min = 1, .max = 10000000,
-         .shown_default = ""},
+    };
+    const dy_opt tail[] = {
         {.section = "Report (as `dyad bench`)", .name = "slo", .kind = DY_OPT_CALL,
          .call = set_slo, .ctx = &o->slo, .meta = "LIST",
          .help = "goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any subset)"},
@@ -215,10 +181,16 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "plot", .kind = DY_OPT_STR, .dst = &o->plot, .meta = "FILE.svg",
          .help = "bench's Pareto plot as SVG"},
     };
-    int n = (int)(sizeof all / sizeof all[0]);
-    _Static_assert(sizeof all / sizeof all[0] <= N_RUN_OPTS, "N_RUN_OPTS");
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+    _Static_assert(N(head) + DYB_WORKLOAD_OPTS + N(tail) <= N_RUN_OPTS, "N_RUN_OPTS");
+    int n = 0;
+    for (size_t i = 0; i < N(head); i++)
+        t[n++] = head[i];
+    n += dyb_workload_opts(w, t + n);
+    for (size_t i = 0; i < N(tail); i++)
+        t[n++] = tail[i];
+#undef N
     for (int i = 0; i < n; i++) {
-        t[i] = all[i];
         seen[i] = false;
         t[i].given = &seen[i];
     }
