@@ -6,10 +6,7 @@
 # the file and leaves no output behind.
 set -euo pipefail
 dyad=$1; src=$2
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fails=0; passes=0
-ok() { passes=$((passes+1)); }
-bad() { echo "FAIL: $*"; fails=$((fails+1)); }
+source "$(dirname "$0")/shell_helpers.sh"
 check() { # name, expected file, actual file
   if cmp -s "$2" "$3"; then ok; else bad "$1"; diff <(cat "$2") <(cat "$3") | head -5; fi
 }
@@ -17,12 +14,6 @@ silent() { # name, command... : succeeds and prints nothing
   local name=$1; shift
   if "$@" >"$tmp/out" 2>"$tmp/err" && [ ! -s "$tmp/out" ] && [ ! -s "$tmp/err" ]; then ok; else
     bad "$name (stdout: $(head -c 200 "$tmp/out"), stderr: $(head -c 300 "$tmp/err"))"; fi
-}
-expect_fail() { # name, expected exit code, needle, command...
-  local name=$1 code=$2 needle=$3; shift 3
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?; set -e
-  if [ $rc -eq "$code" ] && grep -qF -- "$needle" "$tmp/err"; then ok; else
-    bad "$name (exit $rc, stderr: $(head -c 300 "$tmp/err"))"; fi
 }
 greedy() { # model args... : 24 greedy tokens after a prompt, text only
   "$dyad" run "$@" --temperature 0 --prompt "Once upon a time" --max-tokens 24 2>/dev/null
@@ -111,5 +102,4 @@ echo old >"$tmp/keep.gguf"
 set +e; "$dyad" convert "$tmp/cut.gguf" "$tmp/keep.gguf" 2>/dev/null; set -e
 [ "$(cat "$tmp/keep.gguf")" = old ] && ok || bad "a failed convert clobbered its output"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

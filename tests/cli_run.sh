@@ -5,17 +5,10 @@
 set -euo pipefail
 dyad=$1; src=$2
 golden=$src/tests/data/golden
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fails=0; passes=0
+source "$(dirname "$0")/shell_helpers.sh"
 check() { # name, expected file, actual file
   if cmp -s "$2" "$3"; then passes=$((passes+1)); else
     echo "FAIL: $1"; diff <(cat "$2") <(cat "$3") | head -5; fails=$((fails+1)); fi
-}
-expect_fail() { # name, expected exit code, needle, command...
-  local name=$1 code=$2 needle=$3; shift 3
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?; set -e
-  if [ $rc -eq "$code" ] && grep -qF -- "$needle" "$tmp/err"; then passes=$((passes+1)); else
-    echo "FAIL: $name (exit $rc, stderr: $(head -c 300 "$tmp/err"))"; fails=$((fails+1)); fi
 }
 
 # llama2.c's `-n 256` runs 256 positions from BOS and prints a token at each: 256 generated
@@ -60,5 +53,4 @@ expect_fail "unknown command" 2 "unknown command" "$dyad" frobnicate
 expect_fail "unwritable request log" 2 "--request-log '$tmp/no/such/dir.jsonl'" \
   "$dyad" serve --port 0 --request-log "$tmp/no/such/dir.jsonl"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -4,16 +4,7 @@
 # the benchmark files it can also be given, and bad input gives a clear message and exit code.
 set -euo pipefail
 dyad=$1
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fails=0; passes=0
-ok() { passes=$((passes+1)); }
-bad() { echo "FAIL: $1"; fails=$((fails+1)); }
-expect_fail() { # name, expected exit code, needle, command...
-  local name=$1 code=$2 needle=$3; shift 3
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?; set -e
-  if [ $rc -eq "$code" ] && grep -qF -- "$needle" "$tmp/err"; then ok; else
-    bad "$name (exit $rc, stderr: $(head -c 300 "$tmp/err"))"; fi
-}
+source "$(dirname "$0")/shell_helpers.sh"
 field() { # file, python expression over the JSON object `m`
   python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print($2)" "$1"
 }
@@ -47,5 +38,4 @@ expect_fail "missing xfer file" 1 "$tmp/none.json" \
 expect_fail "unwritable output" 1 "$tmp/no/dir.json" \
   "$dyad" sim fit -o "$tmp/no/dir.json" --engine-json "$tmp/engine.json" --xfer-json "$tmp/xfer.json"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish

@@ -8,16 +8,7 @@
 # code.
 set -euo pipefail
 dyad=$1 src=$2
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-fails=0; passes=0
-ok() { passes=$((passes+1)); }
-bad() { echo "FAIL: $1"; fails=$((fails+1)); }
-expect_fail() { # name, expected exit code, needle, command...
-  local name=$1 code=$2 needle=$3; shift 3
-  set +e; "$@" >"$tmp/out" 2>"$tmp/err"; local rc=$?; set -e
-  if [ $rc -eq "$code" ] && grep -qF -- "$needle" "$tmp/err"; then ok; else
-    bad "$name (exit $rc, stderr: $(head -c 300 "$tmp/err"))"; fi
-}
+source "$(dirname "$0")/shell_helpers.sh"
 check() { # name, JSON file (one object), python expression over it as `r`
   if python3 -c "import json,sys; r=json.load(open(sys.argv[1])); sys.exit(0 if ($3) else 1)" "$2"; then
     ok; else bad "$1: $(head -c 400 "$2")"; fi
@@ -119,5 +110,4 @@ expect_fail "unknown option" 2 "--frobnicate" sim --cost "$h100" --rate 1 --frob
 expect_fail "kv blocks too few" 2 "--kv-blocks" sim --cost "$h100" --rate 1 --kv-blocks 1
 "$dyad" sim run --help >"$tmp/help.txt" && grep -q -- '--prefill-busy-tokens' "$tmp/help.txt" && ok || bad "--help"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+finish
