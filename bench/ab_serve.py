@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """bench/ab_serve.py A B [MODEL] — does binary B serve as fast as binary A? Both serve the
 same model in the default deployment (`dyad serve --model MODEL`: one prefill and one decode
-worker); for each concurrency, `dyad bench` runs against A, then B, then A, then B ... (ROUNDS
-rounds, alternated so drift on the machine hits both alike), each on a fresh server, with
+worker); for each concurrency, `dyad bench` runs against A, then B, then B, then A ... (ROUNDS
+rounds, the order flipped each round so drift on the machine hits both alike), each on a fresh server, with
 fixed prompt and output lengths and a fixed request count. Prints one row per run, then the
 medians of output tok/s, TTFT p50 and TPOT p50 per binary and their ratio B/A. The load
 generator is A's `dyad bench` for both (BENCH=path picks another), so only the server differs.
@@ -68,7 +68,8 @@ def main():
     results = {}
     for conc in CONCS:
         for rnd in range(1, ROUNDS + 1):
-            for label, path in binaries.items():
+            order = list(binaries.items())
+            for label, path in (order if rnd % 2 else order[::-1]):
                 # The same prompts for A and B within a round; fresh ones each round.
                 r = run(path, bench, model, conc, seed=100 * rnd + conc)
                 vals = [f(r) for _, f in METRICS]
