@@ -28,7 +28,7 @@ static double xfer_cost(void *ctx, int64_t bytes)
     return 5e-4;
 }
 
-static const dy_sim_costs costs = {step_cost, xfer_cost, NULL};
+static const dy_step_costs costs = {step_cost, xfer_cost, NULL};
 
 /* Times are sums of a few doubles: equal to the hand result up to rounding. */
 #define assert_ms(actual_s, expect_ms) assert_true(fabs((actual_s) * 1e3 - (expect_ms)) < 1e-9)

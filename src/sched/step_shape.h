@@ -1,9 +1,12 @@
 /* step_shape.h — what a cost model needs to know about one engine step: how many prompt tokens
  * it prefills (and how much context they attend to), how many sequences it decodes (and their
- * context). The simulator reduces each scheduler plan (sched.h's dy_plan) to this shape and asks
- * a cost model (sim/cost.h) how long the step takes on the modelled hardware. */
-#ifndef DYAD_SIM_STEP_SHAPE_H
-#define DYAD_SIM_STEP_SHAPE_H
+ * context); and the interface through which a cost model prices steps and KV transfers. The
+ * simulator reduces each scheduler plan to a shape (dy_step_shape_of) and prices it; the
+ * balance criterion (plan/balance.h) prices the steps it reasons about the same way. */
+#ifndef DYAD_SCHED_STEP_SHAPE_H
+#define DYAD_SCHED_STEP_SHAPE_H
+
+#include "sched/sched.h"
 
 #include <stdint.h>
 
@@ -13,5 +16,20 @@ typedef struct {
     int decode_seqs;         /* sequences that decode one token in the step */
     int64_t decode_context;  /* Σ over those sequences of their context length */
 } dy_step_shape;
+
+/* How long things take on the modelled hardware (sim/cost.h builds these from a file). */
+typedef struct {
+    double (*step_seconds)(void *ctx, const dy_step_shape *shape);
+    double (*transfer_seconds)(void *ctx, int64_t bytes);
+    void *ctx;
+} dy_step_costs;
+
+/* The shape of a scheduler plan: an item of one token past its prompt that wants logits is a
+ * decode, everything else prefill (positions start .. start + n - 1, each attending to itself
+ * and all before it). */
+dy_step_shape dy_step_shape_of(const dy_plan *p);
+
+/* The shape of prefilling positions [from, to) of one prompt in one step. */
+dy_step_shape dy_step_shape_prefill(int64_t from, int64_t to);
 
 #endif

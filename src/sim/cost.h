@@ -12,7 +12,7 @@
 #ifndef DYAD_SIM_COST_H
 #define DYAD_SIM_COST_H
 
-#include "sim/step_shape.h"
+#include "sched/step_shape.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -35,6 +35,10 @@ double dy_cost_step_seconds(const dy_cost_model *m, const dy_step_shape *s);
 double dy_cost_transfer_seconds(const dy_cost_model *m, int64_t bytes);
 
 const char *dy_cost_name(const dy_cost_model *m);
+/* The model it prices: the benchmark's model (measured) or the roofline's model name. */
+const char *dy_cost_served_model(const dy_cost_model *m);
+/* The roofline's hardware name; NULL for a measured model. */
+const char *dy_cost_hardware(const dy_cost_model *m);
 dy_cost_kind dy_cost_get_kind(const dy_cost_model *m);
 /* KV bytes one token occupies in the modelled model (all layers, keys and values). */
 int64_t dy_cost_kv_bytes_per_token(const dy_cost_model *m);

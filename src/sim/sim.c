@@ -99,7 +99,7 @@ typedef struct {
 
 struct dy_sim {
     dy_sim_config cfg;
-    dy_sim_costs costs;
+    dy_step_costs costs;
     dy_sim_observer obs;
     sim_worker *w;
     dy_place_worker *view;
@@ -609,23 +609,6 @@ static void flush(dy_sim *s, int wi)
 
 /* ---------------------------------------------------------------- a worker's step */
 
-static dy_step_shape shape_of(const dy_plan *p)
-{
-    dy_step_shape sh = {0};
-    for (int i = 0; i < p->n_items; i++) {
-        const dy_plan_item *it = &p->items[i];
-        if (it->n == 1 && it->logits && it->start >= it->seq->n_prompt) {
-            sh.decode_seqs++;
-            sh.decode_context += it->start + 1;
-        } else {
-            /* positions start .. start + n - 1, each attending to itself and all before */
-            sh.prefill_tokens += it->n;
-            sh.prefill_context += (int64_t)it->n * it->start + (int64_t)it->n * (it->n + 1) / 2;
-        }
-    }
-    return sh;
-}
-
 static bool finite_nonneg(double x)
 {
     return isfinite(x) && x >= 0;
@@ -657,7 +640,7 @@ static void iterate(dy_sim *s, int wi)
     const dy_plan *p;
     if (dy_sched_n_running(w->sched) + dy_sched_n_waiting(w->sched) > 0 &&
         dy_sched_plan(w->sched, &p) > 0) {
-        dy_step_shape sh = shape_of(p);
+        dy_step_shape sh = dy_step_shape_of(p);
         double dt = s->costs.step_seconds(s->costs.ctx, &sh);
         if (!finite_nonneg(dt)) {
             s->fail = "the cost model gave a step time that is negative or not finite";
@@ -911,7 +894,7 @@ dy_sim_config dy_sim_config_default(void)
     return c;
 }
 
-static const char *check_config(const dy_sim_config *c, const dy_sim_costs *costs)
+static const char *check_config(const dy_sim_config *c, const dy_step_costs *costs)
 {
     if (!costs || !costs->step_seconds || !costs->transfer_seconds)
         return "the cost model needs step_seconds and transfer_seconds";
@@ -963,7 +946,7 @@ static void worker_free(sim_worker *w)
     free(w->outbox.m);
 }
 
-dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_sim_costs *costs,
+dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
                    const dy_sim_observer *obs, char *err, size_t errlen)
 {
     const char *bad = check_config(cfg, costs);

@@ -7,7 +7,7 @@
  *   - every prompt is admitted and placed by route/place.h (dy_place_admit, dy_place,
  *     dy_place_prefill) with a real dy_router that the simulated workers feed with their KV
  *     events and load reports as serve/worker/kv_publish.c and serve/front/fleet_kv.c do.
- * Only time is modelled: a cost model prices each step (sim/step_shape.h) and each KV
+ * Only time is modelled: a cost model prices each step (sched/step_shape.h) and each KV
  * transfer. Messages between the frontend and the workers take no time.
  *
  * What the simulation does in the server's order, per request:
@@ -36,17 +36,10 @@
 #include "bench/bench_stats.h"
 #include "route/place.h"
 #include "route/router.h"
-#include "sim/step_shape.h"
+#include "sched/step_shape.h"
 
 /* The token every simulated step "samples". */
 #define DY_SIM_TOKEN 7
-
-/* How long things take on the modelled hardware (sim/cost.h builds these from a file). */
-typedef struct {
-    double (*step_seconds)(void *ctx, const dy_step_shape *shape);
-    double (*transfer_seconds)(void *ctx, int64_t bytes);
-    void *ctx;
-} dy_sim_costs;
 
 /* One worker, with the fields `dyad worker` takes. */
 typedef struct {
@@ -146,7 +139,7 @@ typedef struct dy_sim dy_sim;
 
 /* A deployment ready to run (costs and observer copied; observer may be NULL). NULL with a
  * message in err on a bad configuration or out of memory. */
-dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_sim_costs *costs,
+dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
                    const dy_sim_observer *obs, char *err, size_t errlen);
 void dy_sim_free(dy_sim *s);
 
