@@ -11,6 +11,8 @@
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "sim/cost.h"
+#include "sim/deploy.h"
+#include "sim/requests.h"
 #include "sim/sim.h"
 
 #include <errno.h>
@@ -35,7 +37,6 @@ static const char run_epilog[] =
     "2 on a usage error.\n";
 
 #define DEFAULT_REQUESTS 100 /* bench's, without --requests, --duration or a trace */
-#define MAX_WORKERS 1024     /* the simulator's (DY_KV_INDEX_MAX_WORKERS) */
 
 typedef struct {
     const char *cost, *csv, *plot;
@@ -94,12 +95,12 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.section = "Deployment (as `dyad serve`)", .name = "workers", .kind = DY_OPT_INT,
          .dst = &o->agg, .meta = "N",
          .help = "aggregated workers (the same as --prefill-workers 0 --decode-workers N)",
-         .min = 1, .max = MAX_WORKERS, .def = -1, .shown_default = ""},
+         .min = 1, .max = DY_DEPLOY_MAX_WORKERS, .def = -1, .shown_default = ""},
         {.name = "prefill-workers", .kind = DY_OPT_INT, .dst = &o->pre, .meta = "P",
-         .help = "prefill workers; 0 = aggregated serving", .min = 0, .max = MAX_WORKERS - 1,
-         .def = -1, .shown_default = "1"},
+         .help = "prefill workers; 0 = aggregated serving", .min = 0,
+         .max = DY_DEPLOY_MAX_WORKERS - 1, .def = -1, .shown_default = "1"},
         {.name = "decode-workers", .kind = DY_OPT_INT, .dst = &o->dec, .meta = "D",
-         .help = "decode workers", .min = 1, .max = MAX_WORKERS, .def = -1,
+         .help = "decode workers", .min = 1, .max = DY_DEPLOY_MAX_WORKERS, .def = -1,
          .shown_default = "1"},
         {.name = "block-size", .kind = DY_OPT_INT, .dst = &o->block_size, .meta = "N",
          .help = "positions per KV block", .min = 1, .max = 256, .def = 16},
@@ -239,16 +240,6 @@ static int parse(int argc, char **argv, run_opts *o)
 
 /* ---------------------------------------------------------------- the cost model */
 
-static double step_seconds(void *ctx, const dy_step_shape *shape)
-{
-    return dy_cost_step_seconds(ctx, shape);
-}
-
-static double transfer_seconds(void *ctx, int64_t bytes)
-{
-    return dy_cost_transfer_seconds(ctx, bytes);
-}
-
 /* The cost model, re-targeted to --tp; NULL after the loader's message. */
 static dy_cost_model *load_cost(const run_opts *o)
 {
@@ -265,56 +256,31 @@ static dy_cost_model *load_cost(const run_opts *o)
 
 /* ---------------------------------------------------------------- the deployment */
 
-typedef struct {
-    dy_sim_worker *workers;
-    int n, n_prefill;
-    int64_t kv_blocks;
-} deployment;
-
-/* The workers serve would start: P prefill then D decode, or N aggregated (--workers N, or
- * --prefill-workers 0). */
-static int make_deployment(const run_opts *o, const dy_cost_model *m, deployment *d)
+/* The pools serve would start: --workers N, else P prefill + D decode (default 1 + 1;
+ * --prefill-workers 0 makes the D workers aggregated). */
+static int make_deployment(const run_opts *o, const dy_cost_model *m, dy_deploy *d)
 {
-    *d = (deployment){0};
-    if (o->agg > 0) {
-        d->n = o->agg;
-    } else {
-        d->n_prefill = o->pre >= 0 ? o->pre : 1;
-        d->n = d->n_prefill + (o->dec > 0 ? o->dec : 1);
-    }
-    if (d->n > MAX_WORKERS) {
-        fprintf(stderr, "dyad sim run: at most %d workers in all\n", MAX_WORKERS);
-        return 2;
-    }
-    d->kv_blocks = o->kv_blocks > 0 ? o->kv_blocks
-                                    : dy_cost_kv_capacity_tokens(m) / o->block_size;
-    if (d->kv_blocks < 2 || d->kv_blocks > 1 << 24) {
-        fprintf(stderr, "dyad sim run: %s holds %lld KV blocks of %d tokens per worker "
-                "(2 to %d needed; give --kv-blocks)\n", o->cost, (long long)d->kv_blocks,
-                o->block_size, 1 << 24);
-        return 1;
-    }
-    d->workers = calloc((size_t)d->n, sizeof *d->workers);
-    if (!d->workers) {
-        fprintf(stderr, "dyad sim run: out of memory\n");
-        return 1;
-    }
-    for (int i = 0; i < d->n; i++)
-        d->workers[i] = (dy_sim_worker){
-            .role = d->n_prefill == 0 ? DY_POOL_AGG : i < d->n_prefill ? DY_POOL_PREFILL
-                                                                       : DY_POOL_DECODE,
-            .kv_blocks = (int)d->kv_blocks, .max_batch_tokens = o->max_batch_tokens,
-            .max_running = o->max_running, .no_prefix_cache = o->no_prefix_cache};
-    return 0;
+    dy_deploy_shape sh = {.kv_blocks = o->kv_blocks, .block_size = o->block_size,
+                          .max_batch_tokens = o->max_batch_tokens,
+                          .max_running = o->max_running, .no_prefix_cache = o->no_prefix_cache};
+    int dec = o->dec > 0 ? o->dec : 1;
+    if (o->agg > 0)
+        sh.agg = o->agg;
+    else if (o->pre == 0)
+        sh.agg = dec;
+    else
+        sh.prefill = o->pre > 0 ? o->pre : 1, sh.decode = dec;
+    char err[512];
+    int rc = dy_deploy_make(&sh, m, d, err, sizeof err);
+    if (rc != 0)
+        fprintf(stderr, "dyad sim run: %s\n", err);
+    return rc;
 }
 
-static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const deployment *d)
+static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const dy_deploy *d)
 {
-    dy_sim_config c = dy_sim_config_default();
-    c.workers = d->workers;
-    c.n_workers = d->n;
-    c.block_size = o->block_size;
-    c.kv_block_bytes = dy_cost_kv_bytes_per_token(m) * o->block_size;
+    dy_deploy_shape sh = {.block_size = o->block_size};
+    dy_sim_config c = dy_deploy_sim_config(d, &sh, m);
     c.ctx_len = o->ctx_len;
     c.router = o->router;
     c.route = o->route;
@@ -361,99 +327,22 @@ static load_rule load_of(const run_opts *o, const dyb_workload *wl, int i, dyb_p
 
 /* ---------------------------------------------------------------- the workload */
 
-typedef struct {
-    dy_sim_request *r;
-    dyb_request *src; /* owns the prompts */
-    long n, cap;
-} request_list;
-
-static void requests_free(request_list *l)
-{
-    for (long i = 0; i < l->n; i++)
-        dyb_request_free(&l->src[i]);
-    free(l->src);
-    free(l->r);
-}
-
-static bool requests_grow(request_list *l)
-{
-    if (l->n < l->cap)
-        return true;
-    long cap = l->cap ? 2 * l->cap : 256;
-    dy_sim_request *r = realloc(l->r, sizeof *r * (size_t)cap);
-    if (r)
-        l->r = r;
-    dyb_request *src = r ? realloc(l->src, sizeof *src * (size_t)cap) : NULL;
-    if (src)
-        l->src = src;
-    if (!r || !src)
-        return false;
-    l->cap = cap;
-    return true;
-}
-
-/* How many requests the run sends at most (-1: no bound): --requests, and a trace's rows. */
-static long send_bound(const run_opts *o, const dyb_workload *wl)
-{
-    long rows = dyb_workload_rows(wl);
-    if (rows < 0)
-        return o->requests;
-    return o->requests < 0 || rows < o->requests ? rows : o->requests;
-}
-
-/* The measured phase's requests as `dyad bench` would send them: the same prompts and lengths
- * (dyb_workload_make) at the same times (dyb_arrivals; all at 0 in a closed loop, where the
- * cap on requests in flight sends them), up to the same bounds. */
+/* The measured phase's requests as `dyad bench` would send them (sim/requests.h). */
 static int make_requests(const run_opts *o, const dyb_workload *wl, const load_rule *rule,
-                         request_list *l)
+                         dy_sim_requests *l)
 {
-    dyb_arrivals a;
-    dyb_arrivals_init(&a, wl, rule->timed, rule->rate, o->burstiness, o->wl.seed, false);
-    long bound = send_bound(o, wl);
-    double stop_ms = o->duration_s * 1000;
-    for (; bound < 0 || l->n < bound; dyb_arrivals_advance(&a)) {
-        double at_ms = rule->closed ? 0 : a.next_ms;
-        if (stop_ms > 0 && at_ms >= stop_ms)
-            break;
-        if (l->n >= INT32_MAX / 2 || !requests_grow(l) ||
-            dyb_workload_make(wl, l->n, false, &l->src[l->n]) != 0) {
-            fprintf(stderr, "dyad sim run: out of memory making request %ld\n", l->n);
-            return -1;
-        }
-        const dyb_request *q = &l->src[l->n];
-        l->r[l->n++] = (dy_sim_request){.arrival = at_ms / 1000, .prompt = q->tokens,
-                                        .n_prompt = (int)q->isl, .max_tokens = (int)q->osl,
-                                        .n_samples = 1};
+    dy_sim_load load = {.closed = rule->closed, .timed = rule->timed, .rate = rule->rate,
+                        .burstiness = o->burstiness, .seed = o->wl.seed,
+                        .requests = o->requests, .duration_s = o->duration_s};
+    char err[256];
+    if (dy_sim_requests_make(wl, &load, l, err, sizeof err) != 0) {
+        fprintf(stderr, "dyad sim run: %s\n", err);
+        return -1;
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------- the report */
-
-/* "simulated: 1 prefill + 2 decode workers, TP 1, 30503 KV blocks each" */
-static void describe_deployment(const deployment *d, const dy_cost_model *m, char *out,
-                                size_t cap)
-{
-    char shape[64];
-    if (d->n_prefill == 0)
-        snprintf(shape, sizeof shape, "%d aggregated worker%s", d->n, d->n == 1 ? "" : "s");
-    else
-        snprintf(shape, sizeof shape, "%d prefill + %d decode workers", d->n_prefill,
-                 d->n - d->n_prefill);
-    if (dy_cost_get_kind(m) == DY_COST_ROOFLINE)
-        snprintf(out, cap, "simulated: %s, TP %d, %lld KV blocks each", shape, dy_cost_tp(m),
-                 (long long)d->kv_blocks);
-    else
-        snprintf(out, cap, "simulated: %s, %d thread%s, %lld KV blocks each", shape,
-                 dy_cost_threads(m), dy_cost_threads(m) == 1 ? "" : "s",
-                 (long long)d->kv_blocks);
-}
-
-static long default_cores(const dy_cost_model *m, const deployment *d)
-{
-    int per = dy_cost_get_kind(m) == DY_COST_ROOFLINE ? dy_cost_tp(m) : dy_cost_threads(m);
-    return (long)d->n * (per > 0 ? per : 1);
-}
 
 /* What only a simulation knows, after bench's report. */
 static void report_totals(const dy_sim *s)
@@ -528,7 +417,7 @@ static int outputs(const run_opts *o, const dyb_run_info *ri, dyb_point *pts, si
 typedef struct {
     run_opts o;
     dy_cost_model *m;
-    deployment d;
+    dy_deploy d;
     dyb_workload *wl;
     dyb_run_info ri;
     char url[256], workload[512];
@@ -543,19 +432,19 @@ static int simulate_point(sim_cmd *c, int i)
     dyb_point *p = &c->pts[c->n_pts];
     load_rule rule = load_of(&c->o, c->wl, i, p);
     dyb_workload_set_round(c->wl, (uint64_t)i);
-    request_list l = {0};
+    dy_sim_requests l = {0};
     if (make_requests(&c->o, c->wl, &rule, &l) != 0) {
-        requests_free(&l);
+        dy_sim_requests_free(&l);
         return 1;
     }
     dy_sim_config sc = sim_config(&c->o, c->m, &c->d);
     sc.max_in_flight = rule.cap;
-    dy_sim_costs costs = {step_seconds, transfer_seconds, c->m};
+    dy_step_costs costs = dy_deploy_costs(c->m);
     char err[512];
     dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
     int rc = 1;
     if (s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0) {
-        long cores = c->o.cores > 0 ? c->o.cores : default_cores(c->m, &c->d);
+        long cores = c->o.cores > 0 ? c->o.cores : dy_deploy_units(&c->d, c->m);
         rc = summarize(&c->o, s, cores, p) == 0 ? 0 : 1;
         if (rc != 0)
             fprintf(stderr, "dyad sim run: out of memory while summarising\n");
@@ -571,7 +460,7 @@ static int simulate_point(sim_cmd *c, int i)
     else
         dyb_point_free(p);
     dy_sim_free(s);
-    requests_free(&l);
+    dy_sim_requests_free(&l);
     return rc;
 }
 
@@ -588,7 +477,7 @@ static int setup(sim_cmd *c)
         return 1;
     }
     dyb_workload_describe(c->wl, c->workload, sizeof c->workload);
-    describe_deployment(&c->d, c->m, c->url, sizeof c->url);
+    dy_deploy_describe(&c->d, c->m, c->url, sizeof c->url);
     c->ri = (dyb_run_info){c->url, dy_cost_name(c->m), "completions", c->workload, c->o.wl.seed};
     return 0;
 }
@@ -614,7 +503,7 @@ int cmd_sim_run(int argc, char **argv)
     for (size_t i = 0; i < c->n_pts; i++)
         dyb_point_free(&c->pts[i]);
     dyb_workload_free(c->wl);
-    free(c->d.workers);
+    dy_deploy_free(&c->d);
     dy_cost_free(c->m);
     free(c);
     return rc;
