@@ -474,6 +474,14 @@ double dy_cost_transfer_seconds(const dy_cost_model *m, int64_t bytes)
 /* ---- accessors -------------------------------------------------------------------------- */
 
 const char *dy_cost_name(const dy_cost_model *m) { return m->name; }
+const char *dy_cost_served_model(const dy_cost_model *m)
+{
+    return m->kind == DY_COST_MEASURED ? m->engine.model : m->model.name;
+}
+const char *dy_cost_hardware(const dy_cost_model *m)
+{
+    return m->kind == DY_COST_ROOFLINE ? m->hw.name : NULL;
+}
 dy_cost_kind dy_cost_get_kind(const dy_cost_model *m) { return m->kind; }
 int64_t dy_cost_kv_bytes_per_token(const dy_cost_model *m) { return m->kv.bytes_per_token; }
 int64_t dy_cost_kv_capacity_tokens(const dy_cost_model *m) { return m->kv.capacity_tokens; }
