@@ -168,6 +168,9 @@ static void test_slo_parse(void **st)
     assert_float_equal(s.e2e_ms, 0, 0);
     assert_int_equal(dyb_slo_parse("e2e_ms=1.5", &s, err, sizeof err), 0);
     assert_float_equal(s.e2e_ms, 1.5, 0);
+    assert_int_equal(dyb_slo_parse("itl_ms=20,ttft_ms=9", &s, err, sizeof err), 0); /* a name */
+    assert_float_equal(s.tpot_ms, 20, 0);                                             /* of TPOT */
+    assert_float_equal(s.ttft_ms, 9, 0);
     assert_int_equal(dyb_slo_parse("ttft=200", &s, err, sizeof err), -1);
     assert_non_null(strstr(err, "ttft=200"));
     assert_int_equal(dyb_slo_parse("ttft_ms=-1", &s, err, sizeof err), -1);

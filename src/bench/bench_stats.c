@@ -61,11 +61,11 @@ int dyb_slo_parse(const char *text, dyb_slo *out, char *err, size_t errlen)
         if (eq) {
             *eq = 0;
             slot = !strcmp(kv, "ttft_ms") ? &out->ttft_ms
-                 : !strcmp(kv, "tpot_ms") ? &out->tpot_ms
+                 : !strcmp(kv, "tpot_ms") || !strcmp(kv, "itl_ms") ? &out->tpot_ms
                  : !strcmp(kv, "e2e_ms")  ? &out->e2e_ms : NULL;
         }
         if (!slot || end == eq + 1 || *end || !(v > 0) || !isfinite(v)) {
-            snprintf(err, errlen, "'%s%s%s' is not ttft_ms=X, tpot_ms=Y or e2e_ms=Z with a "
+            snprintf(err, errlen, "'%s%s%s' is not ttft_ms=X, tpot_ms=Y (itl_ms=Y) or e2e_ms=Z with a "
                      "positive number", kv, eq ? "=" : "", eq ? eq + 1 : "");
             rc = -1;
         } else

@@ -29,7 +29,8 @@ typedef struct {
 } dyb_slo;
 
 bool dyb_slo_any(const dyb_slo *s);
-/* "ttft_ms=200,tpot_ms=50[,e2e_ms=X]" → slo; -1 with a message on a bad string. */
+/* "ttft_ms=200,tpot_ms=50[,e2e_ms=X]" → slo (itl_ms is another name for tpot_ms: a
+ * request's mean inter-token latency); -1 with a message on a bad string. */
 int dyb_slo_parse(const char *text, dyb_slo *out, char *err, size_t errlen);
 
 #define DYB_MAX_ERRORS 8

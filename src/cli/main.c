@@ -18,6 +18,8 @@ static const char usage[] =
     "  bench      benchmarks (`dyad bench engine`)\n"
     "  sim        the simulator (`dyad sim run`: a simulated bench run; `dyad sim fit`: a cost\n"
     "             model of this machine)\n"
+    "  plan       the cheapest deployment that meets a TTFT and an ITL objective for a\n"
+    "             workload, sized by the balance criterion and checked by simulation\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
 
@@ -56,6 +58,8 @@ int main(int argc, char **argv)
         return cmd_worker(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))
         return cmd_sim(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan"))
+        return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 1, argv + 1);
     fprintf(stderr, "dyad: unknown command '%s'\n\n%s", cmd, usage);
