@@ -37,6 +37,9 @@ static const char plan_epilog[] =
     "(the table says why) or a file is bad; 2 on a usage error.\n";
 
 #define DEFAULT_REQUESTS 500
+/* A planned split prefills every prompt remotely (serve's own threshold for short prompts, but
+ * no fallback to local prefill under a backlog), as the balance criterion assumes. */
+#define PLAN_PREFILL_BUSY_TOKENS (1 << 30)
 #define DEFAULT_MAX_RUNS 40
 #define MAX_TP 4 /* degrees searched: 1, 2, 4, 8 */
 #define N_PLAN_OPTS 48
@@ -53,6 +56,7 @@ typedef struct {
     double rate, burstiness, duration_s;
     dy_deploy_shape shape;
     int kv_blocks, max_queue, ctx_len;
+    int disagg_min_tokens, prefill_busy_tokens;
     dyb_workload_config wl;
     bool json, no_sim, no_frontier;
 } plan_opts;
@@ -117,6 +121,14 @@ static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
         {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->max_queue, .meta = "N",
          .help = "sequences waiting for a first token before requests are refused", .min = 1,
          .max = 1 << 20, .def = 256},
+        {.name = "disagg-min-tokens", .kind = DY_OPT_INT, .dst = &o->disagg_min_tokens,
+         .meta = "N", .help = "disaggregated: prompts with fewer tokens prefill on their decode "
+                              "worker", .min = 0, .max = 1 << 24,
+         .def = dy_route_config_default().disagg_min_tokens},
+        {.name = "prefill-busy-tokens", .kind = DY_OPT_INT, .dst = &o->prefill_busy_tokens,
+         .meta = "N", .help = "disaggregated: prefill backlog above which prompts stay local",
+         .min = 0, .max = 1 << 30, .def = PLAN_PREFILL_BUSY_TOKENS,
+         .shown_default = "unlimited (1073741824): every prompt of --disagg-min-tokens is split"},
     };
     const dy_opt tail[] = {
         {.section = "Search and report", .name = "max-runs", .kind = DY_OPT_INT,
@@ -291,6 +303,8 @@ static dy_search_config search_config(const plan_cmd *c, const dy_sim_request *r
     dy_sim_config base = dy_sim_config_default();
     base.ctx_len = c->o.ctx_len;
     base.max_queue = c->o.max_queue;
+    base.route.disagg_min_tokens = c->o.disagg_min_tokens;
+    base.route.prefill_busy_tokens = c->o.prefill_busy_tokens;
     return (dy_search_config){.m = c->m, .shape = c->o.shape, .base = base, .reqs = reqs,
                               .n_reqs = n,
                               .slo = {c->o.slo.ttft_ms, c->o.slo.tpot_ms, c->o.percentile},
@@ -444,10 +458,16 @@ static void print_command(const plan_cmd *c)
     }
     printf("run it:    dyad serve --model %s --threads-per-worker %d", dy_cost_served_model(c->m),
            dy_cost_threads(c->m));
-    if (r->agg > 0)
+    if (r->agg > 0) {
         printf(" --workers %d", r->agg);
-    else
+    } else {
         printf(" --prefill-workers %d --decode-workers %d", r->prefill, r->decode);
+        dy_route_config serve = dy_route_config_default();
+        if (c->o.disagg_min_tokens != serve.disagg_min_tokens)
+            printf(" --disagg-min-tokens %d", c->o.disagg_min_tokens);
+        if (c->o.prefill_busy_tokens != serve.prefill_busy_tokens)
+            printf(" --prefill-busy-tokens %d", c->o.prefill_busy_tokens);
+    }
     dy_deploy_shape def = dy_deploy_shape_default();
     if (sh->block_size != def.block_size)
         printf(" --block-size %d", sh->block_size);
