@@ -9,9 +9,10 @@ disaggregated one (P + D = 16/TP workers, P = 1 .. 16/TP - 1, every prompt prefi
 for TP in TPS, each under bench's closed loop at each concurrency of CONCS (requests: 3 x the
 concurrency, at least MIN_REQUESTS). A point is (tokens/s per user = 1000 / mean TPOT, output
 tokens/s per GPU), and counts only if its p90 TTFT is at most TTFT_MAX_MS (3 s). A kind's
-frontier at x is the best tokens/s per GPU among its points with at least x tokens/s per user; the table compares the two frontiers at 20, 50, 100 and 200 tokens/s
-per user (win: disaggregated ahead by more than 10 %, lose: behind by more than 10 %, else tie),
-and names the best P:D and the KV transfer's share of its TTFT.
+frontier at x is the best tokens/s per GPU among its points with at least x tokens/s per user;
+the table compares the two frontiers at 20, 50, 100 and 200 tokens/s per user (win:
+disaggregated ahead by more than 10 %, lose: behind by more than 10 %, else tie), and names
+the best P:D and the KV transfer's share of its TTFT.
 
 Then, per cell, `dyad plan` (the balance criterion and the simulator's search) for TTFT <= 2 s
 and ITL <= 20 ms (p90) at a rate that needs about half the 16 GPUs: its sizes against the
