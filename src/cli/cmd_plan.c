@@ -414,30 +414,41 @@ static void pools_text(int agg, int prefill, int decode, char *out, size_t cap)
         snprintf(out, cap, "%dP + %dD", prefill, decode);
 }
 
+/* "2", or "-" for a measured model (no TP degree). */
+static const char *tp_text(const tp_plan *t, char *out, size_t cap)
+{
+    snprintf(out, cap, t->tp > 0 ? "%d" : "-", t->tp);
+    return out;
+}
+
 static void print_balance_row(const tp_plan *t, const char *kind, const dy_balance_choice *b)
 {
-    char pools[48];
+    char pools[48], tp[8];
     pools_text(b->prefill == 0 ? b->decode : 0, b->prefill, b->decode, pools, sizeof pools);
     if (b->ok)
-        printf("  %-4d %-7s criterion  %-12s %6d %10.1f %9.2f   (means)\n", t->tp, kind, pools,
-               b->units, b->ttft_s * 1e3, b->itl_s * 1e3);
+        printf("  %-4s %-7s criterion  %-12s %6d %10.1f %9.2f   (means)\n",
+               tp_text(t, tp, sizeof tp), kind, pools, b->units, b->ttft_s * 1e3,
+               b->itl_s * 1e3);
     else
-        printf("  %-4d %-7s criterion  %-12s %6s   %s\n", t->tp, kind, "-", "-", b->why);
+        printf("  %-4s %-7s criterion  %-12s %6s   %s\n", tp_text(t, tp, sizeof tp), kind, "-",
+               "-", b->why);
 }
 
 static void print_search_row(const tp_plan *t, const char *kind, const dy_search_trail *tr)
 {
+    char tp[8];
     if (tr->best < 0) {
         const char *why = tr->n ? tr->runs[tr->n - 1].why : "no deployment fits the budget";
-        printf("  %-4d %-7s simulated  %-12s %6s   none met the objectives in %d runs (last: "
-               "%s)\n", t->tp, kind, "-", "-", tr->n, why ? why : "the run limit");
+        printf("  %-4s %-7s simulated  %-12s %6s   none met the objectives in %d runs (last: "
+               "%s)\n", tp_text(t, tp, sizeof tp), kind, "-", "-", tr->n,
+               why ? why : "the run limit");
         return;
     }
     const dy_search_result *r = &tr->runs[tr->best];
     char pools[48];
     pools_text(r->agg, r->prefill, r->decode, pools, sizeof pools);
-    printf("  %-4d %-7s simulated  %-12s %6ld %10.1f %9.2f %10.1f %10.1f %5d\n", t->tp, kind,
-           pools, r->units, r->ttft_ms, r->itl_ms,
+    printf("  %-4s %-7s simulated  %-12s %6ld %10.1f %9.2f %10.1f %10.1f %5d\n",
+           tp_text(t, tp, sizeof tp), kind, pools, r->units, r->ttft_ms, r->itl_ms,
            r->units ? r->sum.output_tok_per_s / (double)r->units : 0, r->sum.tok_per_s_per_user,
            tr->n);
 }
@@ -521,7 +532,8 @@ static void print_report(const plan_cmd *c)
     for (int i = 0; i < c->n_tps; i++) {
         const tp_plan *t = &c->tps[i];
         if (t->skip) {
-            printf("  %-4d skipped: %s\n", t->tp, t->skip);
+            char tp[8];
+            printf("  %-4s skipped: %s\n", tp_text(t, tp, sizeof tp), t->skip);
             continue;
         }
         print_balance_row(t, "agg", &t->bal.agg);
@@ -541,12 +553,13 @@ static void print_report(const plan_cmd *c)
         return;
     }
     const dy_search_result *r = c->best;
-    char pools[48];
+    char pools[48], tp[16] = "";
     pools_text(r->agg, r->prefill, r->decode, pools, sizeof pools);
-    printf("cheapest:  %s, %s%s%d: %ld %s; p%g TTFT %.1f ms, p%g ITL %.2f ms, %.1f output "
+    if (c->best_tp->tp > 0)
+        snprintf(tp, sizeof tp, ", TP %d", c->best_tp->tp);
+    printf("cheapest:  %s, %s%s: %ld %s; p%g TTFT %.1f ms, p%g ITL %.2f ms, %.1f output "
            "tok/s, %.1f tok/s per user\n", r->agg > 0 ? "aggregated" : "disaggregated", pools,
-           c->best_tp->tp > 0 ? ", TP " : "", c->best_tp->tp > 0 ? c->best_tp->tp : 0,
-           r->units, unit_name(c), c->o.percentile, r->ttft_ms, c->o.percentile, r->itl_ms,
+           tp, r->units, unit_name(c), c->o.percentile, r->ttft_ms, c->o.percentile, r->itl_ms,
            r->sum.output_tok_per_s, r->sum.tok_per_s_per_user);
     print_command(c);
     print_frontier(c);
