@@ -184,17 +184,11 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
     };
 #define N(a) (sizeof(a) / sizeof((a)[0]))
     _Static_assert(N(head) + DYB_WORKLOAD_OPTS + N(tail) <= N_RUN_OPTS, "N_RUN_OPTS");
-    int n = 0;
-    for (size_t i = 0; i < N(head); i++)
-        t[n++] = head[i];
+    int n = cli_opts_append(t, 0, head, N(head));
     n += dyb_workload_opts(w, t + n);
-    for (size_t i = 0; i < N(tail); i++)
-        t[n++] = tail[i];
+    n = cli_opts_append(t, n, tail, N(tail));
 #undef N
-    for (int i = 0; i < n; i++) {
-        seen[i] = false;
-        t[i].given = &seen[i];
-    }
+    cli_opts_track(t, n, seen);
     return n;
 }
 

@@ -13,3 +13,18 @@ int cli_parse(const char *cmd, const char *usage, const char *epilog, const dy_o
     fprintf(stderr, "dyad %s: %s (see dyad %s --help)\n", cmd, err, cmd);
     return 2;
 }
+
+int cli_opts_append(dy_opt *t, int n, const dy_opt *part, size_t n_part)
+{
+    for (size_t i = 0; i < n_part; i++)
+        t[n++] = part[i];
+    return n;
+}
+
+void cli_opts_track(dy_opt *t, int n, bool *seen)
+{
+    for (int i = 0; i < n; i++) {
+        seen[i] = false;
+        t[i].given = &seen[i];
+    }
+}

@@ -11,4 +11,11 @@
 int cli_parse(const char *cmd, const char *usage, const char *epilog, const dy_opt *opts, int n,
               int argc, char **argv, dy_opt_positional *pos);
 
+/* Copies n_part entries onto the end of a table of n; returns the new length (the caller sizes
+ * the table). */
+int cli_opts_append(dy_opt *t, int n, const dy_opt *part, size_t n_part);
+/* Points every entry's `given` at its own cleared flag in seen (n of them), for
+ * dy_opts_was_given and the other checks of util/opts.h. */
+void cli_opts_track(dy_opt *t, int n, bool *seen);
+
 #endif
