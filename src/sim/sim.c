@@ -250,16 +250,19 @@ static void give_slot(free_list *fl, int slot)
     fl->ids[fl->n++] = slot;
 }
 
-/* Room for `need` elements in a buffer that a slot keeps from request to request (the new
- * part zeroed). */
-static bool fit(void **buf, int *cap, int need, size_t elem)
+/* Room for `need` elements in a buffer that a slot keeps from request to request (a new part
+ * zeroed). With `shrink`, a larger buffer is cut down to the need, so that a slot that once
+ * held a very long request does not keep its memory: what the slots hold follows the requests
+ * held now, not the longest ones of the run. */
+static bool fit(void **buf, int *cap, int need, size_t elem, bool shrink)
 {
-    if (need <= *cap)
+    if (need == *cap || (need < *cap && !shrink))
         return true;
     void *p = realloc(*buf, (size_t)need * elem);
     if (!p)
-        return false;
-    memset((char *)p + (size_t)*cap * elem, 0, (size_t)(need - *cap) * elem);
+        return need <= *cap; /* a failed shrink leaves the buffer as it was */
+    if (need > *cap)
+        memset((char *)p + (size_t)*cap * elem, 0, (size_t)(need - *cap) * elem);
     *buf = p;
     *cap = need;
     return true;
@@ -283,7 +286,7 @@ static bool start_records(live_request *q)
 {
     for (int k = 0; k < q->r.n_samples; k++) {
         live_sample *m = &q->smp[k];
-        if (!fit((void **)&m->times, &m->times_cap, q->r.max_tokens, sizeof *m->times))
+        if (!fit((void **)&m->times, &m->times_cap, q->r.max_tokens, sizeof *m->times, true))
             return false;
         m->rec = (dy_sim_record){.request = q->index, .sample = k, .arrival = q->r.arrival,
                                  .first_token = -1, .done = -1, .token_times = m->times,
@@ -302,8 +305,8 @@ static int hold_request(dy_sim *s, const dy_sim_request *r)
     if (slot < 0)
         return -1;
     live_request *q = &s->rq[slot];
-    if (!fit((void **)&q->prompt, &q->prompt_cap, r->n_prompt, sizeof *q->prompt) ||
-        !fit((void **)&q->smp, &q->smp_cap, r->n_samples, sizeof *q->smp)) {
+    if (!fit((void **)&q->prompt, &q->prompt_cap, r->n_prompt, sizeof *q->prompt, true) ||
+        !fit((void **)&q->smp, &q->smp_cap, r->n_samples, sizeof *q->smp, false)) {
         give_slot(&s->rq_free, slot);
         s->fail = "out of memory";
         return -1;
@@ -546,7 +549,7 @@ static void on_arrival(dy_sim *s, int slot)
         return;
     }
     const int nb = n_blocks_of(s, &q->r);
-    if (!fit((void **)&q->hashes, &q->hashes_cap, nb ? nb : 1, sizeof *q->hashes)) {
+    if (!fit((void **)&q->hashes, &q->hashes_cap, nb ? nb : 1, sizeof *q->hashes, true)) {
         s->fail = "out of memory";
         return;
     }
