@@ -251,12 +251,12 @@ static void give_slot(free_list *fl, int slot)
 }
 
 /* Room for `need` elements in a buffer that a slot keeps from request to request (a new part
- * zeroed). With `shrink`, a larger buffer is cut down to the need, so that a slot that once
- * held a very long request does not keep its memory: what the slots hold follows the requests
- * held now, not the longest ones of the run. */
+ * zeroed). With `shrink`, a buffer over twice the need is cut down to it, so that a slot that
+ * once held a very long request does not keep its memory: what the slots hold follows the
+ * requests held now (within a factor of two), not the longest ones of the run. */
 static bool fit(void **buf, int *cap, int need, size_t elem, bool shrink)
 {
-    if (need == *cap || (need < *cap && !shrink))
+    if (need <= *cap && (!shrink || *cap / 2 <= need))
         return true;
     void *p = realloc(*buf, (size_t)need * elem);
     if (!p)
