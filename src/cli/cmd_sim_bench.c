@@ -310,6 +310,10 @@ static void report(const bench_cmd *c)
     const bench_stream *b = &c->st;
     const double req_per_cpu = c->cpu_s > 0 ? b->samples / c->cpu_s : 0;
     const double sim_per_cpu = c->cpu_s > 0 ? c->tot.duration_s / c->cpu_s : 0;
+    /* the same without the prompts' making, which is the workload generator's, not the
+     * simulator's */
+    const double sim_cpu = c->cpu_s - b->make_cpu_s;
+    const double req_per_sim_cpu = sim_cpu > 0 ? b->samples / sim_cpu : 0;
     if (c->o.json) {
         printf("{\"trace\": \"%s\", \"loops\": %d, \"rate\": %.6g, \"length_scale\": %.6g, "
                "\"workers\": %d, \"prefill_workers\": %d, \"concurrency\": %d, "
@@ -317,12 +321,14 @@ static void report(const bench_cmd *c)
                "\"failed\": %ld, \"refused\": %ld, \"output_tokens\": %llu, \"steps\": %llu, "
                "\"simulated_s\": %.6g, \"cpu_s\": %.6g, \"make_cpu_s\": %.6g, \"wall_s\": %.6g, "
                "\"requests_per_cpu_s\": %.6g, \"simulated_s_per_cpu_s\": %.6g, "
+               "\"requests_per_cpu_s_without_making\": %.6g, \"block_size\": %d, "
                "\"peak_rss_kib\": %ld, \"peak_requests_held\": %d}\n",
                base_name(c->o.trace), c->o.loops, c->o.rate, c->o.length_scale, c->n_workers,
                c->n_prefill, c->o.concurrency, c->kv_blocks, dy_cost_name(c->m), b->samples,
                b->completed, b->failed, c->tot.refused, (unsigned long long)b->output_tokens,
                (unsigned long long)c->tot.steps, c->tot.duration_s, c->cpu_s, b->make_cpu_s,
-               c->wall_s, req_per_cpu, sim_per_cpu, c->max_rss_kib, c->tot.peak_requests_held);
+               c->wall_s, req_per_cpu, sim_per_cpu, req_per_sim_cpu, c->o.block_size,
+               c->max_rss_kib, c->tot.peak_requests_held);
         return;
     }
     char shape[96];
@@ -344,7 +350,8 @@ static void report(const bench_cmd *c)
     printf("cpu        %.4g s (%.4g s of it making the trace's prompts), wall %.4g s\n",
            c->cpu_s, b->make_cpu_s, c->wall_s);
     printf("speed      %.4g simulated requests per CPU-second, %.4g simulated seconds per "
-           "CPU-second\n", req_per_cpu, sim_per_cpu);
+           "CPU-second (%.4g requests per CPU-second without the prompts' making)\n",
+           req_per_cpu, sim_per_cpu, req_per_sim_cpu);
     printf("memory     peak RSS %.1f MiB; at most %d requests held at once\n",
            c->max_rss_kib / 1024.0, c->tot.peak_requests_held);
 }
