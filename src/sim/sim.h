@@ -11,8 +11,10 @@
  * transfer. Messages between the frontend and the workers take no time.
  *
  * What the simulation does in the server's order, per request:
- *   arrival      admission against the sequences sent but without a first token; then, like
- *                fleet_flights.c's submit_samples, placement of its samples in parts that fit
+ *   arrival      the frontend's context check (prompt + max_tokens within ctx_len, as
+ *                openai.c's dy_api_max_new_tokens), admission against the sequences sent but
+ *                without a first token; then, like fleet_flights.c's submit_samples,
+ *                placement of its samples in parts that fit
  *   aggregated   dy_sched_add (+ dy_sched_fork for the other samples) on the chosen worker
  *   disagg.      dy_sched_add_remote on the decode worker; if it set blocks aside, the
  *                prefill worker (dy_place_prefill) computes positions [0, n_prompt - 1) with
