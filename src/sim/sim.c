@@ -295,6 +295,11 @@ static bool start_records(live_request *q)
         m->flight = -1;
         m->generated = 0;
     }
+    for (int k = q->r.n_samples; k < q->smp_cap; k++) { /* left by a request of more samples */
+        free(q->smp[k].times);
+        q->smp[k].times = NULL;
+        q->smp[k].times_cap = 0;
+    }
     return true;
 }
 
