@@ -68,6 +68,8 @@ typedef struct {
     dy_sim_record *rec;          /* the sink's copies, by request and sample (2 per request) */
     double (*times)[16];
     int n_sunk, sink_fail_at;    /* records received; the sink fails at this one (-1: never) */
+    bool lazy;                   /* next gives no tokens: the prompt callback does, later */
+    int n_prompts;               /* prompts the simulator asked for */
 } stream_ctx;
 
 static int next_request(void *ctx, dy_sim_request *out)
@@ -79,7 +81,19 @@ static int next_request(void *ctx, dy_sim_request *out)
         return 0;
     memset(c->w->buf, 0xff, sizeof c->w->buf);
     *out = make_request(c->w, c->next++, c->w->buf);
+    if (c->lazy)
+        out->prompt = NULL;
     return 1;
+}
+
+static bool make_prompt(void *ctx, int request, int32_t *out)
+{
+    stream_ctx *c = ctx;
+    int32_t buf[MAX_PROMPT];
+    dy_sim_request r = make_request(c->w, request, buf);
+    memcpy(out, buf, sizeof *buf * (size_t)r.n_prompt);
+    c->n_prompts++;
+    return true;
 }
 
 static bool keep_record(void *ctx, const dy_sim_record *r)
@@ -141,7 +155,7 @@ static void assert_same_record(const dy_sim_record *x, const dy_sim_record *y)
 }
 
 /* Aggregated, disaggregated, disaggregated with asynchronous transfers; open loop and a cap
- * on requests in flight. */
+ * on requests in flight; prompts given with each request or asked for once it is admitted. */
 static void test_stream_equals_run(void **st)
 {
     (void)st;
@@ -153,37 +167,45 @@ static void test_stream_equals_run(void **st)
     static double times[2 * N][16];
     for (int i = 0; i < N; i++)
         reqs[i] = make_request(&wl, i, prompts[i]);
+    long refused = 0;
     for (int mode = 0; mode < 3; mode++)
-        for (int cap = 0; cap <= 3; cap += 3) {
-            dy_sim_worker w[4];
-            dy_sim_config c = config_of(w, mode);
-            c.max_in_flight = cap;
-            char err[256];
-            dy_sim *a = dy_sim_new(&c, &costs, NULL, err, sizeof err);
-            dy_sim *b = dy_sim_new(&c, &costs, NULL, err, sizeof err);
-            assert_int_equal(dy_sim_run(a, reqs, N, err, sizeof err), 0);
-            memset(got, 0, sizeof got);
-            stream_ctx sc = {.w = &wl, .fail_at = -1, .rec = got, .times = times,
-                             .sink_fail_at = -1};
-            dy_sim_stream io = {next_request, keep_record, &sc};
-            if (dy_sim_run_stream(b, &io, err, sizeof err) != 0)
-                fail_msg("dy_sim_run_stream: %s", err);
-            int n;
-            const dy_sim_record *r = dy_sim_records(a, &n);
-            assert_int_equal(sc.n_sunk, n);
-            for (int i = 0, k = 0; i < N; i++)
-                for (int j = 0; j < reqs[i].n_samples; j++, k++)
-                    assert_same_record(&r[k], &got[2 * i + j]);
-            dy_sim_totals ta = dy_sim_get_totals(a), tb = dy_sim_get_totals(b);
-            assert_memory_equal(&ta, &tb, sizeof ta);
-            assert_true(ta.steps > 50);
-            if (mode > 0)
-                assert_true(ta.transfers > 0);
-            assert_int_equal(dy_sim_records(b, &n) == NULL, 1);
-            assert_int_equal(n, 0);
-            dy_sim_free(a);
-            dy_sim_free(b);
-        }
+        for (int cap = 0; cap <= 3; cap += 3)
+            for (int lazy = 0; lazy < 2; lazy++) {
+                dy_sim_worker w[4];
+                dy_sim_config c = config_of(w, mode);
+                c.max_in_flight = cap;
+                char err[256];
+                dy_sim *a = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+                dy_sim *b = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+                assert_int_equal(dy_sim_run(a, reqs, N, err, sizeof err), 0);
+                memset(got, 0, sizeof got);
+                stream_ctx sc = {.w = &wl, .fail_at = -1, .rec = got, .times = times,
+                                 .sink_fail_at = -1, .lazy = lazy};
+                dy_sim_stream io = {.next = next_request, .sink = keep_record,
+                                    .prompt = lazy ? make_prompt : NULL, .ctx = &sc};
+                if (dy_sim_run_stream(b, &io, err, sizeof err) != 0)
+                    fail_msg("dy_sim_run_stream: %s", err);
+                int n;
+                const dy_sim_record *r = dy_sim_records(a, &n);
+                assert_int_equal(sc.n_sunk, n);
+                for (int i = 0, k = 0; i < N; i++)
+                    for (int j = 0; j < reqs[i].n_samples; j++, k++)
+                        assert_same_record(&r[k], &got[2 * i + j]);
+                dy_sim_totals ta = dy_sim_get_totals(a), tb = dy_sim_get_totals(b);
+                assert_memory_equal(&ta, &tb, sizeof ta);
+                assert_true(ta.steps > 50);
+                if (mode > 0)
+                    assert_true(ta.transfers > 0);
+                assert_int_equal(dy_sim_records(b, &n) == NULL, 1);
+                assert_int_equal(n, 0);
+                /* a prompt is asked for once per admitted request, never for a refused one */
+                if (lazy)
+                    assert_int_equal(sc.n_prompts, N - ta.refused - ta.over_context);
+                refused += ta.refused;
+                dy_sim_free(a);
+                dy_sim_free(b);
+            }
+    assert_true(refused > 0); /* the queue did fill somewhere */
 }
 
 /* ---------------------------------------------------------------- memory follows the load */
@@ -199,7 +221,7 @@ static dy_sim_totals stream_run(int n, double gap_ms, int cap)
     dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
     assert_non_null(s);
     stream_ctx sc = {.w = &wl, .fail_at = -1, .sink_fail_at = -1};
-    dy_sim_stream io = {next_request, keep_record, &sc};
+    dy_sim_stream io = {.next = next_request, .sink = keep_record, .ctx = &sc};
     if (dy_sim_run_stream(s, &io, err, sizeof err) != 0)
         fail_msg("dy_sim_run_stream: %s", err);
     dy_sim_totals t = dy_sim_get_totals(s);
@@ -240,7 +262,7 @@ static int run_failing(int fail_at, int sink_fail_at, bool out_of_order, char *e
     assert_non_null(s);
     stream_ctx sc = {.w = &wl, .fail_at = fail_at, .sink_fail_at = sink_fail_at};
     wl.gap_ms = out_of_order ? -1.0 : 1.0;
-    dy_sim_stream io = {next_request, keep_record, &sc};
+    dy_sim_stream io = {.next = next_request, .sink = keep_record, .ctx = &sc};
     int rc = dy_sim_run_stream(s, &io, err, n);
     char again[64];
     assert_int_equal(dy_sim_run_stream(s, &io, again, sizeof again), -1); /* one run each */

@@ -1,9 +1,10 @@
 /* cmd_sim_bench.c — `dyad sim bench`: how fast the simulator runs (a benchmark, not a test).
  * It replays a Mooncake trace — by default the whole conversation trace in bench/data/ at
  * about the request rate of Dynamo's replay — on a deployment priced by a roofline preset,
- * streamed (sim.h's dy_sim_run_stream): each request is made from its trace row when the
- * simulator asks for it, and each sample's record is counted and dropped when it ends, so a
- * run of K loops of the trace holds no more than a run of one. It prints simulated requests
+ * streamed (sim.h's dy_sim_run_stream): each request's lengths and time come from its trace
+ * row when the simulator asks for the next request, its prompt only once the simulator
+ * admitted it (a refused request's prompt is never made), and each sample's record is counted
+ * and dropped when it ends, so a run of K loops of the trace holds no more than a run of one. It prints simulated requests
  * and simulated seconds per CPU-second, the engine steps and the peak RSS. The process's CPU
  * clock is read here, around the run: the simulator itself never reads a clock. */
 #include "bench/bench_workload.h"
@@ -171,13 +172,13 @@ static double wall_seconds(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The trace's rows, loop after loop, as requests; the records, as counts. */
+/* The trace's rows, loop after loop, as requests; the records, as counts. A request's prompt
+ * is made only when the simulator asks for it, once the request was admitted. */
 typedef struct {
     dyb_workload *wl;
     long rows, total, next;
     double scale;          /* trace ms -> simulated seconds */
     double period_s;       /* one loop's span: the last row's arrival plus one mean gap */
-    dyb_request cur;       /* the request handed out last: freed at the next call */
     double make_cpu_s;     /* CPU time spent making prompts */
     long samples, completed, failed;
     uint64_t output_tokens;
@@ -186,23 +187,32 @@ typedef struct {
 static int next_request(void *ctx, dy_sim_request *out)
 {
     bench_stream *b = ctx;
-    dyb_request_free(&b->cur);
     if (b->next >= b->total)
         return 0;
     const long row = b->next % b->rows, loop = b->next / b->rows;
-    double t0 = cpu_seconds();
-    if (row == 0) /* each loop its own prompts: no loop finds the one before in a cache */
-        dyb_workload_set_round(b->wl, (uint64_t)loop);
-    int rc = dyb_workload_make(b->wl, row, false, &b->cur);
-    b->make_cpu_s += cpu_seconds() - t0;
-    if (rc != 0 || b->cur.isl > INT32_MAX || b->cur.osl > INT32_MAX)
+    long isl, osl;
+    if (dyb_workload_lengths(b->wl, row, &isl, &osl) != 0 || isl > INT32_MAX || osl > INT32_MAX)
         return -1;
     *out = (dy_sim_request){
         .arrival = (double)loop * b->period_s + dyb_workload_arrival_ms(b->wl, row) * b->scale,
-        .prompt = b->cur.tokens, .n_prompt = (int)b->cur.isl, .max_tokens = (int)b->cur.osl,
-        .n_samples = 1};
+        .prompt = NULL, .n_prompt = (int)isl, .max_tokens = (int)osl, .n_samples = 1};
     b->next++;
     return 1;
+}
+
+/* Request i's tokens: its trace row's, with its loop's own prompts (bench's rounds). */
+static bool make_prompt(void *ctx, int request, int32_t *out)
+{
+    bench_stream *b = ctx;
+    double t0 = cpu_seconds();
+    dyb_workload_set_round(b->wl, (uint64_t)(request / b->rows));
+    dyb_request r;
+    bool ok = dyb_workload_make(b->wl, request % b->rows, false, &r) == 0;
+    if (ok)
+        memcpy(out, r.tokens, sizeof *out * (size_t)r.isl);
+    dyb_request_free(&r);
+    b->make_cpu_s += cpu_seconds() - t0;
+    return ok;
 }
 
 static bool count_record(void *ctx, const dy_sim_record *r)
@@ -284,14 +294,14 @@ static int run(bench_cmd *c)
     char err[512];
     double cpu0 = cpu_seconds(), wall0 = wall_seconds();
     dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
-    dy_sim_stream io = {next_request, count_record, &c->st};
+    dy_sim_stream io = {.next = next_request, .sink = count_record, .prompt = make_prompt,
+                        .ctx = &c->st};
     int rc = s ? dy_sim_run_stream(s, &io, err, sizeof err) : -1;
     c->cpu_s = cpu_seconds() - cpu0;
     c->wall_s = wall_seconds() - wall0;
     if (rc == 0)
         c->tot = dy_sim_get_totals(s);
     dy_sim_free(s);
-    dyb_request_free(&c->st.cur);
     struct rusage ru;
     c->max_rss_kib = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
     if (rc != 0)

@@ -114,6 +114,7 @@ typedef struct {
     int index;               /* its number in the workload (the records' `request`) */
     uint64_t first_id;       /* sample 0's scheduler id: ids number the samples of the run */
     int open_samples;        /* admitted samples not yet ended */
+    bool has_prompt;         /* false until the stream's prompt callback gave the tokens */
     int32_t *prompt;
     uint64_t *hashes;        /* its full blocks' hashes */
     live_sample *smp;        /* r.n_samples of them */
@@ -274,7 +275,8 @@ static const char *check_request(const dy_sim *s, const dy_sim_request *r, doubl
 {
     if (!isfinite(r->arrival) || r->arrival < 0 || r->arrival < previous)
         return "arrival times must be finite, non-negative and in order";
-    if (r->n_prompt < 1 || !r->prompt || r->max_tokens < 1 || r->n_samples < 1)
+    if (r->n_prompt < 1 || (!r->prompt && !s->io.prompt) || r->max_tokens < 1 ||
+        r->n_samples < 1)
         return "every request needs a prompt, max_tokens >= 1 and n_samples >= 1";
     if (r->n_samples > s->cfg.max_samples * s->cfg.n_workers * 64)
         return "too many samples for one request";
@@ -316,7 +318,9 @@ static int hold_request(dy_sim *s, const dy_sim_request *r)
         s->fail = "out of memory";
         return -1;
     }
-    memcpy(q->prompt, r->prompt, sizeof *q->prompt * (size_t)r->n_prompt);
+    q->has_prompt = r->prompt != NULL;
+    if (q->has_prompt)
+        memcpy(q->prompt, r->prompt, sizeof *q->prompt * (size_t)r->n_prompt);
     q->r = *r;
     q->r.prompt = q->prompt;
     q->index = s->n_pulled;
@@ -551,6 +555,10 @@ static void on_arrival(dy_sim *s, int slot)
     if (verdict == DY_ADMIT_QUEUE_FULL) {
         s->tot.refused++;
         refuse(s, slot, "the server's queue is full");
+        return;
+    }
+    if (!q->has_prompt && !(q->has_prompt = s->io.prompt(s->io.ctx, q->index, q->prompt))) {
+        s->fail = "the prompt source failed";
         return;
     }
     const int nb = n_blocks_of(s, &q->r);

@@ -88,7 +88,8 @@ dy_sim_config dy_sim_config_default(void);
 typedef struct {
     double arrival;          /* seconds from the start */
     const int32_t *prompt;   /* token ids (dy_sim_run: borrowed until it returns; a stream's
-                              * source: until its next call, the simulator keeps a copy) */
+                              * source: until its next call, the simulator keeps a copy; NULL
+                              * when the stream's prompt callback gives them later) */
     int n_prompt;
     int max_tokens;          /* tokens each sample generates (the sim never stops early) */
     int n_samples;           /* ≥ 1 */
@@ -167,10 +168,16 @@ void dy_sim_free(dy_sim *s);
  *         valid until the next call.
  *   sink  (may be NULL) is called once per sample as it ends (done, failed or refused), in
  *         the order they end; the record and its token_times are valid during the call only.
- *         Returning false stops the run. */
+ *         Returning false stops the run.
+ *   prompt  (may be NULL) lets next give a request without its tokens (prompt NULL): the
+ *         simulator asks for them, request by request (numbered from 0 in the order next gave
+ *         them), writing n_prompt ids into out, once the request passed the frontend's checks
+ *         and admission — so the prompts of refused requests are never made. Returning false
+ *         stops the run. */
 typedef struct {
     int (*next)(void *ctx, dy_sim_request *out);
     bool (*sink)(void *ctx, const dy_sim_record *r);
+    bool (*prompt)(void *ctx, int request, int32_t *out);
     void *ctx;
 } dy_sim_stream;
 
