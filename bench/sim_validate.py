@@ -24,7 +24,8 @@ its mean rate is that same FRACTION of capacity.
 The cost models: one `dyad sim fit` per engine thread count (1 and 2) on MODEL, cached in
 COSTS (re-used when the file is there: delete it, or REFIT=1, for a new sitting). Both sides
 get the same --kv-blocks KV_BLOCKS per worker, the same --slo (SLO_TTFT_MS, SLO_TPOT_MS) and
-the model's context (CTX) as the simulator's --ctx-len.
+the model's context as the simulator's --ctx-len (read from the model's GGUF, as the server reads
+it; CTX overrides it, and then must match the model, or the two sides refuse different prompts).
 
 Prints the env header, per configuration a Markdown table (real, simulated, relative error
 (sim - real) / real) of output tokens/s, TPOT p50, ITL p90, TTFT p50, TTFT p90 and goodput,
@@ -32,11 +33,12 @@ then one summary table and the median absolute error per metric against the issu
 (<= 10 % throughput and TPOT, <= 20 % TTFT p90). Each run's `--json` goes to the log too, on
 lines starting '#json'. A benchmark: it asserts nothing. Standard library only.
 
-  DEPLOYS="agg 1x2" WORKLOADS="64x16" MODEL=models/stories260K.gguf CTX=512 VOCAB=512 \\
+  DEPLOYS="agg 1x2" WORKLOADS="64x16" MODEL=models/stories260K.gguf VOCAB=512 \\
     REQUESTS=8 MIN_REQUESTS=8 FIT_ARGS="--quick --reps 1" bench/sim_validate.py   # a try"""
 import json
 import os
 import statistics
+import struct
 import subprocess
 
 import benchlib
@@ -45,7 +47,7 @@ from benchlib import ROOT, dyad_http
 DYAD = benchlib.dyad_binary()
 DEFAULT_MODEL = os.path.join(ROOT, "models", "generated", "15m-q8_0-ctx4k.gguf")
 MODEL = os.environ.get("MODEL", DEFAULT_MODEL)
-CTX = int(os.environ.get("CTX", "4096"))
+CTX = int(os.environ["CTX"]) if os.environ.get("CTX") else None  # None: the model's own (main)
 VOCAB = os.environ.get("VOCAB", "32000")
 KV_BLOCKS = os.environ.get("KV_BLOCKS", "2048")
 COSTS = os.environ.get("COSTS", "/tmp/dyad-sim-validate")
@@ -103,6 +105,39 @@ def ensure_model():
         os.makedirs(os.path.dirname(MODEL), exist_ok=True)
         run("gen-model", "--shape", "15m", "--type", "q8_0", "--ctx", "4096", "-o", MODEL)
         print(f"# generated {MODEL}: dyad gen-model --shape 15m --type q8_0 --ctx 4096", flush=True)
+
+
+def model_context(path):
+    """The model's context length, the GGUF key <arch>.context_length: the served model refuses
+    a prompt whose length plus max_tokens exceeds it, so the simulator's --ctx-len is this."""
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    ints = {4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
+    with open(path, "rb") as f:
+        def read(fmt):
+            return struct.unpack(fmt, f.read(struct.calcsize(fmt)))[0]
+
+        def string():
+            return f.read(read("<Q")).decode("utf-8", "replace")
+
+        def skip(kind):
+            if kind == 8:
+                string()
+            elif kind == 9:
+                item, n = read("<I"), read("<Q")
+                for _ in range(n):
+                    skip(item)
+            else:
+                f.read(sizes[kind])
+
+        if f.read(4) != b"GGUF":
+            raise RuntimeError(f"{path}: not a GGUF file")
+        read("<I"), read("<Q")  # version, tensor count
+        for _ in range(read("<Q")):
+            key, kind = string(), read("<I")
+            if key.endswith(".context_length") and kind in ints:
+                return int(read(ints[kind]))
+            skip(kind)
+    raise RuntimeError(f"{path}: no context_length in its metadata")
 
 
 def cost_model(threads):
@@ -231,11 +266,13 @@ def summary(rows):
 
 
 def main():
+    global CTX
     print(benchlib.env_header(f"sim vs real: {MODEL}, {', '.join(DEPLOYS)} x {' '.join(WORKLOADS)}, "
                               f"open loop at {FRACTION:g} x capacity, seed {SEED}"), flush=True)
+    ensure_model()
+    CTX = CTX or model_context(MODEL)
     print(f"# dyad: {benchlib.binary_id(DYAD)}; --kv-blocks {KV_BLOCKS} per worker, sim --ctx-len "
           f"{CTX}, vocab {VOCAB}, SLO ttft_ms={SLO_TTFT},tpot_ms={SLO_TPOT}", flush=True)
-    ensure_model()
     costs = {t: cost_model(t) for t in sorted({DEPLOYMENTS[d][1] for d in DEPLOYS})}
     rows = []
     for workload in WORKLOADS:

@@ -3,7 +3,8 @@
  * after length scaling and capping), prompts are deterministic per seed, shared-prefix groups,
  * Azure and length-table CSVs with bad lines (error naming FILE:LINE, or skipped and
  * counted), timestamps, the means of Poisson/gamma arrival gaps and the arrival schedule
- * (dyb_arrivals) that `dyad bench` sends by and `dyad sim run` simulates. The real traces in
+ * (dyb_arrivals) that `dyad bench` sends by and `dyad sim run` simulates, request lengths
+ * without their tokens (dyb_workload_lengths, for `dyad sim bench`). The real traces in
  * ../shared are parsed too when present. */
 #include "testutil.h"
 #include "bench/bench_rng.h"
@@ -301,6 +302,50 @@ static void test_table_workload_is_deterministic(void **st)
     drop_file(path);
 }
 
+/* dyb_workload_lengths gives the lengths dyb_workload_make gives, for a trace, a table and
+ * fixed lengths, in any round, and fails past a trace's end. */
+static void assert_lengths_match(const dyb_workload *w, long n)
+{
+    for (long i = 0; i < n; i++) {
+        dyb_request r;
+        long isl = -1, osl = -1;
+        assert_int_equal(dyb_workload_make(w, i, false, &r), 0);
+        assert_int_equal(dyb_workload_lengths(w, i, &isl, &osl), 0);
+        assert_int_equal(isl, r.isl);
+        assert_int_equal(osl, r.osl);
+        dyb_request_free(&r);
+    }
+}
+
+static void test_lengths_without_tokens(void **st)
+{
+    (void)st;
+    char *trace = temp_file(mooncake);
+    char *table = temp_file("input_length,output_length\n100,10\n200,20\n300,30\n");
+    dyb_workload_config c = base_config();
+    c.trace = trace;
+    c.length_scale = 0.5;
+    c.max_isl = 400;
+    dyb_workload *w = must_load(&c);
+    assert_lengths_match(w, 3);
+    long isl, osl;
+    assert_int_equal(dyb_workload_lengths(w, 3, &isl, &osl), -1);
+    dyb_workload_free(w);
+    c = base_config();
+    c.lengths_csv = table;
+    w = must_load(&c);
+    assert_lengths_match(w, 40);
+    dyb_workload_set_round(w, 3);
+    assert_lengths_match(w, 40);
+    dyb_workload_free(w);
+    c = base_config();
+    w = must_load(&c);
+    assert_lengths_match(w, 5);
+    dyb_workload_free(w);
+    drop_file(trace);
+    drop_file(table);
+}
+
 static void test_prefix_groups(void **st)
 {
     (void)st;
@@ -510,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_azure_csv),
         cmocka_unit_test(test_lengths_csv_columns),
         cmocka_unit_test(test_table_workload_is_deterministic),
+        cmocka_unit_test(test_lengths_without_tokens),
         cmocka_unit_test(test_prefix_groups),
         cmocka_unit_test(test_rounds_draw_fresh_prompts),
         cmocka_unit_test(test_datetime),

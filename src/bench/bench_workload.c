@@ -151,6 +151,32 @@ static void synthetic_tokens(const dyb_workload *w, dyb_rng *r, bool warmup, dyb
     dyb_fill_tokens(r, out->tokens + pos, out->isl - pos, w->c.vocab_size);
 }
 
+/* Request index's lengths, and its row when it has one, drawing from r as its tokens will. */
+static const dyb_trace_row *lengths_of(const dyb_workload *w, long index, dyb_rng *r,
+                                       long *isl, long *osl)
+{
+    const dyb_trace_row *row = NULL;
+    if (w->trace)
+        row = &w->rows.rows[(size_t)index % w->rows.n];
+    else if (w->table)
+        row = &w->rows.rows[dyb_rng_below(r, w->rows.n)];
+    if (row) {
+        *isl = scaled(w, row->in_len, w->c.max_isl);
+        *osl = scaled(w, row->out_len, w->c.max_osl);
+    } else
+        capped_fixed(w, isl, osl);
+    return row;
+}
+
+int dyb_workload_lengths(const dyb_workload *w, long index, long *isl, long *osl)
+{
+    if (index < 0 || (w->trace && (size_t)index >= w->rows.n))
+        return -1;
+    dyb_rng r = dyb_rng_keyed(w->seed, DYB_DOMAIN_REQUEST, (uint64_t)index);
+    lengths_of(w, index, &r, isl, osl);
+    return 0;
+}
+
 int dyb_workload_make(const dyb_workload *w, long index, bool warmup, dyb_request *out)
 {
     *out = (dyb_request){0};
@@ -158,16 +184,7 @@ int dyb_workload_make(const dyb_workload *w, long index, bool warmup, dyb_reques
         return -1;
     dyb_rng r = dyb_rng_keyed(w->seed, warmup ? DYB_DOMAIN_WARMUP : DYB_DOMAIN_REQUEST,
                               (uint64_t)index);
-    const dyb_trace_row *row = NULL;
-    if (w->trace)
-        row = &w->rows.rows[(size_t)index % w->rows.n];
-    else if (w->table)
-        row = &w->rows.rows[dyb_rng_below(&r, w->rows.n)];
-    if (row) {
-        out->isl = scaled(w, row->in_len, w->c.max_isl);
-        out->osl = scaled(w, row->out_len, w->c.max_osl);
-    } else
-        capped_fixed(w, &out->isl, &out->osl);
+    const dyb_trace_row *row = lengths_of(w, index, &r, &out->isl, &out->osl);
     if (!(out->tokens = malloc(sizeof(int32_t) * (size_t)out->isl)))
         return -1;
     if (w->trace && !warmup)

@@ -60,6 +60,9 @@ long dyb_workload_block_tokens(const dyb_workload *w);
  * Returns 0, or -1 when out of memory or past a trace's end. */
 int dyb_workload_make(const dyb_workload *w, long index, bool warmup, dyb_request *out);
 void dyb_request_free(dyb_request *r);
+/* The lengths dyb_workload_make gives request `index` (not a warmup one), without making its
+ * tokens. 0, or -1 past a trace's end. */
+int dyb_workload_lengths(const dyb_workload *w, long index, long *isl, long *osl);
 
 /* One line saying what the workload is (for reports). */
 void dyb_workload_describe(const dyb_workload *w, char *buf, size_t n);

@@ -1,4 +1,5 @@
-/* cmd_sim.c — `dyad sim`: the simulator's tools (`dyad sim run` is cmd_sim_run.c). `dyad sim
+/* cmd_sim.c — `dyad sim`: the simulator's tools (`dyad sim run` is cmd_sim_run.c, `dyad sim
+ * bench` cmd_sim_bench.c). `dyad sim
  * fit` writes a measured cost model of this machine (sim/cost.h, docs/sim-costs.md): it runs
  * this binary's `dyad bench engine --json` and `dyad bench xfer --json` (or reads their output
  * from files given), fits the step time by least squares and saves the model as JSON. */
@@ -16,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char sim_usage[] = "usage: dyad sim run|fit [options]\n";
+static const char sim_usage[] = "usage: dyad sim run|fit|bench [options]\n";
 static const char fit_usage[] =
     "usage: dyad sim fit -o OUT.json [--model PATH] [--threads N] [--kv-mem MiB] [options]\n"
     "Measures this machine (dyad bench engine --json, dyad bench xfer --json) and writes the\n"
@@ -188,14 +189,18 @@ int cmd_sim(int argc, char **argv)
         return fit(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "run"))
         return cmd_sim_run(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "bench"))
+        return cmd_sim_bench(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(sim_usage, stdout);
         fputs("  run    simulate a deployment under a workload (dyad sim run --help)\n", stdout);
         fputs("  fit    write a measured cost model of this machine (dyad sim fit --help)\n",
               stdout);
+        fputs("  bench  the simulator's speed on a trace replay (dyad sim bench --help)\n",
+              stdout);
         return 0;
     }
     fprintf(stderr, "%sdyad sim: %s\n", sim_usage,
-            argc < 2 ? "which tool? (run, fit)" : "unknown tool (run, fit)");
+            argc < 2 ? "which tool? (run, fit, bench)" : "unknown tool (run, fit, bench)");
     return 2;
 }

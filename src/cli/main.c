@@ -17,7 +17,7 @@ static const char usage[] =
     "  worker     a worker process (started by serve)\n"
     "  bench      benchmarks (`dyad bench engine`)\n"
     "  sim        the simulator (`dyad sim run`: a simulated bench run; `dyad sim fit`: a cost\n"
-    "             model of this machine)\n"
+    "             model of this machine; `dyad sim bench`: the simulator's own speed)\n"
     "  plan       the cheapest deployment that meets a TTFT and an ITL objective for a\n"
     "             workload, sized by the balance criterion and checked by simulation\n"
     "\n"

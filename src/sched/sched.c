@@ -94,12 +94,18 @@ static void release_blocks(dy_sched *s, dy_seq *q)
     q->n_published = 0;
 }
 
-/* Chained hashes for the first nb full blocks (the tokens must exist). */
-static void ensure_hashes(dy_sched *s, dy_seq *q, int nb, int have)
+/* Chained hashes for the first nb full blocks (the tokens must exist). A block's hash depends
+ * only on the tokens up to its end, which never change once written, so the hashes already
+ * computed are kept: a waiting prompt is looked at on every load report. */
+static void ensure_hashes(dy_sched *s, dy_seq *q, int nb)
 {
+    const int have = q->n_hashed;
+    if (nb <= have)
+        return;
     uint64_t parent = have ? q->hashes[have - 1] : dy_kv_cache_fingerprint(s->kv);
     dy_block_hashes(parent, q->tokens + (size_t)have * s->bs, (nb - have) * s->bs, s->bs,
                     q->hashes + have);
+    q->n_hashed = nb;
 }
 
 /* Grows the block table to cover positions [0, len). False if the pool is out of blocks
@@ -122,7 +128,7 @@ static void publish_full_blocks(dy_sched *s, dy_seq *q)
     int full = q->n_computed / s->bs;
     if (full <= q->n_published || s->cfg.no_prefix_cache)
         return;
-    ensure_hashes(s, q, full, q->n_published);
+    ensure_hashes(s, q, full);
     for (int b = q->n_published; b < full; b++)
         dy_kv_cache_publish_chained(s->kv, q->blocks[b], q->hashes[b],
                                     b ? q->hashes[b - 1] : dy_kv_cache_fingerprint(s->kv));
@@ -224,6 +230,7 @@ static bool share_prompt_blocks(dy_sched *s, const dy_seq *leader, dy_seq *q)
         q->blocks[i] = leader->blocks[i];
         q->hashes[i] = leader->hashes[i];
     }
+    q->n_hashed = full;
     q->n_blocks = full + (fork_at % s->bs != 0);
     q->n_published = full;
     q->n_computed = fork_at;
@@ -363,7 +370,7 @@ static int plan_running(dy_sched *s, int budget)
 static void attach_cached_prefix(dy_sched *s, dy_seq *q)
 {
     int n_lookup = s->cfg.no_prefix_cache ? 0 : (q->n_tokens - 1) / s->bs;
-    ensure_hashes(s, q, n_lookup, 0);
+    ensure_hashes(s, q, n_lookup);
     int found = dy_kv_cache_lookup(s->kv, q->hashes, n_lookup, q->blocks);
     q->n_blocks = q->n_published = found;
     q->n_computed = found * s->bs;
@@ -515,7 +522,7 @@ static int64_t waiting_prefill_tokens(dy_sched *s, dy_seq *q)
     if (q->n_blocks > 0 || s->cfg.no_prefix_cache)
         return q->n_tokens - q->n_computed;
     int n_lookup = (q->n_tokens - 1) / s->bs;
-    ensure_hashes(s, q, n_lookup, 0);
+    ensure_hashes(s, q, n_lookup);
     return q->n_tokens - (int64_t)dy_kv_cache_peek(s->kv, q->hashes, n_lookup) * s->bs;
 }
 

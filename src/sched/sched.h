@@ -41,6 +41,7 @@ typedef struct dy_seq {
     int n_blocks, blocks_cap;
     int n_published;       /* leading blocks already published to the prefix index */
     uint64_t *hashes;      /* chained hashes of full blocks */
+    int n_hashed;          /* leading hashes computed so far */
     uint64_t order;        /* arrival order: smaller is older */
     struct dy_seq *prev, *next; /* in its list (waiting or running) */
     /* repeated sampling: a leader's samples waiting to fork its prompt blocks */

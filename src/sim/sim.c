@@ -6,7 +6,14 @@
  *                 step, publish KV events, report its load when due, flush its frames. A frame
  *                 that arrives while a step runs waits for the step's end, as on a real worker.
  * Frontend-to-worker frames land in the worker's inbox; worker-to-frontend frames go to its
- * outbox and reach the frontend when the worker flushes, in the order they were written. */
+ * outbox and reach the frontend when the worker flushes, in the order they were written.
+ *
+ * Memory follows the requests in flight, not the workload's length: a request is pulled from
+ * the source when the clock reaches the one before it and lives in a slot (its prompt's copy,
+ * its block hashes, one record per sample) until its last sample ended and went to the sink;
+ * the slot, buffers and all, then serves a later request. Placements (flights) are slots too,
+ * freed when their last sample ends. dy_sim_run is this streamed run over an array, keeping
+ * every record. */
 #include "sim/sim.h"
 #include "kv/block_hash.h"
 #include "kv/kv_cache.h"
@@ -25,7 +32,7 @@ typedef enum { EV_ARRIVAL, EV_ITERATE, EV_STEP_END, EV_FLUSH, EV_TICK, EV_XFER_D
 typedef struct {
     double t;
     uint64_t order; /* ties run in the order scheduled */
-    int kind, worker, a; /* a: the request (arrival), idle generation (tick), frame index */
+    int kind, worker, a; /* a: request slot (arrival), idle generation (tick), flight slot (xfer) */
 } event;
 
 /* Frames, both ways (only what the simulation needs of them). */
@@ -41,8 +48,8 @@ typedef enum {
 
 typedef struct {
     int kind;
-    int flight;      /* the placement this frame is about */
-    int sample;      /* M_TOKEN / M_DONE: the sample (record index) */
+    int flight;      /* the placement (flight slot) this frame is about */
+    int sample;      /* M_TOKEN / M_DONE: the sample's number in its request */
     bool ok, local;
     int n_blocks;    /* M_KV_ALLOC / M_PREFILL: blocks to ship */
     int cached;      /* M_PREFILL_DONE: prompt tokens found cached on the prefill worker */
@@ -56,12 +63,18 @@ typedef struct {
     size_t n, cap, head;
 } msg_queue;
 
-/* A dy_seq's user pointer is a tag, not memory: record + 1 for a sample's sequence,
- * -(flight + 1) for a prefill worker's sequence computing that flight's prompt. */
-static void *tag_sample(int record) { return (void *)(intptr_t)(record + 1); }
+/* A dy_seq's user pointer is a tag, not memory: a sample's sequence carries its request slot
+ * and sample number ((slot << 32 | sample) + 1), a prefill worker's sequence computing a
+ * flight's prompt -(flight slot + 1). */
+_Static_assert(sizeof(intptr_t) >= 8, "a sample's tag packs two 32-bit numbers");
+static void *tag_sample(int slot, int sample)
+{
+    return (void *)(intptr_t)(((int64_t)slot << 32 | (uint32_t)sample) + 1);
+}
 static void *tag_prefill(int flight) { return (void *)(intptr_t)-(flight + 1); }
 static bool is_prefill(const dy_seq *q) { return (intptr_t)q->user < 0; }
-static int record_of_seq(const dy_seq *q) { return (int)(intptr_t)q->user - 1; }
+static int slot_of_seq(const dy_seq *q) { return (int)(((intptr_t)q->user - 1) >> 32); }
+static int sample_of_seq(const dy_seq *q) { return (int)(((intptr_t)q->user - 1) & 0xffffffff); }
 static int flight_of_prefill(const dy_seq *q) { return (int)-(intptr_t)q->user - 1; }
 
 typedef struct {
@@ -86,16 +99,48 @@ typedef struct {
     dy_sim_worker_totals tot;
 } sim_worker;
 
+/* One sample of a request the simulator holds. */
+typedef struct {
+    dy_sim_record rec;       /* rec.token_times is `times` */
+    double *times;           /* kept with the slot: room for times_cap tokens */
+    int times_cap;
+    int flight;              /* the flight slot it went out in; -1 before placement */
+    int generated;           /* tokens its worker has sampled */
+} live_sample;
+
+/* A request pulled from the source and not yet ended. Its buffers stay with the slot. */
+typedef struct {
+    dy_sim_request r;        /* r.prompt is `prompt`, the simulator's copy */
+    int index;               /* its number in the workload (the records' `request`) */
+    uint64_t first_id;       /* sample 0's scheduler id: ids number the samples of the run */
+    int open_samples;        /* admitted samples not yet ended */
+    bool has_prompt;         /* false until the stream's prompt callback gave the tokens */
+    int32_t *prompt;
+    uint64_t *hashes;        /* its full blocks' hashes */
+    live_sample *smp;        /* r.n_samples of them */
+    int prompt_cap, hashes_cap, smp_cap;
+} live_request;
+
 /* One placement (a flight of fleet_flights.c): samples [first, first + count) of a request
  * sent to `gen`, the first of them carrying the router's ticket. */
 typedef struct {
-    int request, first, count;
+    int number;               /* placements are numbered from 0 over the run (the observer's) */
+    int request;              /* its request's slot */
+    int first, count;
+    int open;                 /* its samples not yet ended */
     int gen, prefill;         /* prefill: the planned prefill worker, -1 local */
     dy_router_ticket ticket;
     bool has_ticket;
     dy_seq *decode_seq;       /* disaggregated: the leader's sequence on the decode worker */
     int n_ship;               /* disaggregated: blocks the decode worker set aside */
+    msg xfer_done;            /* async transfer: the PREFILL_DONE frame its copy's end sends */
 } flight;
+
+/* The free slots of a pool, as a stack of their indices. */
+typedef struct {
+    int *ids;
+    size_t n, cap;
+} free_list;
 
 struct dy_sim {
     dy_sim_config cfg;
@@ -110,24 +155,29 @@ struct dy_sim {
     size_t n_work;            /* events in the heap that are not idle ticks */
     uint64_t next_order;
     double now;
-    /* the workload and its outcome */
-    const dy_sim_request *reqs;
-    int n_reqs;
-    int *first_record;        /* per request: index of its first sample's record */
-    uint64_t **hashes;        /* per request: its full blocks' hashes (freed when it ends) */
-    int *open_samples;        /* per request: samples not yet ended */
+    /* the workload, pulled as the clock reaches it */
+    dy_sim_stream io;
+    bool source_done;         /* the source has no more requests */
+    int n_pulled;             /* requests pulled so far */
+    uint64_t next_id;         /* scheduler ids handed out (one per sample) */
+    double last_arrival;
+    live_request *rq;         /* request slots */
+    size_t n_rq, rq_cap;
+    free_list rq_free;
+    flight *fl;               /* flight slots */
+    size_t n_fl, fl_cap;
+    free_list fl_free;
+    int n_flights;            /* placements so far */
+    int requests_held, samples_held;
+    /* dy_sim_run keeps every record here (a streamed run none) */
     dy_sim_record *rec;
     int n_rec;
-    int *rec_flight;          /* per record: its flight */
-    int *generated;           /* per record: tokens its worker has sampled */
-    flight *fl;
-    size_t n_fl, fl_cap;
-    msg_queue in_transit;     /* async transfers' PREFILL_DONE frames (events index them) */
+    int *first_record;        /* per request: index of its first sample's record */
+    /* the frontend's counts */
     int waiting_sequences;    /* sent, without a first token (admission's count) */
     long outstanding;         /* admitted samples not yet ended */
-    int next_arrival;
     int in_flight;            /* requests sent and not ended (for max_in_flight) */
-    int held;                 /* a request due while max_in_flight were in flight; -1: none */
+    int held;                 /* slot of a request due while max_in_flight were in flight; -1 */
     bool ran;
     const char *fail;         /* a run-stopping error */
     dy_sim_totals tot;
@@ -177,6 +227,159 @@ static event pop_event(dy_sim *s)
     return top;
 }
 
+/* ---------------------------------------------------------------- slots */
+
+/* A free slot of a pool of *n items (index), growing the pool when none is free; -1 when out
+ * of memory. A slot new to the pool is zeroed; a reused one is as its last user left it. */
+static int take_slot(dy_sim *s, void **items, size_t *n, size_t *cap, size_t elem,
+                     free_list *fl)
+{
+    if (fl->n > 0)
+        return fl->ids[--fl->n];
+    /* room for every slot on the free list now, so that giving one back cannot fail */
+    if (*n >= INT32_MAX || !dy_array_reserve(items, cap, *n + 1, elem) ||
+        !dy_array_reserve((void **)&fl->ids, &fl->cap, *n + 1, sizeof *fl->ids)) {
+        s->fail = "out of memory";
+        return -1;
+    }
+    memset((char *)*items + *n * elem, 0, elem);
+    return (int)(*n)++;
+}
+
+static void give_slot(free_list *fl, int slot)
+{
+    fl->ids[fl->n++] = slot;
+}
+
+/* Room for `need` elements in a buffer that a slot keeps from request to request (a new part
+ * zeroed). With `shrink`, a buffer over twice the need is cut down to it, so that a slot that
+ * once held a very long request does not keep its memory: what the slots hold follows the
+ * requests held now (within a factor of two), not the longest ones of the run. */
+static bool fit(void **buf, int *cap, int need, size_t elem, bool shrink)
+{
+    if (need <= *cap && (!shrink || *cap / 2 <= need))
+        return true;
+    void *p = realloc(*buf, (size_t)need * elem);
+    if (!p)
+        return need <= *cap; /* a failed shrink leaves the buffer as it was */
+    if (need > *cap)
+        memset((char *)p + (size_t)*cap * elem, 0, (size_t)(need - *cap) * elem);
+    *buf = p;
+    *cap = need;
+    return true;
+}
+
+/* ---------------------------------------------------------------- the workload */
+
+static const char *check_request(const dy_sim *s, const dy_sim_request *r, double previous)
+{
+    if (!isfinite(r->arrival) || r->arrival < 0 || r->arrival < previous)
+        return "arrival times must be finite, non-negative and in order";
+    if (r->n_prompt < 1 || (!r->prompt && !s->io.prompt) || r->max_tokens < 1 ||
+        r->n_samples < 1)
+        return "every request needs a prompt, max_tokens >= 1 and n_samples >= 1";
+    if (r->n_samples > s->cfg.max_samples * s->cfg.n_workers * 64)
+        return "too many samples for one request";
+    return NULL;
+}
+
+/* A request's records as the simulator starts them. */
+static bool start_records(live_request *q)
+{
+    for (int k = 0; k < q->r.n_samples; k++) {
+        live_sample *m = &q->smp[k];
+        if (!fit((void **)&m->times, &m->times_cap, q->r.max_tokens, sizeof *m->times, true))
+            return false;
+        m->rec = (dy_sim_record){.request = q->index, .sample = k, .arrival = q->r.arrival,
+                                 .first_token = -1, .done = -1, .token_times = m->times,
+                                 .worker = -1, .prefill_worker = -1,
+                                 .prompt_tokens = q->r.n_prompt};
+        m->flight = -1;
+        m->generated = 0;
+    }
+    for (int k = q->r.n_samples; k < q->smp_cap; k++) { /* left by a request of more samples */
+        free(q->smp[k].times);
+        q->smp[k].times = NULL;
+        q->smp[k].times_cap = 0;
+    }
+    return true;
+}
+
+/* A copy of request r in a slot of its own. -1 when out of memory. */
+static int hold_request(dy_sim *s, const dy_sim_request *r)
+{
+    int slot = take_slot(s, (void **)&s->rq, &s->n_rq, &s->rq_cap, sizeof *s->rq, &s->rq_free);
+    if (slot < 0)
+        return -1;
+    live_request *q = &s->rq[slot];
+    if (!fit((void **)&q->prompt, &q->prompt_cap, r->n_prompt, sizeof *q->prompt, true) ||
+        !fit((void **)&q->smp, &q->smp_cap, r->n_samples, sizeof *q->smp, false)) {
+        give_slot(&s->rq_free, slot);
+        s->fail = "out of memory";
+        return -1;
+    }
+    q->has_prompt = r->prompt != NULL;
+    if (q->has_prompt)
+        memcpy(q->prompt, r->prompt, sizeof *q->prompt * (size_t)r->n_prompt);
+    q->r = *r;
+    q->r.prompt = q->prompt;
+    q->index = s->n_pulled;
+    q->first_id = s->next_id;
+    q->open_samples = 0;
+    if (!start_records(q)) {
+        give_slot(&s->rq_free, slot);
+        s->fail = "out of memory";
+        return -1;
+    }
+    s->n_pulled++;
+    s->next_id += (uint64_t)r->n_samples;
+    s->requests_held++;
+    s->samples_held += r->n_samples;
+    if (s->requests_held > s->tot.peak_requests_held)
+        s->tot.peak_requests_held = s->requests_held;
+    if (s->samples_held > s->tot.peak_samples_held)
+        s->tot.peak_samples_held = s->samples_held;
+    return slot;
+}
+
+static void release_request(dy_sim *s, int slot)
+{
+    s->requests_held--;
+    s->samples_held -= s->rq[slot].r.n_samples;
+    give_slot(&s->rq_free, slot);
+}
+
+/* The source's next request, held in a slot; -1 when there is none (or the run failed). */
+static int pull_request(dy_sim *s)
+{
+    if (s->source_done || s->fail)
+        return -1;
+    dy_sim_request r;
+    int got = s->io.next(s->io.ctx, &r);
+    const char *bad = got < 0  ? "the request source failed"
+                    : got == 0 ? NULL
+                    : check_request(s, &r, s->last_arrival);
+    if (got <= 0 || bad) {
+        s->source_done = true;
+        s->fail = bad;
+        return -1;
+    }
+    if (s->n_pulled == INT32_MAX) {
+        s->fail = "too many requests for one run";
+        return -1;
+    }
+    s->last_arrival = r.arrival;
+    return hold_request(s, &r);
+}
+
+/* A sample's record is final: it goes to the sink. */
+static void emit(dy_sim *s, int slot, int sample)
+{
+    if (s->io.sink && !s->fail && !s->io.sink(s->io.ctx, &s->rq[slot].smp[sample].rec) &&
+        !s->fail)
+        s->fail = "the record sink failed";
+}
+
 /* ---------------------------------------------------------------- frames */
 
 static void msg_push(dy_sim *s, msg_queue *q, msg m)
@@ -210,9 +413,9 @@ static void send_to_worker(dy_sim *s, int wi, msg m)
 
 /* ---------------------------------------------------------------- placement (the frontend) */
 
-static const dy_sim_request *req_of(const dy_sim *s, const flight *f)
+static live_request *req_of(dy_sim *s, const flight *f)
 {
-    return &s->reqs[f->request];
+    return &s->rq[f->request];
 }
 
 static int n_blocks_of(const dy_sim *s, const dy_sim_request *r)
@@ -228,27 +431,31 @@ static dy_place_view place_view(dy_sim *s)
                            .route = s->cfg.route, .router = s->router};
 }
 
-static dy_place_request place_request(const dy_sim *s, int request, int n_samples)
+static dy_place_request place_request(const dy_sim *s, int slot, int n_samples)
 {
-    const dy_sim_request *r = &s->reqs[request];
-    return (dy_place_request){.prompt_tokens = r->n_prompt, .hashes = s->hashes[request],
-                              .n_blocks = n_blocks_of(s, r), .max_tokens = r->max_tokens,
+    const live_request *q = &s->rq[slot];
+    return (dy_place_request){.prompt_tokens = q->r.n_prompt, .hashes = q->hashes,
+                              .n_blocks = n_blocks_of(s, &q->r), .max_tokens = q->r.max_tokens,
                               .n_samples = n_samples, .local_prefill = false};
 }
 
-static dy_sim_record *record_of(dy_sim *s, int request, int sample)
+static dy_sim_record *record_of(dy_sim *s, int slot, int sample)
 {
-    return &s->rec[s->first_record[request] + sample];
+    return &s->rq[slot].smp[sample].rec;
 }
 
-/* A sample's end: the frontend's count of open work, and the prompt's hashes once no sample
- * needs them. */
-static void sample_ended(dy_sim *s, int request)
+/* A sample's end: its record to the sink, the frontend's count of open work, its flight once
+ * no sample of it is left, and the request's slot once none of its samples is. */
+static void sample_ended(dy_sim *s, int slot, int sample)
 {
+    emit(s, slot, sample);
+    live_request *q = &s->rq[slot];
+    const int fi = q->smp[sample].flight;
+    if (fi >= 0 && --s->fl[fi].open == 0)
+        give_slot(&s->fl_free, fi);
     s->outstanding--;
-    if (--s->open_samples[request] == 0) {
-        free(s->hashes[request]);
-        s->hashes[request] = NULL;
+    if (--q->open_samples == 0) {
+        release_request(s, slot);
         s->in_flight--;
         if (s->held >= 0) { /* the client sends its next request now */
             push_event(s, s->now, EV_ARRIVAL, -1, s->held);
@@ -257,9 +464,9 @@ static void sample_ended(dy_sim *s, int request)
     }
 }
 
-static void fail_record(dy_sim *s, int request, int sample, const char *why)
+static void fail_record(dy_sim *s, int slot, int sample, const char *why)
 {
-    dy_sim_record *r = record_of(s, request, sample);
+    dy_sim_record *r = record_of(s, slot, sample);
     r->ok = false;
     r->error = why;
     r->done = s->now;
@@ -267,77 +474,104 @@ static void fail_record(dy_sim *s, int request, int sample, const char *why)
 
 static int new_flight(dy_sim *s)
 {
-    if (!dy_array_reserve((void **)&s->fl, &s->fl_cap, s->n_fl + 1, sizeof *s->fl)) {
-        s->fail = "out of memory";
-        return -1;
-    }
-    s->fl[s->n_fl] = (flight){0};
-    return (int)s->n_fl++;
+    int fi = take_slot(s, (void **)&s->fl, &s->n_fl, &s->fl_cap, sizeof *s->fl, &s->fl_free);
+    if (fi >= 0)
+        s->fl[fi] = (flight){.number = s->n_flights++};
+    return fi;
 }
 
 /* fleet_flights.c's submit_samples: the samples go together to one worker unless its pool
  * could not hold them all; each part is placed anew. */
-static void submit(dy_sim *s, int request)
+static void submit(dy_sim *s, int slot)
 {
-    const dy_sim_request *r = &s->reqs[request];
-    for (int first = 0; first < r->n_samples && !s->fail;) {
+    const int n_samples = s->rq[slot].r.n_samples;
+    for (int first = 0; first < n_samples && !s->fail;) {
         int fi = new_flight(s);
         if (fi < 0)
             return;
         flight *f = &s->fl[fi];
         dy_place_view v = place_view(s);
-        dy_place_request pr = place_request(s, request, r->n_samples - first);
+        dy_place_request pr = place_request(s, slot, n_samples - first);
         dy_placement p = dy_place(&v, &pr, s->now, &f->ticket);
         if (s->obs.on_place)
-            s->obs.on_place(s->obs.ctx, fi, request, first, r->n_samples - first, s->now, &p);
+            s->obs.on_place(s->obs.ctx, f->number, s->rq[slot].index, first, n_samples - first,
+                            s->now, &p);
         if (p.gen < 0) { /* no live worker: cannot happen in a fixed deployment */
-            for (int k = first; k < r->n_samples; k++) {
-                fail_record(s, request, k, "no worker is available");
+            give_slot(&s->fl_free, fi);
+            for (int k = first; k < n_samples; k++) {
+                fail_record(s, slot, k, "no worker is available");
                 s->waiting_sequences--;
-                sample_ended(s, request);
+                sample_ended(s, slot, k);
             }
             return;
         }
-        *f = (flight){.request = request, .first = first, .count = p.samples, .gen = p.gen,
-                      .prefill = p.prefill, .ticket = f->ticket, .has_ticket = true};
+        *f = (flight){.number = f->number, .request = slot, .first = first, .count = p.samples,
+                      .open = p.samples, .gen = p.gen, .prefill = p.prefill,
+                      .ticket = f->ticket, .has_ticket = true};
         for (int k = first; k < first + p.samples; k++) {
-            dy_sim_record *rec = record_of(s, request, k);
-            rec->worker = p.gen;
-            rec->prefill_worker = p.prefill >= 0 ? p.prefill : p.gen;
-            rec->overlap_blocks = p.overlap_blocks;
+            live_sample *m = &s->rq[slot].smp[k];
+            m->flight = fi;
+            m->rec.worker = p.gen;
+            m->rec.prefill_worker = p.prefill >= 0 ? p.prefill : p.gen;
+            m->rec.overlap_blocks = p.overlap_blocks;
         }
         send_to_worker(s, p.gen, (msg){.kind = M_REQUEST, .flight = fi});
         first += p.samples;
     }
 }
 
-static void on_arrival(dy_sim *s, int request)
+/* The frontend's first check, before admission (openai.c's dy_api_max_new_tokens): the
+ * prompt and the tokens asked for must fit the model's context, or the request is refused
+ * (HTTP 400, context_length_exceeded) and never reaches a worker. */
+static bool fits_context(const dy_sim *s, const dy_sim_request *r)
 {
-    const dy_sim_request *r = &s->reqs[request];
-    for (int k = 0; k < r->n_samples; k++)
-        record_of(s, request, k)->arrival = s->now; /* later than planned when held */
-    dy_admit verdict = dy_place_admit(s->waiting_sequences, r->n_samples, s->cfg.max_queue);
-    if (s->obs.on_admit)
-        s->obs.on_admit(s->obs.ctx, request, s->waiting_sequences, verdict);
-    if (verdict == DY_ADMIT_QUEUE_FULL) {
-        for (int k = 0; k < r->n_samples; k++)
-            fail_record(s, request, k, "the server's queue is full");
-        s->tot.refused++;
+    return s->cfg.ctx_len <= 0 || (int64_t)r->n_prompt + r->max_tokens <= s->cfg.ctx_len;
+}
+
+/* A request that ends where it arrives: every sample failed with `why`. */
+static void refuse(dy_sim *s, int slot, const char *why)
+{
+    for (int k = 0; k < s->rq[slot].r.n_samples; k++) {
+        fail_record(s, slot, k, why);
+        emit(s, slot, k);
+    }
+    release_request(s, slot);
+}
+
+static void on_arrival(dy_sim *s, int slot)
+{
+    live_request *q = &s->rq[slot];
+    const int n = q->r.n_samples;
+    for (int k = 0; k < n; k++)
+        q->smp[k].rec.arrival = s->now; /* later than planned when held */
+    if (!fits_context(s, &q->r)) {
+        s->tot.over_context++;
+        refuse(s, slot, "the prompt and max_tokens exceed the context length");
         return;
     }
-    const int nb = n_blocks_of(s, r);
-    s->hashes[request] = malloc(sizeof(uint64_t) * (size_t)(nb ? nb : 1));
-    if (!s->hashes[request]) {
+    dy_admit verdict = dy_place_admit(s->waiting_sequences, n, s->cfg.max_queue);
+    if (s->obs.on_admit)
+        s->obs.on_admit(s->obs.ctx, q->index, s->waiting_sequences, verdict);
+    if (verdict == DY_ADMIT_QUEUE_FULL) {
+        s->tot.refused++;
+        refuse(s, slot, "the server's queue is full");
+        return;
+    }
+    if (!q->has_prompt && !(q->has_prompt = s->io.prompt(s->io.ctx, q->index, q->prompt))) {
+        s->fail = "the prompt source failed";
+        return;
+    }
+    const int nb = n_blocks_of(s, &q->r);
+    if (!fit((void **)&q->hashes, &q->hashes_cap, nb ? nb : 1, sizeof *q->hashes, true)) {
         s->fail = "out of memory";
         return;
     }
-    dy_block_hashes(s->cfg.fingerprint, r->prompt, r->n_prompt, s->cfg.block_size,
-                    s->hashes[request]);
-    s->open_samples[request] = r->n_samples;
+    dy_block_hashes(s->cfg.fingerprint, q->prompt, q->r.n_prompt, s->cfg.block_size, q->hashes);
+    q->open_samples = n;
     s->in_flight++;
-    s->outstanding += r->n_samples;
-    s->waiting_sequences += r->n_samples;
-    submit(s, request);
+    s->outstanding += n;
+    s->waiting_sequences += n;
+    submit(s, slot);
 }
 
 /* ---------------------------------------------------------------- the frontend reads a flush */
@@ -354,27 +588,29 @@ static void ticket_call(dy_sim *s, int fi, bool finished)
     else
         return; /* idempotent: only the first token moves the load */
     if (s->obs.on_ticket)
-        s->obs.on_ticket(s->obs.ctx, fi, finished);
+        s->obs.on_ticket(s->obs.ctx, f->number, finished);
 }
 
 static void front_on_token(dy_sim *s, const msg *m)
 {
-    dy_sim_record *r = &s->rec[m->sample];
+    const flight *f = &s->fl[m->flight];
+    dy_sim_record *r = record_of(s, f->request, m->sample);
     if (r->n_tokens == 0) {
         r->first_token = s->now;
         s->waiting_sequences--;
     }
     r->token_times[r->n_tokens++] = s->now;
     s->tot.output_tokens++;
-    if (m->sample == s->first_record[s->fl[m->flight].request] + s->fl[m->flight].first)
+    if (m->sample == f->first)
         ticket_call(s, m->flight, false); /* the flight's first sample carries the ticket */
 }
 
 static void front_on_done(dy_sim *s, const msg *m)
 {
-    dy_sim_record *r = &s->rec[m->sample];
     const flight *f = &s->fl[m->flight];
-    if (m->sample == s->first_record[f->request] + f->first)
+    const int slot = f->request;
+    dy_sim_record *r = record_of(s, slot, m->sample);
+    if (m->sample == f->first)
         ticket_call(s, m->flight, true);
     if (r->n_tokens == 0)
         s->waiting_sequences--;
@@ -383,7 +619,7 @@ static void front_on_done(dy_sim *s, const msg *m)
     r->done = s->now;
     if (s->now > s->tot.duration_s)
         s->tot.duration_s = s->now;
-    sample_ended(s, f->request);
+    sample_ended(s, slot, m->sample);
 }
 
 /* fleet_prefill.c's dy_fleet_on_kv_alloc. */
@@ -400,7 +636,7 @@ static void front_on_kv_alloc(dy_sim *s, const msg *m)
     dy_place_request pr = place_request(s, f->request, 1);
     int pi = dy_place_prefill(&v, &pr, f->prefill, s->now);
     if (s->obs.on_prefill_pick)
-        s->obs.on_prefill_pick(s->obs.ctx, m->flight, f->prefill, s->now, pi);
+        s->obs.on_prefill_pick(s->obs.ctx, f->number, f->prefill, s->now, pi);
     for (int k = f->first; k < f->first + f->count; k++)
         record_of(s, f->request, k)->prefill_worker = pi >= 0 ? pi : f->gen;
     if (pi < 0) {
@@ -451,9 +687,9 @@ static void worker_reply(dy_sim *s, int wi, msg m)
     msg_push(s, &s->w[wi].outbox, m);
 }
 
-static void reply_done(dy_sim *s, int wi, int fi, int record, bool ok, const char *error)
+static void reply_done(dy_sim *s, int wi, int fi, int sample, bool ok, const char *error)
 {
-    worker_reply(s, wi, (msg){.kind = M_DONE, .flight = fi, .sample = record, .ok = ok,
+    worker_reply(s, wi, (msg){.kind = M_DONE, .flight = fi, .sample = sample, .ok = ok,
                               .error = error});
 }
 
@@ -469,12 +705,11 @@ static int max_len_of(const dy_sim *s, const dy_sim_request *r)
 static void add_forks(dy_sim *s, int wi, int fi, dy_seq *leader)
 {
     const flight *f = &s->fl[fi];
-    for (int k = 1; k < f->count; k++) {
-        int rec = s->first_record[f->request] + f->first + k;
-        s->rec_flight[rec] = fi;
-        if (!dy_sched_fork(s->w[wi].sched, leader, (uint64_t)rec, tag_sample(rec)))
-            reply_done(s, wi, fi, rec, false, "out of memory");
-    }
+    const live_request *q = req_of(s, f);
+    for (int k = f->first + 1; k < f->first + f->count; k++)
+        if (!dy_sched_fork(s->w[wi].sched, leader, q->first_id + (uint64_t)k,
+                           tag_sample(f->request, k)))
+            reply_done(s, wi, fi, k, false, "out of memory");
 }
 
 /* worker.c's on_request, with worker_disagg.c's dy_disagg_on_remote_request. */
@@ -482,43 +717,45 @@ static void worker_on_request(dy_sim *s, int wi, int fi)
 {
     sim_worker *w = &s->w[wi];
     flight *f = &s->fl[fi];
-    const dy_sim_request *r = req_of(s, f);
-    const int lead = s->first_record[f->request] + f->first;
+    live_request *q = req_of(s, f);
+    const dy_sim_request *r = &q->r;
+    const int lead = f->first;
+    const uint64_t id = q->first_id + (uint64_t)lead;
     const bool remote = f->prefill >= 0 && w->cfg.role == DY_POOL_DECODE;
-    s->rec_flight[lead] = fi;
-    dy_seq *q = NULL;
+    dy_seq *seq = NULL;
     if (s->cfg.ctx_len <= 0 || r->n_prompt < s->cfg.ctx_len) /* worker.c's check_request */
-        q = remote ? dy_sched_add_remote(w->sched, (uint64_t)lead, r->prompt, r->n_prompt,
-                                         max_len_of(s, r), tag_sample(lead))
-                   : dy_sched_add(w->sched, (uint64_t)lead, r->prompt, r->n_prompt,
-                                  max_len_of(s, r), tag_sample(lead));
-    if (!q) {
+        seq = remote ? dy_sched_add_remote(w->sched, id, r->prompt, r->n_prompt,
+                                           max_len_of(s, r), tag_sample(f->request, lead))
+                     : dy_sched_add(w->sched, id, r->prompt, r->n_prompt, max_len_of(s, r),
+                                    tag_sample(f->request, lead));
+    if (!seq) {
         for (int k = 0; k < f->count; k++)
             reply_done(s, wi, fi, lead + k, false, "prompt does not fit this worker's KV cache");
         return;
     }
     if (!remote) /* an aggregated worker computes a prompt meant for a prefill worker itself */
         for (int k = 0; k < f->count; k++)
-            s->rec[lead + k].prefill_worker = wi;
+            q->smp[lead + k].rec.prefill_worker = wi;
     if (remote) {
-        f->decode_seq = q;
-        msg a = {.kind = M_KV_ALLOC, .flight = fi, .local = q->state != DY_SEQ_REMOTE};
+        f->decode_seq = seq;
+        msg a = {.kind = M_KV_ALLOC, .flight = fi, .local = seq->state != DY_SEQ_REMOTE};
         if (!a.local)
-            a.n_blocks = f->n_ship = q->n_blocks - q->n_published;
+            a.n_blocks = f->n_ship = seq->n_blocks - seq->n_published;
         worker_reply(s, wi, a);
     }
-    add_forks(s, wi, fi, q);
+    add_forks(s, wi, fi, seq);
 }
 
 /* worker_disagg.c's dy_disagg_on_prefill: positions [0, n_prompt - 1) through the scheduler. */
 static void worker_on_prefill(dy_sim *s, int wi, const msg *m)
 {
     sim_worker *w = &s->w[wi];
-    const dy_sim_request *r = req_of(s, &s->fl[m->flight]);
+    const flight *f = &s->fl[m->flight];
+    const dy_sim_request *r = &req_of(s, f)->r;
     const int n = r->n_prompt - 1;
     dy_seq *q = NULL;
     if (s->cfg.ctx_len <= 0 || n < s->cfg.ctx_len) /* worker_disagg.c's check_prefill */
-        q = dy_sched_add(w->sched, (uint64_t)m->flight, r->prompt, n, n + 1,
+        q = dy_sched_add(w->sched, (uint64_t)f->number, r->prompt, n, n + 1,
                          tag_prefill(m->flight));
     if (!q)
         worker_reply(s, wi, (msg){.kind = M_PREFILL_DONE, .flight = m->flight, .ok = false});
@@ -616,7 +853,7 @@ static bool finite_nonneg(double x)
 
 static bool sim_finished(const dy_sim *s)
 {
-    return s->next_arrival >= s->n_reqs && s->outstanding == 0;
+    return s->source_done && s->outstanding == 0;
 }
 
 static void go_idle(dy_sim *s, int wi)
@@ -673,16 +910,16 @@ static void wake(dy_sim *s, int wi)
 /* A sampled token reaches its request (worker.c's deliver); ends it at its length. */
 static void deliver(dy_sim *s, int wi, dy_seq *q)
 {
-    const int rec = record_of_seq(q), fi = s->rec_flight[rec];
-    const int generated = ++s->generated[rec];
-    worker_reply(s, wi, (msg){.kind = M_TOKEN, .flight = fi, .sample = rec});
-    if (generated < req_of(s, &s->fl[fi])->max_tokens && q->n_tokens < q->max_len)
+    const int slot = slot_of_seq(q), k = sample_of_seq(q);
+    live_sample *m = &s->rq[slot].smp[k];
+    const int fi = m->flight, generated = ++m->generated;
+    worker_reply(s, wi, (msg){.kind = M_TOKEN, .flight = fi, .sample = k});
+    if (generated < s->rq[slot].r.max_tokens && q->n_tokens < q->max_len)
         return;
-    dy_sim_record *r = &s->rec[rec];
-    r->preemptions = q->n_preemptions;
-    if (r->prefill_worker == wi) /* a remote prefill's cached count comes with its transfer */
-        r->cached_tokens = q->n_cached;
-    reply_done(s, wi, fi, rec, true, NULL);
+    m->rec.preemptions = q->n_preemptions;
+    if (m->rec.prefill_worker == wi) /* a remote prefill's cached count comes with its transfer */
+        m->rec.cached_tokens = q->n_cached;
+    reply_done(s, wi, fi, k, true, NULL);
     dy_sched_finish(s->w[wi].sched, q);
 }
 
@@ -710,8 +947,8 @@ static double ship(dy_sim *s, int wi, dy_seq *q, double t_start)
     /* The frame leaves when the copy ends, not with this worker's next flush. */
     double start = w->link_free > t_start ? w->link_free : t_start;
     w->link_free = start + dt;
-    push_event(s, w->link_free, EV_XFER_DONE, wi, (int)s->in_transit.n);
-    msg_push(s, &s->in_transit, done);
+    s->fl[fi].xfer_done = done;
+    push_event(s, w->link_free, EV_XFER_DONE, wi, fi);
     return 0;
 }
 
@@ -761,24 +998,26 @@ static void on_tick(dy_sim *s, int wi, uint32_t gen)
 }
 
 /* An asynchronous transfer ended: its PREFILL_DONE reaches the frontend. */
-static void on_xfer_done(dy_sim *s, int index)
+static void on_xfer_done(dy_sim *s, int fi)
 {
-    front_read(s, &s->in_transit.m[index]);
+    msg m = s->fl[fi].xfer_done;
+    front_read(s, &m);
 }
 
 static void dispatch(dy_sim *s, const event *e)
 {
     switch (e->kind) {
-    case EV_ARRIVAL:
+    case EV_ARRIVAL: {
         if (s->cfg.max_in_flight > 0 && s->in_flight >= s->cfg.max_in_flight) {
             s->held = e->a; /* and the ones after it wait behind it, in order */
             break;
         }
-        if (++s->next_arrival < s->n_reqs) /* before anything this arrival schedules */
-            push_event(s, fmax(s->now, s->reqs[s->next_arrival].arrival), EV_ARRIVAL, -1,
-                       s->next_arrival);
+        int next = pull_request(s); /* scheduled before anything this arrival schedules */
+        if (next >= 0)
+            push_event(s, fmax(s->now, s->rq[next].r.arrival), EV_ARRIVAL, -1, next);
         on_arrival(s, e->a);
         break;
+    }
     case EV_ITERATE: iterate(s, e->worker); break;
     case EV_STEP_END: on_step_end(s, e->worker); break;
     case EV_FLUSH:
@@ -790,73 +1029,22 @@ static void dispatch(dy_sim *s, const event *e)
     }
 }
 
-static const char *check_requests(const dy_sim *s, const dy_sim_request *reqs, int n)
+int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errlen)
 {
-    for (int i = 0; i < n; i++) {
-        const dy_sim_request *r = &reqs[i];
-        if (!isfinite(r->arrival) || r->arrival < 0 || (i && r->arrival < reqs[i - 1].arrival))
-            return "arrival times must be finite, non-negative and in order";
-        if (r->n_prompt < 1 || !r->prompt || r->max_tokens < 1 || r->n_samples < 1)
-            return "every request needs a prompt, max_tokens >= 1 and n_samples >= 1";
-        if (r->n_samples > s->cfg.max_samples * s->cfg.n_workers * 64)
-            return "too many samples for one request";
-    }
-    return NULL;
-}
-
-/* One record per sample, each with room for its tokens. */
-static bool make_records(dy_sim *s)
-{
-    long total = 0;
-    for (int i = 0; i < s->n_reqs; i++)
-        total += s->reqs[i].n_samples;
-    s->rec = calloc((size_t)(total ? total : 1), sizeof *s->rec);
-    s->first_record = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->first_record);
-    s->hashes = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->hashes);
-    s->open_samples = calloc((size_t)(s->n_reqs ? s->n_reqs : 1), sizeof *s->open_samples);
-    s->rec_flight = calloc((size_t)(total ? total : 1), sizeof *s->rec_flight);
-    s->generated = calloc((size_t)(total ? total : 1), sizeof *s->generated);
-    if (!s->rec || !s->first_record || !s->hashes || !s->open_samples || !s->rec_flight ||
-        !s->generated)
-        return false;
-    s->n_rec = (int)total;
-    int k = 0;
-    for (int i = 0; i < s->n_reqs; i++) {
-        const dy_sim_request *r = &s->reqs[i];
-        s->first_record[i] = k;
-        for (int j = 0; j < r->n_samples; j++, k++) {
-            s->rec[k] = (dy_sim_record){.request = i, .sample = j, .arrival = r->arrival,
-                                        .first_token = -1, .done = -1, .worker = -1,
-                                        .prefill_worker = -1, .prompt_tokens = r->n_prompt};
-            s->rec[k].token_times = malloc(sizeof(double) * (size_t)r->max_tokens);
-            if (!s->rec[k].token_times)
-                return false;
-        }
-    }
-    return true;
-}
-
-int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, size_t errlen)
-{
-    if (s->ran) {
-        snprintf(err, errlen, "a simulation runs once");
+    if (s->ran || !io || !io->next) {
+        snprintf(err, errlen, s->ran ? "a simulation runs once" : "the run needs a source");
         return -1;
     }
     s->ran = true;
     s->held = -1;
-    s->reqs = reqs;
-    s->n_reqs = n_reqs > 0 ? n_reqs : 0;
-    const char *bad = check_requests(s, reqs, s->n_reqs);
-    if (bad || !make_records(s)) {
-        snprintf(err, errlen, "%s", bad ? bad : "out of memory");
-        return -1;
-    }
+    s->io = *io;
     /* Every worker's first turn comes before the first arrival: it publishes its (empty)
      * snapshot and its first load report, as a worker does once it has said HELLO. */
     for (int i = 0; i < s->cfg.n_workers; i++)
         wake(s, i);
-    if (s->n_reqs > 0)
-        push_event(s, reqs[0].arrival, EV_ARRIVAL, -1, 0);
+    int first = pull_request(s);
+    if (first >= 0)
+        push_event(s, s->rq[first].r.arrival, EV_ARRIVAL, -1, first);
     /* Idle ticks alone change nothing a request waits for: when only they are left, the
      * run is over (or stuck). */
     while (s->n_work > 0 && !s->fail) {
@@ -870,12 +1058,81 @@ int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, siz
         snprintf(err, errlen, "%s", s->fail);
         return -1;
     }
-    s->reqs = NULL; /* borrowed for the run only */
     for (int i = 0; i < s->cfg.n_workers; i++) {
         s->tot.steps += s->w[i].tot.steps;
         s->tot.preemptions += s->w[i].tot.preemptions;
     }
     return 0;
+}
+
+/* dy_sim_run: the streamed run over an array, its sink keeping every record in place. */
+typedef struct {
+    dy_sim *s;
+    const dy_sim_request *reqs;
+    int n, next;
+} array_run;
+
+static int array_next(void *ctx, dy_sim_request *out)
+{
+    array_run *a = ctx;
+    if (a->next >= a->n)
+        return 0;
+    *out = a->reqs[a->next++];
+    return 1;
+}
+
+static bool array_keep(void *ctx, const dy_sim_record *r)
+{
+    dy_sim *s = ((array_run *)ctx)->s;
+    dy_sim_record *dst = &s->rec[s->first_record[r->request] + r->sample];
+    double *times = malloc(sizeof *times * (size_t)(r->n_tokens ? r->n_tokens : 1));
+    if (!times) {
+        s->fail = "out of memory";
+        return false;
+    }
+    if (r->n_tokens)
+        memcpy(times, r->token_times, sizeof *times * (size_t)r->n_tokens);
+    *dst = *r;
+    dst->token_times = times;
+    return true;
+}
+
+/* One record per sample of the array, in request order then sample order. */
+static bool make_records(dy_sim *s, const dy_sim_request *reqs, int n)
+{
+    long total = 0;
+    for (int i = 0; i < n; i++)
+        total += reqs[i].n_samples;
+    if (total > INT32_MAX)
+        return false;
+    s->rec = calloc((size_t)(total ? total : 1), sizeof *s->rec);
+    s->first_record = calloc((size_t)(n ? n : 1), sizeof *s->first_record);
+    if (!s->rec || !s->first_record)
+        return false;
+    s->n_rec = (int)total;
+    for (int i = 0, k = 0; i < n; k += reqs[i++].n_samples)
+        s->first_record[i] = k;
+    return true;
+}
+
+int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, size_t errlen)
+{
+    if (s->ran) {
+        snprintf(err, errlen, "a simulation runs once");
+        return -1;
+    }
+    const int n = n_reqs > 0 ? n_reqs : 0;
+    const char *bad = NULL;
+    for (int i = 0; i < n && !bad; i++)
+        bad = check_request(s, &reqs[i], i ? reqs[i - 1].arrival : 0);
+    if (bad || !make_records(s, reqs, n)) {
+        s->ran = true;
+        snprintf(err, errlen, "%s", bad ? bad : "out of memory");
+        return -1;
+    }
+    array_run a = {s, reqs, n, 0};
+    dy_sim_stream io = {.next = array_next, .sink = array_keep, .ctx = &a};
+    return dy_sim_run_stream(s, &io, err, errlen);
 }
 
 /* ---------------------------------------------------------------- life cycle */
@@ -993,18 +1250,22 @@ void dy_sim_free(dy_sim *s)
     free(s->view);
     dy_router_free(s->router);
     free(s->heap);
+    for (size_t i = 0; i < s->n_rq; i++) {
+        live_request *q = &s->rq[i];
+        for (int k = 0; k < q->smp_cap; k++)
+            free(q->smp[k].times);
+        free(q->smp);
+        free(q->prompt);
+        free(q->hashes);
+    }
+    free(s->rq);
+    free(s->rq_free.ids);
+    free(s->fl);
+    free(s->fl_free.ids);
     for (int i = 0; s->rec && i < s->n_rec; i++)
         free(s->rec[i].token_times);
     free(s->rec);
-    for (int i = 0; s->hashes && i < s->n_reqs; i++)
-        free(s->hashes[i]);
-    free(s->hashes);
     free(s->first_record);
-    free(s->open_samples);
-    free(s->rec_flight);
-    free(s->generated);
-    free(s->fl);
-    free(s->in_transit.m);
     free(s);
 }
 

@@ -11,8 +11,10 @@
  * transfer. Messages between the frontend and the workers take no time.
  *
  * What the simulation does in the server's order, per request:
- *   arrival      admission against the sequences sent but without a first token; then, like
- *                fleet_flights.c's submit_samples, placement of its samples in parts that fit
+ *   arrival      the frontend's context check (prompt + max_tokens within ctx_len, as
+ *                openai.c's dy_api_max_new_tokens), admission against the sequences sent but
+ *                without a first token; then, like fleet_flights.c's submit_samples,
+ *                placement of its samples in parts that fit
  *   aggregated   dy_sched_add (+ dy_sched_fork for the other samples) on the chosen worker
  *   disagg.      dy_sched_add_remote on the decode worker; if it set blocks aside, the
  *                prefill worker (dy_place_prefill) computes positions [0, n_prompt - 1) with
@@ -55,7 +57,8 @@ typedef struct {
     int n_workers;              /* 1..DY_KV_INDEX_MAX_WORKERS */
     int block_size;             /* tokens per KV block, on every worker and in the router */
     int64_t kv_block_bytes;     /* bytes of one KV block (what a transfer ships per block) */
-    int ctx_len;                /* the model's context length (0: unlimited) */
+    int ctx_len;                /* the model's context length (0: unlimited): the frontend
+                                 * refuses a request whose prompt + max_tokens exceeds it */
     uint64_t fingerprint;       /* the model's: starts every block hash chain */
     dy_router_config router;    /* its block_size is set to block_size */
     dy_route_config route;
@@ -77,7 +80,9 @@ dy_sim_config dy_sim_config_default(void);
 /* One request of the workload. */
 typedef struct {
     double arrival;          /* seconds from the start */
-    const int32_t *prompt;   /* token ids (borrowed until dy_sim_run returns) */
+    const int32_t *prompt;   /* token ids (dy_sim_run: borrowed until it returns; a stream's
+                              * source: until its next call, the simulator keeps a copy; NULL
+                              * when the stream's prompt callback gives them later) */
     int n_prompt;
     int max_tokens;          /* tokens each sample generates (the sim never stops early) */
     int n_samples;           /* ≥ 1 */
@@ -87,7 +92,7 @@ typedef struct {
  * never happened. */
 typedef struct {
     int request, sample;
-    bool ok;                 /* false: refused (queue full) or did not fit a worker */
+    bool ok;                 /* false: refused (over the context, queue full) or did not fit */
     const char *error;       /* why, when !ok (a static string) */
     double arrival, first_token, done; /* arrival: when it was sent (see max_in_flight) */
     double *token_times;     /* n_tokens entries: when each output token was delivered */
@@ -116,7 +121,11 @@ typedef struct {
     uint64_t transfers, local_prefills; /* disaggregated prompts: shipped / computed locally */
     int64_t kv_bytes;
     double kv_seconds;
-    long refused;
+    long refused;               /* requests refused at admission (the queue was full) */
+    long over_context;          /* requests refused before it: prompt + max_tokens > ctx_len */
+    /* the most requests (and sample records) the simulator held at once: those pulled from
+     * the source and not yet ended, which bounds its memory whatever the workload's length */
+    int peak_requests_held, peak_samples_held;
 } dy_sim_totals;
 
 /* Watches the router's inputs and the placement decisions as they happen (for tests and
@@ -143,17 +152,45 @@ dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
                    const dy_sim_observer *obs, char *err, size_t errlen);
 void dy_sim_free(dy_sim *s);
 
-/* Runs the workload (arrivals in non-decreasing order) to the end: every sample done or
- * refused. One run per dy_sim. 0, or -1 with a message (out of memory, bad request list). */
+/* A streamed run: the simulator pulls its requests one at a time, as the simulated clock
+ * reaches the one before (it holds one request ahead), and hands each sample's record out
+ * when the sample ends, then frees it, so that memory follows the requests in flight and not
+ * the workload's length.
+ *   next  fills *out with the next request (arrivals in non-decreasing order) and returns 1;
+ *         0 when there are no more; -1 stops the run. *out, prompt included, need only stay
+ *         valid until the next call.
+ *   sink  (may be NULL) is called once per sample as it ends (done, failed or refused), in
+ *         the order they end; the record and its token_times are valid during the call only.
+ *         Returning false stops the run.
+ *   prompt  (may be NULL) lets next give a request without its tokens (prompt NULL): the
+ *         simulator asks for them, request by request (numbered from 0 in the order next gave
+ *         them), writing n_prompt ids into out, once the request passed the frontend's checks
+ *         and admission — so the prompts of refused requests are never made. Returning false
+ *         stops the run. */
+typedef struct {
+    int (*next)(void *ctx, dy_sim_request *out);
+    bool (*sink)(void *ctx, const dy_sim_record *r);
+    bool (*prompt)(void *ctx, int request, int32_t *out);
+    void *ctx;
+} dy_sim_stream;
+
+/* Runs the stream to the end: every sample done or refused. One run per dy_sim. 0, or -1 with
+ * a message (out of memory, a bad request, the source or the sink failed). */
+int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errlen);
+
+/* Runs the workload (arrivals in non-decreasing order) to the end, as a stream over the array
+ * whose sink keeps every record (the same run, event for event). One run per dy_sim. 0, or
+ * -1 with a message (out of memory, bad request list). */
 int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, size_t errlen);
 
-/* After the run: one record per sample, in request order then sample order. */
+/* After dy_sim_run: one record per sample, in request order then sample order (none after a
+ * streamed run: its records went to its sink). */
 const dy_sim_record *dy_sim_records(const dy_sim *s, int *n);
 dy_sim_totals dy_sim_get_totals(const dy_sim *s);
 dy_sim_worker_totals dy_sim_get_worker_totals(const dy_sim *s, int worker);
 
-/* The records as `dyad bench` counts requests (bench_stats.h): one result per sample, times
- * in ms after the start. -1 when out of memory. */
+/* dy_sim_run's records as `dyad bench` counts requests (bench_stats.h): one result per
+ * sample, times in ms after the start. -1 when out of memory. */
 int dy_sim_bench_stats(const dy_sim *s, dyb_stats *out);
 /* The same, summarized as `dyad bench` reports a run (duration = the run's). */
 int dy_sim_summarize(const dy_sim *s, const dyb_slo *slo, int cores, dyb_summary *out);
