@@ -2,7 +2,8 @@
  * (src/sim/deploy.h), on a measured cost model of round numbers: one run against hand-computed
  * TTFT and TPOT and its verdicts; the aggregated and the disaggregated searches end on a
  * deployment that meets the objectives and whose every one-worker-smaller neighbour was run and
- * missed; a budget that binds gives no answer and no run over it; the same inputs give the same
+ * missed; a budget that binds gives no answer and no run over it, or makes the pools trade a
+ * worker; the same inputs give the same
  * trail; and deploy.h's shapes and errors. */
 #include "testutil.h"
 #include "sim/deploy.h"
@@ -221,6 +222,28 @@ static void test_budget_binds(void **state)
     free_workload(&w);
 }
 
+/* At the budget the pools trade a worker: from 1 + 2 (the prefill worker cannot keep up, the
+ * budget of 3 leaves it no room to grow) the search moves a decode worker to prefill. */
+static void test_disagg_rebalances_at_budget(void **state)
+{
+    (void)state;
+    workload w = make_workload(200, 100, 10, 0.01);
+    dy_search_config c = config_for(&w, 25, 5);
+    c.max_units = 3;
+    char err[256];
+    dy_search_trail t;
+    assert_int_equal(dy_search_disagg(&c, 1, 2, &t, err, sizeof err), 0);
+    assert_true(t.n >= 2);
+    assert_int_equal(t.runs[0].prefill, 1);
+    assert_string_equal(t.runs[0].why, "TTFT over the objective");
+    assert_int_equal(t.runs[1].prefill, 2);
+    assert_int_equal(t.runs[1].decode, 1);
+    assert_true(t.best >= 0);
+    assert_int_equal(t.runs[t.best].units, 3);
+    dy_search_trail_free(&t);
+    free_workload(&w);
+}
+
 /* A search stops at its run limit. */
 static void test_run_limit(void **state)
 {
@@ -284,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_agg_least_size),
         cmocka_unit_test(test_disagg_local_minimum),
         cmocka_unit_test(test_budget_binds),
+        cmocka_unit_test(test_disagg_rebalances_at_budget),
         cmocka_unit_test(test_run_limit),
         cmocka_unit_test(test_deploy),
     };

@@ -91,15 +91,24 @@ void dy_search_trail_free(dy_search_trail *t)
     *t = (dy_search_trail){0};
 }
 
-/* The run of this deployment: made before (the same inputs give the same run), or made now.
- * Its index; -1 on an error (err set); -2 when the search has used its runs. */
-static int run(const dy_search_config *c, int agg, int prefill, int decode, dy_search_trail *t,
-               char *err, size_t errlen)
+/* The index of this deployment's run in the trail, or -1. */
+static int find_run(const dy_search_trail *t, int agg, int prefill, int decode)
 {
     for (int i = 0; i < t->n; i++)
         if (t->runs[i].agg == agg && t->runs[i].prefill == prefill &&
             t->runs[i].decode == decode)
             return i;
+    return -1;
+}
+
+/* The run of this deployment: made before (the same inputs give the same run), or made now.
+ * Its index; -1 on an error (err set); -2 when the search has used its runs. */
+static int run(const dy_search_config *c, int agg, int prefill, int decode, dy_search_trail *t,
+               char *err, size_t errlen)
+{
+    int seen = find_run(t, agg, prefill, decode);
+    if (seen >= 0)
+        return seen;
     if (t->n >= c->max_runs)
         return -2;
     if (t->n == t->cap) {
@@ -226,6 +235,14 @@ int dy_search_disagg(const dy_search_config *c, int p0, int d0, dy_search_trail 
             else if (np > p)
                 np = most - nd;
             nd = most - np < nd ? most - np : nd;
+        }
+        if (np == p && nd == d && slow_first != slow_next) {
+            /* At the budget, one objective missed: move a worker from the pool that meets
+             * its objective to the one that does not, unless that was already tried. */
+            np = slow_first ? p + 1 : p - 1;
+            nd = slow_first ? d - 1 : d + 1;
+            if (find_run(t, 0, np, nd) >= 0)
+                np = p, nd = d;
         }
         if ((np == p && nd == d) || np < 1 || nd < 1)
             return finish(t, 0);

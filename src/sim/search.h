@@ -62,7 +62,8 @@ int dy_search_agg(const dy_search_config *c, int start, dy_search_trail *out, ch
                   size_t errlen);
 /* The cheapest prefill + decode pools that meet them, from (p0, d0) (each ≥ 1): a pool grows
  * while the objective it bears is missed (ITL: decode; TTFT: prefill, or both when requests
- * fail), then each shrinks while both are still met. */
+ * fail; at the budget a worker moves from the pool that meets its objective to the one that
+ * does not), then each shrinks while both are still met. */
 int dy_search_disagg(const dy_search_config *c, int p0, int d0, dy_search_trail *out,
                      char *err, size_t errlen);
 
