@@ -21,8 +21,10 @@ used for all three deployments. A fixed workload sends rate x RUN_SECONDS reques
 MIN_REQUESTS, at most REQUESTS); the trace replays its own arrival times, time-scaled so that
 its mean rate is that same FRACTION of capacity.
 
-The cost models: one `dyad sim fit` per engine thread count (1 and 2) on MODEL, cached in
-COSTS (re-used when the file is there: delete it, or REFIT=1, for a new sitting). Both sides
+The cost models: one `dyad sim fit` per engine thread count (1 and 2) on MODEL, each with the
+token overhead (`--serve-json`) of a short real run at concurrency 1 on one aggregated worker
+of that thread count (SERVE_ISL x SERVE_OSL, SERVE_REQUESTS requests; TOKEN_OVERHEAD=0 leaves
+it out), cached in COSTS (re-used when the file is there: delete it, or REFIT=1, for a new sitting). Both sides
 get the same --kv-blocks KV_BLOCKS per worker, the same --slo (SLO_TTFT_MS, SLO_TPOT_MS) and
 the model's context as the simulator's --ctx-len (read from the model's GGUF, as the server reads
 it; CTX overrides it, and then must match the model, or the two sides refuse different prompts).
@@ -53,6 +55,10 @@ KV_BLOCKS = os.environ.get("KV_BLOCKS", "2048")
 COSTS = os.environ.get("COSTS", "/tmp/dyad-sim-validate")
 REFIT = os.environ.get("REFIT", "0") == "1"
 FIT_ARGS = os.environ.get("FIT_ARGS", "").split()
+# The token overhead: a real concurrency-1 run per thread count (TOKEN_OVERHEAD=0: without).
+TOKEN_OVERHEAD = os.environ.get("TOKEN_OVERHEAD", "1") != "0"
+SERVE_ISL, SERVE_OSL = os.environ.get("SERVE_ISL", "128"), os.environ.get("SERVE_OSL", "32")
+SERVE_REQUESTS = os.environ.get("SERVE_REQUESTS", "8")
 SEED = os.environ.get("SEED", "1")
 FRACTION = float(os.environ.get("FRACTION", "0.5"))
 CAP_CONC = int(os.environ.get("CAP_CONCURRENCY", "8"))
@@ -140,21 +146,46 @@ def model_context(path):
     raise RuntimeError(f"{path}: no context_length in its metadata")
 
 
+def serve_report(threads, path):
+    """A real run at concurrency 1 on one aggregated worker of MODEL at this thread count, for
+    `dyad sim fit --serve-json`: what a token costs outside the engine step here."""
+    server = dyad_http.Server(DYAD, "--model", MODEL, "--kv-blocks", KV_BLOCKS, "--workers", "1",
+                              "--threads-per-worker", str(threads))
+    try:
+        r = benchlib.bench(DYAD, server, "--isl", SERVE_ISL, "--osl", SERVE_OSL, "--requests",
+                           SERVE_REQUESTS, "--warmup", "1", "--concurrency", "1", "--vocab-size",
+                           VOCAB, "--seed", f"7{SEED}")[-1]
+    finally:
+        server.stop()
+    with open(path, "w") as f:
+        f.write(json.dumps(r) + "\n")
+
+
 def cost_model(threads):
-    """The fitted cost model of MODEL at this thread count: cached in COSTS, else fitted now."""
+    """The fitted cost model of MODEL at this thread count (with the token overhead of a real
+    concurrency-1 run unless TOKEN_OVERHEAD=0): cached in COSTS, else fitted now."""
     path = os.path.join(COSTS, f"{os.path.basename(MODEL)}-{threads}t.json")
     if REFIT or not os.path.exists(path):
         os.makedirs(COSTS, exist_ok=True)
-        run("sim", "fit", "-o", path, "--model", MODEL, "--threads", str(threads), *FIT_ARGS)
+        serve = []
+        if TOKEN_OVERHEAD:
+            serve_path = path.replace(".json", "-serve.json")
+            serve_report(threads, serve_path)
+            serve = ["--serve-json", serve_path]
+        run("sim", "fit", "-o", path, "--model", MODEL, "--threads", str(threads), *FIT_ARGS,
+            *serve)
         how = "fitted now"
     else:
         how = "re-used (fitted earlier)"
     with open(path) as f:
         engine = json.load(f)["engine"]
-    coeffs = ", ".join(f"{k} {engine[k]:.4g}" for k in ("fixed_ms", "prefill_ms_per_token",
-                       "prefill_ms_per_context", "decode_ms_per_seq", "decode_ms_per_context"))
+    coeffs = ", ".join(f"{k} {engine.get(k, 0):.4g}" for k in (
+        "fixed_ms", "prefill_ms_per_token", "prefill_ms_per_context", "decode_ms_per_seq",
+        "decode_ms_per_context", "token_overhead_ms"))
+    overhead = (f" --serve-json (a real run: --isl {SERVE_ISL} --osl {SERVE_OSL} --requests "
+                f"{SERVE_REQUESTS} at concurrency 1 on --workers 1)" if TOKEN_OVERHEAD else "")
     print(f"# cost model {threads}t: {path}, {how} (dyad sim fit --model {MODEL} --threads "
-          f"{threads} {' '.join(FIT_ARGS)}): {coeffs}", flush=True)
+          f"{threads} {' '.join(FIT_ARGS)}{overhead}): {coeffs}", flush=True)
     return path
 
 

@@ -506,6 +506,70 @@ static void test_read_xfer(void **st)
     unlink(tmp_path);
 }
 
+/* ---------------------------------------------------------------- token overhead */
+
+/* A measured model may price what a token costs outside the engine step: per decoding
+ * sequence, optional (absent: 0, and not written back), never negative. */
+static void test_token_overhead_field(void **state)
+{
+    (void)state;
+    dy_cost_model *m = load_text(measured_json);
+    dy_step_shape two = {.decode_seqs = 2, .decode_context = 100};
+    double plain = dy_cost_step_seconds(m, &two);
+    dy_cost_free(m);
+    char *text = strdup(measured_json);
+    assert_non_null(text);
+    char *at = strstr(text, "\"decode_ms_per_context\"");
+    assert_non_null(at);
+    char with[2048];
+    snprintf(with, sizeof with, "%.*s\"token_overhead_ms\": 0.5, %s", (int)(at - text), text, at);
+    m = load_text(with);
+    assert_near(dy_cost_step_seconds(m, &two), plain + 2 * 0.5e-3);
+    char err[512];
+    assert_int_equal(dy_cost_save(m, tmp_path, err, sizeof err), 0);
+    char *saved = read_all(tmp_path);
+    assert_non_null(strstr(saved, "token_overhead_ms"));
+    free(saved);
+    dy_cost_free(m);
+    m = load_text(measured_json); /* absent: not written */
+    assert_int_equal(dy_cost_save(m, tmp_path, err, sizeof err), 0);
+    saved = read_all(tmp_path);
+    assert_null(strstr(saved, "token_overhead_ms"));
+    free(saved);
+    dy_cost_free(m);
+    snprintf(with, sizeof with, "%.*s\"token_overhead_ms\": -1, %s", (int)(at - text), text, at);
+    assert_null(dy_cost_load(write_tmp(with), err, sizeof err));
+    assert_non_null(strstr(err, "engine.token_overhead_ms: must be a number >= 0"));
+    free(text);
+}
+
+/* From a real run's report: 2 requests of 100 prompt and 4 output tokens at a mean TPOT of
+ * 3 ms; the model's engine gives 1 + 0.1 + 0.001 x context for one decoding sequence, at
+ * contexts 102..104 for tokens 2..4 (mean 1.203 ms), so 1.797 ms a token is outside it. */
+static void test_token_overhead_from_run(void **state)
+{
+    (void)state;
+    dy_cost_model *m = load_text(measured_json);
+    char err[512];
+    write_tmp("{\"completed\": 2, \"input_tokens\": 200, \"output_tokens\": 8,"
+              " \"tpot_ms\": {\"mean\": 3.0}}\n");
+    assert_near(dy_cost_set_token_overhead(m, tmp_path, err, sizeof err), 1.797);
+    assert_near(dy_cost_set_token_overhead(m, tmp_path, err, sizeof err), 1.797); /* again */
+    dy_step_shape one = {.decode_seqs = 1, .decode_context = 102};
+    assert_near(dy_cost_step_seconds(m, &one), (1 + 0.1 + 0.102 + 1.797) / 1e3);
+    write_tmp("{\"completed\": 2, \"input_tokens\": 200, \"output_tokens\": 8,"
+              " \"tpot_ms\": {\"mean\": 1.0}}\n"); /* faster than the engine: none */
+    assert_near(dy_cost_set_token_overhead(m, tmp_path, err, sizeof err), 0);
+    write_tmp("{\"completed\": 2, \"input_tokens\": 200}\n");
+    assert_true(dy_cost_set_token_overhead(m, tmp_path, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "output_tokens: must be a number > 0"));
+    dy_cost_free(m);
+    m = load_text(roofline_json);
+    assert_true(dy_cost_set_token_overhead(m, tmp_path, err, sizeof err) < 0);
+    assert_non_null(strstr(err, "roofline"));
+    dy_cost_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -521,6 +585,8 @@ int main(void)
         cmocka_unit_test(test_fit_keeps_coefficients_nonnegative),
         cmocka_unit_test(test_fit_refuses_bad_bench),
         cmocka_unit_test(test_read_xfer),
+        cmocka_unit_test(test_token_overhead_field),
+        cmocka_unit_test(test_token_overhead_from_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

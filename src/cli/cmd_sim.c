@@ -24,7 +24,7 @@ static const char fit_usage[] =
     "measured cost model the simulator prices steps with (docs/sim-costs.md).\n";
 
 typedef struct {
-    const char *out, *model, *engine_json, *xfer_json, *name;
+    const char *out, *model, *engine_json, *xfer_json, *serve_json, *name;
     int threads, kv_mem_mib, reps, backend;
     bool quick;
 } fit_opts;
@@ -114,6 +114,10 @@ static void describe_source(const fit_opts *o, char *out, size_t cap)
                  "--reps %d%s%s%s` on this machine (%s)", o->threads, o->reps,
                  o->model ? " --model " : "", o->model ? o->model : "", o->quick ? " --quick" : "",
                  when);
+    size_t len = strlen(out);
+    if (o->serve_json && len < cap)
+        snprintf(out + len, cap - len, "; token_overhead_ms from the real run in %s",
+                 o->serve_json);
 }
 
 static int fit(int argc, char **argv)
@@ -141,6 +145,10 @@ static int fit(int argc, char **argv)
          .help = "fit from this `dyad bench engine --json` output instead of measuring"},
         {.name = "xfer-json", .kind = DY_OPT_STR, .dst = &o.xfer_json, .meta = "FILE",
          .help = "take the link from this `dyad bench xfer --json` output instead of measuring"},
+        {.name = "serve-json", .kind = DY_OPT_STR, .dst = &o.serve_json, .meta = "FILE",
+         .help = "also price what a token costs outside the engine step, from this `dyad bench "
+                 "--json` report of `dyad serve --workers 1` on the model at --concurrency 1 "
+                 "with fixed --isl/--osl (engine.token_overhead_ms)"},
         {.name = "name", .kind = DY_OPT_STR, .dst = &o.name, .meta = "NAME",
          .help = "the cost model's name", .shown_default = "MODEL-Nt"},
     };
@@ -170,6 +178,10 @@ static int fit(int argc, char **argv)
                           sizeof err) != 0)
         goto out;
     dy_cost_model *m = dy_cost_fit(engine, &fo, err, sizeof err);
+    if (m && o.serve_json && dy_cost_set_token_overhead(m, o.serve_json, err, sizeof err) < 0) {
+        dy_cost_free(m);
+        m = NULL;
+    }
     if (m && dy_cost_save(m, o.out, err, sizeof err) == 0)
         rc = 0;
     dy_cost_free(m);

@@ -22,6 +22,7 @@ typedef enum {
     F_STR,     /* a string */
     F_OPT_STR, /* a string, or absent */
     F_NONNEG,  /* a number >= 0 */
+    F_OPT_NONNEG, /* a number >= 0, or absent (0; not written when 0) */
     F_POS,     /* a number > 0 */
     F_FRAC,    /* a number in (0, 1] */
     F_INT,     /* an integer >= 1 */
@@ -55,6 +56,7 @@ static const field measured_engine[] = {
     F("prefill_ms_per_context", F_NONNEG, engine.prefill_ms_per_context),
     F("decode_ms_per_seq", F_NONNEG, engine.decode_ms_per_seq),
     F("decode_ms_per_context", F_NONNEG, engine.decode_ms_per_context),
+    F("token_overhead_ms", F_OPT_NONNEG, engine.token_overhead_ms),
     F("source", F_OPT_STR, engine.source),
 };
 static const field measured_kv[] = {
@@ -159,7 +161,8 @@ static const char *type_rule(field_type t)
     switch (t) {
     case F_STR:
     case F_OPT_STR: return "must be a string";
-    case F_NONNEG: return "must be a number >= 0";
+    case F_NONNEG:
+    case F_OPT_NONNEG: return "must be a number >= 0";
     case F_POS: return "must be a number > 0";
     case F_FRAC: return "must be a number in (0, 1]";
     case F_INT:
@@ -173,7 +176,8 @@ static bool value_ok(field_type t, const json_t *v)
     switch (t) {
     case F_STR:
     case F_OPT_STR: return json_is_string(v);
-    case F_NONNEG: return json_is_number(v) && json_number_value(v) >= 0;
+    case F_NONNEG:
+    case F_OPT_NONNEG: return json_is_number(v) && json_number_value(v) >= 0;
     case F_POS: return json_is_number(v) && json_number_value(v) > 0;
     case F_FRAC:
         return json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 1;
@@ -194,6 +198,7 @@ static int store(dy_cost_model *m, const field *f, const json_t *v)
             return -1;
         return 0;
     case F_NONNEG:
+    case F_OPT_NONNEG:
     case F_POS:
     case F_FRAC: *(double *)dst = json_number_value(v); return 0;
     case F_INT: *(int *)dst = (int)json_integer_value(v); return 0;
@@ -241,7 +246,7 @@ static int read_section(const reader *r, const json_t *root, const section *sect
     for (int i = 0; i < s->n; i++) {
         const field *f = &s->fields[i];
         const json_t *v = json_object_get(obj, f->key);
-        if (!v && f->type == F_OPT_STR)
+        if (!v && (f->type == F_OPT_STR || f->type == F_OPT_NONNEG))
             continue;
         if (!v)
             return fail(r, s->key, f->key, "missing");
@@ -342,6 +347,8 @@ static json_t *field_json(const dy_cost_model *m, const field *f)
     switch (f->type) {
     case F_STR:
     case F_OPT_STR: return *(char *const *)src ? json_string(*(char *const *)src) : NULL;
+    case F_OPT_NONNEG:
+        return *(const double *)src > 0 ? json_real(*(const double *)src) : NULL;
     case F_NONNEG:
     case F_POS:
     case F_FRAC: return json_real(*(const double *)src);
@@ -403,7 +410,8 @@ static double measured_step_seconds(const dy_cost_model *m, const dy_step_shape 
 {
     const double ms = m->engine.fixed_ms + m->engine.prefill_ms_per_token * s->prefill_tokens +
                       m->engine.prefill_ms_per_context * (double)s->prefill_context +
-                      m->engine.decode_ms_per_seq * s->decode_seqs +
+                      (m->engine.decode_ms_per_seq + m->engine.token_overhead_ms) *
+                          s->decode_seqs +
                       m->engine.decode_ms_per_context * (double)s->decode_context;
     return ms / 1e3;
 }

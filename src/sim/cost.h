@@ -74,6 +74,15 @@ typedef struct {
 dy_cost_model *dy_cost_fit(const char *bench_json_path, const dy_cost_fit_opts *o, char *err,
                            size_t errlen);
 
+/* Sets a measured model's token_overhead_ms from a real run: a `dyad bench --json` report (its
+ * last object) of `dyad serve --workers 1` on the model at concurrency 1 with fixed lengths.
+ * The overhead is the run's mean TPOT less what the model's engine terms give for one sequence
+ * decoding at those lengths (never below 0): what a token costs outside the engine step — the
+ * worker's sampling and frames, the frontend's streaming, and on a small machine the CPU they
+ * and the load generator take from the engine. Returns the value set (ms), or -1 with err. */
+double dy_cost_set_token_overhead(dy_cost_model *m, const char *bench_json_path, char *err,
+                                  size_t errlen);
+
 /* Reads one backend's GB/s and latency from `dyad bench xfer --json` output (its "backends"
  * array), to fill dy_cost_fit_opts. -1 and err if the file or the backend is missing. */
 int dy_cost_read_xfer(const char *xfer_json_path, const char *backend, double *gbps,

@@ -370,3 +370,56 @@ int dy_cost_read_xfer(const char *path, const char *backend, double *gbps, doubl
     json_decref(root);
     return rc;
 }
+
+/* ---- the token overhead from a real run ------------------------------------------------- */
+
+/* A number of the report, > 0 (a nested key as "tpot_ms.mean"). */
+static int report_number(const json_t *r, const char *key, const char *sub, double *v,
+                         const char *path, char *err, size_t errlen)
+{
+    const json_t *j = json_object_get(r, key);
+    if (sub)
+        j = json_object_get(j, sub);
+    if (!json_is_number(j) || !(json_number_value(j) > 0)) {
+        snprintf(err, errlen, "%s: %s%s%s: must be a number > 0", path, key, sub ? "." : "",
+                 sub ? sub : "");
+        return -1;
+    }
+    *v = json_number_value(j);
+    return 0;
+}
+
+double dy_cost_set_token_overhead(dy_cost_model *m, const char *path, char *err, size_t errlen)
+{
+    if (m->kind != DY_COST_MEASURED) {
+        snprintf(err, errlen, "%s: a roofline model has no measured token overhead", m->name);
+        return -1;
+    }
+    json_t *objs[64];
+    int n = read_bench_lines(path, objs, 64, err, errlen);
+    if (n < 0)
+        return -1;
+    const json_t *r = objs[n - 1];
+    double completed, in, out, tpot;
+    double result = -1;
+    if (report_number(r, "completed", NULL, &completed, path, err, errlen) == 0 &&
+        report_number(r, "input_tokens", NULL, &in, path, err, errlen) == 0 &&
+        report_number(r, "output_tokens", NULL, &out, path, err, errlen) == 0 &&
+        report_number(r, "tpot_ms", "mean", &tpot, path, err, errlen) == 0) {
+        const int64_t isl = (int64_t)llround(in / completed);
+        const int64_t osl = (int64_t)llround(out / completed);
+        /* The engine's own TPOT for one sequence: the mean decode step after the first token. */
+        double engine_ms = 0;
+        for (int64_t k = 1; k < osl; k++) {
+            dy_step_shape s = {.decode_seqs = 1, .decode_context = isl + k + 1};
+            engine_ms += dy_cost_step_seconds(m, &s) * 1e3;
+        }
+        engine_ms = osl > 1 ? engine_ms / (double)(osl - 1) : 0;
+        const double before = m->engine.token_overhead_ms;
+        result = tpot - (engine_ms - before) > 0 ? tpot - (engine_ms - before) : 0;
+        m->engine.token_overhead_ms = result;
+    }
+    for (int i = 0; i < n; i++)
+        json_decref(objs[i]);
+    return result;
+}

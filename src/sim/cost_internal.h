@@ -15,6 +15,7 @@ struct dy_cost_model {
         int threads;
         double fixed_ms, prefill_ms_per_token, prefill_ms_per_context, decode_ms_per_seq,
             decode_ms_per_context;
+        double token_overhead_ms; /* per decoded token, outside the engine step (0: none) */
     } engine; /* measured */
     struct {
         int64_t bytes_per_token, capacity_tokens;
