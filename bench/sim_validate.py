@@ -21,10 +21,10 @@ used for all three deployments. A fixed workload sends rate x RUN_SECONDS reques
 MIN_REQUESTS, at most REQUESTS); the trace replays its own arrival times, time-scaled so that
 its mean rate is that same FRACTION of capacity.
 
-The cost models: one `dyad sim fit` per engine thread count (1 and 2) on MODEL, each with the
-token overhead (`--serve-json`) of a short real run at concurrency 1 on one aggregated worker
-of that thread count (SERVE_ISL x SERVE_OSL, SERVE_REQUESTS requests; TOKEN_OVERHEAD=0 leaves
-it out), cached in COSTS (re-used when the file is there: delete it, or REFIT=1, for a new sitting). Both sides
+The cost models: one `dyad sim fit` per engine thread count (1 and 2) on MODEL (with
+TOKEN_OVERHEAD=1 each also gets the token overhead, `--serve-json`, of a short real run at
+concurrency 1 on one aggregated worker of that thread count: SERVE_ISL x SERVE_OSL,
+SERVE_REQUESTS requests), cached in COSTS (re-used when the file is there: delete it, or REFIT=1, for a new sitting). Both sides
 get the same --kv-blocks KV_BLOCKS per worker, the same --slo (SLO_TTFT_MS, SLO_TPOT_MS) and
 the model's context as the simulator's --ctx-len (read from the model's GGUF, as the server reads
 it; CTX overrides it, and then must match the model, or the two sides refuse different prompts).
@@ -55,8 +55,9 @@ KV_BLOCKS = os.environ.get("KV_BLOCKS", "2048")
 COSTS = os.environ.get("COSTS", "/tmp/dyad-sim-validate")
 REFIT = os.environ.get("REFIT", "0") == "1"
 FIT_ARGS = os.environ.get("FIT_ARGS", "").split()
-# The token overhead: a real concurrency-1 run per thread count (TOKEN_OVERHEAD=0: without).
-TOKEN_OVERHEAD = os.environ.get("TOKEN_OVERHEAD", "1") != "0"
+# The token overhead: a real concurrency-1 run per thread count (TOKEN_OVERHEAD=1; docs/sim.md
+# says why it is off by default).
+TOKEN_OVERHEAD = os.environ.get("TOKEN_OVERHEAD", "0") == "1"
 SERVE_ISL, SERVE_OSL = os.environ.get("SERVE_ISL", "128"), os.environ.get("SERVE_OSL", "32")
 SERVE_REQUESTS = os.environ.get("SERVE_REQUESTS", "8")
 SEED = os.environ.get("SEED", "1")
@@ -162,8 +163,8 @@ def serve_report(threads, path):
 
 
 def cost_model(threads):
-    """The fitted cost model of MODEL at this thread count (with the token overhead of a real
-    concurrency-1 run unless TOKEN_OVERHEAD=0): cached in COSTS, else fitted now."""
+    """The fitted cost model of MODEL at this thread count (with TOKEN_OVERHEAD=1, also the
+    token overhead of a real concurrency-1 run): cached in COSTS, else fitted now."""
     path = os.path.join(COSTS, f"{os.path.basename(MODEL)}-{threads}t.json")
     if REFIT or not os.path.exists(path):
         os.makedirs(COSTS, exist_ok=True)
