@@ -13,22 +13,8 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-/* The cost model of the hand computations: 1 ms per step, 0.01 ms per prompt token, 0.1 ms per
- * decoding sequence; every KV transfer 0.5 ms. */
-static double step_cost(void *ctx, const dy_step_shape *sh)
-{
-    (void)ctx;
-    return 1e-3 + 1e-5 * sh->prefill_tokens + 1e-4 * sh->decode_seqs;
-}
-
-static double xfer_cost(void *ctx, int64_t bytes)
-{
-    (void)ctx;
-    (void)bytes;
-    return 5e-4;
-}
-
-static const dy_step_costs costs = {step_cost, xfer_cost, NULL};
+/* The cost model of the hand computations is testutil.h's tu_sim_costs: 1 ms per step, 0.01 ms
+ * per prompt token, 0.1 ms per decoding sequence; every KV transfer 0.5 ms. */
 
 /* Times are sums of a few doubles: equal to the hand result up to rounding. */
 #define assert_ms(actual_s, expect_ms) assert_true(fabs((actual_s) * 1e3 - (expect_ms)) < 1e-9)
@@ -59,7 +45,7 @@ static dy_sim *run(const dy_sim_config *c, const dy_sim_observer *obs, const dy_
                    int n)
 {
     char err[256];
-    dy_sim *s = dy_sim_new(c, &costs, obs, err, sizeof err);
+    dy_sim *s = dy_sim_new(c, &tu_sim_costs, obs, err, sizeof err);
     assert_non_null(s);
     int rc = dy_sim_run(s, r, n, err, sizeof err);
     if (rc != 0)
@@ -555,12 +541,12 @@ static void test_bad_config(void **st)
     dy_sim_worker w[1] = {worker_of(DY_POOL_AGG)};
     dy_sim_config c = config_of(w, 1);
     c.n_workers = 0;
-    assert_null(dy_sim_new(&c, &costs, NULL, err, sizeof err));
+    assert_null(dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err));
     c.n_workers = 1;
     w[0].kv_blocks = 1;
-    assert_null(dy_sim_new(&c, &costs, NULL, err, sizeof err));
+    assert_null(dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err));
     w[0].kv_blocks = 64;
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+    dy_sim *s = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
     assert_non_null(s);
     dy_sim_request r[2];
     two_requests(r);

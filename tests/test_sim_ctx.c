@@ -10,20 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double step_cost(void *ctx, const dy_step_shape *sh)
-{
-    (void)ctx;
-    return 1e-3 + 1e-5 * sh->prefill_tokens + 1e-4 * sh->decode_seqs;
-}
-
-static double xfer_cost(void *ctx, int64_t bytes)
-{
-    (void)ctx;
-    (void)bytes;
-    return 5e-4;
-}
-
-static const dy_step_costs costs = {step_cost, xfer_cost, NULL};
 
 enum { CTX = 96, N = 48 };
 
@@ -63,7 +49,7 @@ static void run_sweep(int mode)
     c.ctx_len = CTX;
     c.route.disagg_min_tokens = 0;
     char err[256];
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+    dy_sim *s = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
     assert_non_null(s);
     if (dy_sim_run(s, r, N, err, sizeof err) != 0)
         fail_msg("dy_sim_run: %s", err);

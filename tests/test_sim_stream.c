@@ -12,21 +12,6 @@
 
 /* ---------------------------------------------------------------- the workload */
 
-/* 1 ms per step, 0.01 ms per prompt token, 0.1 ms per decoding sequence; 0.5 ms per transfer. */
-static double step_cost(void *ctx, const dy_step_shape *sh)
-{
-    (void)ctx;
-    return 1e-3 + 1e-5 * sh->prefill_tokens + 1e-4 * sh->decode_seqs;
-}
-
-static double xfer_cost(void *ctx, int64_t bytes)
-{
-    (void)ctx;
-    (void)bytes;
-    return 5e-4;
-}
-
-static const dy_step_costs costs = {step_cost, xfer_cost, NULL};
 
 #define MAX_PROMPT 200
 
@@ -175,8 +160,8 @@ static void test_stream_equals_run(void **st)
                 dy_sim_config c = config_of(w, mode);
                 c.max_in_flight = cap;
                 char err[256];
-                dy_sim *a = dy_sim_new(&c, &costs, NULL, err, sizeof err);
-                dy_sim *b = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+                dy_sim *a = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
+                dy_sim *b = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
                 assert_int_equal(dy_sim_run(a, reqs, N, err, sizeof err), 0);
                 memset(got, 0, sizeof got);
                 stream_ctx sc = {.w = &wl, .fail_at = -1, .rec = got, .times = times,
@@ -218,7 +203,7 @@ static dy_sim_totals stream_run(int n, double gap_ms, int cap)
     c.max_in_flight = cap;
     c.max_queue = 1 << 20;
     char err[256];
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+    dy_sim *s = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
     assert_non_null(s);
     stream_ctx sc = {.w = &wl, .fail_at = -1, .sink_fail_at = -1};
     dy_sim_stream io = {.next = next_request, .sink = keep_record, .ctx = &sc};
@@ -258,7 +243,7 @@ static int run_failing(int fail_at, int sink_fail_at, bool out_of_order, char *e
     static workload wl = {.n = 50, .gap_ms = 1.0};
     dy_sim_worker w[4];
     dy_sim_config c = config_of(w, 0);
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, n);
+    dy_sim *s = dy_sim_new(&c, &tu_sim_costs, NULL, err, n);
     assert_non_null(s);
     stream_ctx sc = {.w = &wl, .fail_at = fail_at, .sink_fail_at = sink_fail_at};
     wl.gap_ms = out_of_order ? -1.0 : 1.0;
@@ -284,7 +269,7 @@ static void test_failures(void **st)
     assert_non_null(strstr(err, "arrival"));
     dy_sim_worker w[4];
     dy_sim_config c = config_of(w, 0);
-    dy_sim *s = dy_sim_new(&c, &costs, NULL, err, sizeof err);
+    dy_sim *s = dy_sim_new(&c, &tu_sim_costs, NULL, err, sizeof err);
     dy_sim_stream none = {0};
     assert_int_equal(dy_sim_run_stream(s, &none, err, sizeof err), -1);
     dy_sim_free(s);

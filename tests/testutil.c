@@ -60,3 +60,18 @@ float tu_rng_normal(uint64_t *s)
     const float u1 = tu_rng_uniform(s), u2 = tu_rng_uniform(s);
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
+
+static double tu_step_cost(void *ctx, const dy_step_shape *sh)
+{
+    (void)ctx;
+    return 1e-3 + 1e-5 * sh->prefill_tokens + 1e-4 * sh->decode_seqs;
+}
+
+static double tu_xfer_cost(void *ctx, int64_t bytes)
+{
+    (void)ctx;
+    (void)bytes;
+    return 5e-4;
+}
+
+const dy_step_costs tu_sim_costs = {tu_step_cost, tu_xfer_cost, NULL};

@@ -1,5 +1,5 @@
-/* testutil.h — small helpers shared by the cmocka tests: paths into the source tree and
- * whole-file reads. Tests include <cmocka.h> after the headers cmocka needs. */
+/* testutil.h — small helpers shared by the cmocka tests: paths into the source tree,
+ * whole-file reads, a test data stream and the simulator tests' cost model. Tests include <cmocka.h> after the headers cmocka needs. */
 #ifndef DYAD_TESTUTIL_H
 #define DYAD_TESTUTIL_H
 
@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "sched/step_shape.h"
 
 /* DYAD_SOURCE_DIR "/" rel, in a static buffer that the next call overwrites. */
 const char *tu_path(const char *rel);
@@ -22,5 +24,9 @@ uint64_t tu_rng_u64(uint64_t *state);
 /* Uniform in (0, 1), and standard normal (Box-Muller), from the same stream. */
 float tu_rng_uniform(uint64_t *state);
 float tu_rng_normal(uint64_t *state);
+
+/* The simulator tests' hand-computation cost model: 1 ms a step, 0.01 ms a prompt token,
+ * 0.1 ms a decoding sequence; every KV transfer 0.5 ms. */
+extern const dy_step_costs tu_sim_costs;
 
 #endif
