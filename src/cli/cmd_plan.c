@@ -8,6 +8,7 @@
 #include "bench/bench_cli.h"
 #include "bench/bench_workload.h"
 #include "cli/commands.h"
+#include "cli/deploy_opts.h"
 #include "cli/parse.h"
 #include "plan/balance.h"
 #include "sim/cost.h"
@@ -54,8 +55,9 @@ typedef struct {
     long budget, requests;
     int max_runs;
     double rate, burstiness, duration_s;
-    dy_deploy_shape shape;
-    int kv_blocks, max_queue, ctx_len;
+    cli_deploy_opts dep;
+    dy_deploy_shape shape; /* dep's, after parsing */
+    int max_queue, ctx_len;
     int disagg_min_tokens, prefill_busy_tokens;
     dyb_workload_config wl;
     bool json, no_sim, no_frontier;
@@ -68,7 +70,6 @@ static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
 
 static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
 {
-    dy_deploy_shape *sh = &o->shape;
     const dy_opt head[] = {
         {.section = "Hardware and objectives", .name = "hardware", .kind = DY_OPT_STR,
          .dst = &o->hardware, .meta = "H",
@@ -102,19 +103,8 @@ static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
          .help = "no arrivals after S seconds", .min = 0.001, .max = 1e7, .shown_default = ""},
         {.name = "seed", .kind = DY_OPT_U64, .dst = &o->wl.seed, .meta = "S",
          .help = "seed of the prompts, lengths and arrival gaps"},
-        {.section = "Every worker (as `dyad serve`)", .name = "block-size", .kind = DY_OPT_INT,
-         .dst = &sh->block_size, .meta = "N", .help = "positions per KV block", .min = 1,
-         .max = 256, .def = 16},
-        {.name = "kv-blocks", .kind = DY_OPT_INT, .dst = &o->kv_blocks, .meta = "N",
-         .help = "KV cache per worker in blocks", .min = 2, .max = 1 << 24,
-         .shown_default = "the cost model's KV capacity / --block-size"},
-        {.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &sh->max_batch_tokens,
-         .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
-         .def = 512},
-        {.name = "max-running", .kind = DY_OPT_INT, .dst = &sh->max_running, .meta = "N",
-         .help = "sequences in one worker's running batch", .min = 1, .max = 4096, .def = 64},
-        {.name = "no-prefix-cache", .kind = DY_OPT_FLAG, .dst = &sh->no_prefix_cache,
-         .help = "workers compute every prompt in full"},
+    };
+    const dy_opt after_workers[] = {
         {.name = "ctx-len", .kind = DY_OPT_INT, .dst = &o->ctx_len, .meta = "N",
          .help = "the model's context length (0: no limit)", .min = 0, .max = 1 << 24,
          .def = 0},
@@ -143,8 +133,11 @@ static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
          .help = "one JSON object with every candidate instead of the report"},
     };
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-    _Static_assert(N(head) + DYB_WORKLOAD_OPTS + N(tail) <= N_PLAN_OPTS, "N_PLAN_OPTS");
+    _Static_assert(N(head) + CLI_DEPLOY_OPTS + N(after_workers) + DYB_WORKLOAD_OPTS + N(tail) <=
+                       N_PLAN_OPTS, "N_PLAN_OPTS");
     int n = cli_opts_append(t, 0, head, N(head));
+    n += cli_deploy_opts_table(&o->dep, "Every worker (as `dyad serve`)", true, t + n);
+    n = cli_opts_append(t, n, after_workers, N(after_workers));
     n += dyb_workload_opts(&o->wl, t + n);
     n = cli_opts_append(t, n, tail, N(tail));
 #undef N
@@ -179,7 +172,7 @@ static bool check(const plan_opts *o, dy_opts_given g)
 
 static int parse(int argc, char **argv, plan_opts *o)
 {
-    *o = (plan_opts){.shape = dy_deploy_shape_default()};
+    *o = (plan_opts){0};
     bool seen[N_PLAN_OPTS];
     dy_opt t[N_PLAN_OPTS];
     int n = plan_table(o, seen, t);
@@ -188,7 +181,7 @@ static int parse(int argc, char **argv, plan_opts *o)
         return rc;
     if (!check(o, (dy_opts_given){t, n, "plan"}))
         return 2;
-    o->shape.kv_blocks = o->kv_blocks;
+    o->shape = cli_deploy_shape(&o->dep);
     return CLI_GO;
 }
 

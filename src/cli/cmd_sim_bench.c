@@ -9,6 +9,7 @@
  * clock is read here, around the run: the simulator itself never reads a clock. */
 #include "bench/bench_workload.h"
 #include "cli/commands.h"
+#include "cli/deploy_opts.h"
 #include "cli/parse.h"
 #include "sim/cost.h"
 #include "sim/deploy.h"
@@ -41,7 +42,8 @@ static const char bench_epilog[] =
 typedef struct {
     const char *cost, *trace;
     int loops, agg, pre, dec, concurrency;
-    int block_size, kv_blocks, max_batch_tokens, max_running, max_queue;
+    cli_deploy_opts dep; /* every worker's limits */
+    int max_queue;
     double rate, length_scale;
     uint64_t seed;
     bool json;
@@ -80,29 +82,21 @@ static int bench_table(bench_opts *o, bool *seen, dy_opt *t)
         {.name = "decode-workers", .kind = DY_OPT_INT, .dst = &o->dec, .meta = "D",
          .help = "decode workers (with --prefill-workers)", .min = 1, .max = DY_DEPLOY_MAX_WORKERS,
          .def = -1, .shown_default = ""},
-        {.name = "block-size", .kind = DY_OPT_INT, .dst = &o->block_size, .meta = "N",
-         .help = "positions per KV block", .min = 1, .max = 256, .def = 16},
-        {.name = "kv-blocks", .kind = DY_OPT_INT, .dst = &o->kv_blocks, .meta = "N",
-         .help = "KV cache per worker in blocks", .min = 2, .max = 1 << 24,
-         .shown_default = "the cost model's KV capacity / --block-size"},
-        {.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &o->max_batch_tokens,
-         .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
-         .def = 512},
-        {.name = "max-running", .kind = DY_OPT_INT, .dst = &o->max_running, .meta = "N",
-         .help = "sequences in one worker's running batch", .min = 1, .max = 4096, .def = 64},
+    };
+    const dy_opt after_workers[] = {
         {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->max_queue, .meta = "N",
          .help = "sequences waiting for a first token before new requests are refused",
          .min = 1, .max = 1 << 20, .def = 256},
         {.section = "Output", .name = "json", .kind = DY_OPT_FLAG, .dst = &o->json,
          .help = "one JSON object instead of the report"},
     };
-    const int n = (int)(sizeof opts / sizeof opts[0]);
-    _Static_assert(sizeof opts / sizeof opts[0] <= N_BENCH_OPTS, "N_BENCH_OPTS");
-    for (int i = 0; i < n; i++) {
-        t[i] = opts[i];
-        seen[i] = false;
-        t[i].given = &seen[i];
-    }
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+    _Static_assert(N(opts) + CLI_DEPLOY_OPTS + N(after_workers) <= N_BENCH_OPTS, "N_BENCH_OPTS");
+    int n = cli_opts_append(t, 0, opts, N(opts));
+    n += cli_deploy_opts_table(&o->dep, NULL, false, t + n);
+    n = cli_opts_append(t, n, after_workers, N(after_workers));
+#undef N
+    cli_opts_track(t, n, seen);
     return n;
 }
 
@@ -132,9 +126,7 @@ static int parse(int argc, char **argv, bench_opts *o)
 /* The pools: --workers N, else P prefill + D decode (--prefill-workers 0: D aggregated). */
 static dy_deploy_shape shape_of(const bench_opts *o)
 {
-    dy_deploy_shape sh = {.kv_blocks = o->kv_blocks, .block_size = o->block_size,
-                          .max_batch_tokens = o->max_batch_tokens,
-                          .max_running = o->max_running};
+    dy_deploy_shape sh = cli_deploy_shape(&o->dep);
     if (o->agg > 0)
         sh.agg = o->agg;
     else if (o->pre == 0)
@@ -315,7 +307,7 @@ static void report(const bench_cmd *c)
                c->d.n_prefill, c->o.concurrency, (int)c->d.kv_blocks, dy_cost_name(c->m), b->samples,
                b->completed, b->failed, c->tot.refused, (unsigned long long)b->output_tokens,
                (unsigned long long)c->tot.steps, c->tot.duration_s, c->cpu_s, b->make_cpu_s,
-               c->wall_s, req_per_cpu, sim_per_cpu, req_per_sim_cpu, c->o.block_size,
+               c->wall_s, req_per_cpu, sim_per_cpu, req_per_sim_cpu, c->shape.block_size,
                c->max_rss_kib, c->tot.peak_requests_held);
         return;
     }

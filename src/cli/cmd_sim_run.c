@@ -9,6 +9,7 @@
 #include "bench/bench_run.h"
 #include "bench/bench_workload.h"
 #include "cli/commands.h"
+#include "cli/deploy_opts.h"
 #include "cli/parse.h"
 #include "sim/cost.h"
 #include "sim/deploy.h"
@@ -46,9 +47,10 @@ typedef struct {
     int tp;
     /* deployment */
     int agg, pre, dec;          /* -1: not given */
-    int block_size, max_batch_tokens, max_running, kv_blocks, max_queue, ctx_len;
+    cli_deploy_opts dep; /* every worker's limits */
+    int max_queue, ctx_len;
     int prefill_busy_tokens;
-    bool no_prefix_cache, no_kv_events;
+    bool no_kv_events;
     dy_router_config router;
     dy_route_config route;
     /* load and workload */
@@ -102,18 +104,8 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "decode-workers", .kind = DY_OPT_INT, .dst = &o->dec, .meta = "D",
          .help = "decode workers", .min = 1, .max = DY_DEPLOY_MAX_WORKERS, .def = -1,
          .shown_default = "1"},
-        {.name = "block-size", .kind = DY_OPT_INT, .dst = &o->block_size, .meta = "N",
-         .help = "positions per KV block", .min = 1, .max = 256, .def = 16},
-        {.name = "kv-blocks", .kind = DY_OPT_INT, .dst = &o->kv_blocks, .meta = "N",
-         .help = "KV cache per worker in blocks", .min = 2, .max = 1 << 24,
-         .shown_default = "the cost model's KV capacity / --block-size"},
-        {.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &o->max_batch_tokens,
-         .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
-         .def = 512},
-        {.name = "max-running", .kind = DY_OPT_INT, .dst = &o->max_running, .meta = "N",
-         .help = "sequences in one worker's running batch", .min = 1, .max = 4096, .def = 64},
-        {.name = "no-prefix-cache", .kind = DY_OPT_FLAG, .dst = &o->no_prefix_cache,
-         .help = "workers compute every prompt in full"},
+    };
+    const dy_opt after_workers[] = {
         {.name = "ctx-len", .kind = DY_OPT_INT, .dst = &o->ctx_len, .meta = "N",
          .help = "the model's context length: a sequence stops there (0: no limit)", .min = 0,
          .max = 1 << 24, .def = 0},
@@ -183,8 +175,11 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
          .help = "bench's Pareto plot as SVG"},
     };
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-    _Static_assert(N(head) + DYB_WORKLOAD_OPTS + N(tail) <= N_RUN_OPTS, "N_RUN_OPTS");
+    _Static_assert(N(head) + CLI_DEPLOY_OPTS + N(after_workers) + DYB_WORKLOAD_OPTS + N(tail) <=
+                       N_RUN_OPTS, "N_RUN_OPTS");
     int n = cli_opts_append(t, 0, head, N(head));
+    n += cli_deploy_opts_table(&o->dep, NULL, true, t + n);
+    n = cli_opts_append(t, n, after_workers, N(after_workers));
     n += dyb_workload_opts(w, t + n);
     n = cli_opts_append(t, n, tail, N(tail));
 #undef N
@@ -254,9 +249,7 @@ static dy_cost_model *load_cost(const run_opts *o)
  * --prefill-workers 0 makes the D workers aggregated). */
 static int make_deployment(const run_opts *o, const dy_cost_model *m, dy_deploy *d)
 {
-    dy_deploy_shape sh = {.kv_blocks = o->kv_blocks, .block_size = o->block_size,
-                          .max_batch_tokens = o->max_batch_tokens,
-                          .max_running = o->max_running, .no_prefix_cache = o->no_prefix_cache};
+    dy_deploy_shape sh = cli_deploy_shape(&o->dep);
     int dec = o->dec > 0 ? o->dec : 1;
     if (o->agg > 0)
         sh.agg = o->agg;
@@ -273,7 +266,7 @@ static int make_deployment(const run_opts *o, const dy_cost_model *m, dy_deploy 
 
 static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const dy_deploy *d)
 {
-    dy_deploy_shape sh = {.block_size = o->block_size};
+    dy_deploy_shape sh = cli_deploy_shape(&o->dep);
     dy_sim_config c = dy_deploy_sim_config(d, &sh, m);
     c.ctx_len = o->ctx_len;
     c.router = o->router;
