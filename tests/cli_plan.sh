@@ -4,7 +4,8 @@
 # met the objectives (and that choice is the cheapest met run in --json), prints how to run it
 # and its frontier; the same inputs give byte-identical --json; on a measured model of this
 # machine it prints the `dyad serve` command; a budget too small fails with exit 1; bad flags
-# and files give a clear message and exit 2 or 1.
+# and files give a clear message and exit 2 or 1; `dyad plan predict` scores the load
+# predictors on a trace.
 set -euo pipefail
 dyad=$1 src=$2
 source "$(dirname "$0")/shell_helpers.sh"
@@ -75,5 +76,10 @@ expect_fail "tp with a measured model" 2 "--tp: a measured cost model has no TP 
 expect_fail "missing file" 1 "$tmp/none.json" plan --hardware "$tmp/none.json" --slo ttft_ms=5,itl_ms=5 --rate 1
 echo '{"kind": "measured", "name": "x"}' >"$tmp/broken.json"
 expect_fail "broken file" 1 "broken.json: engine" plan --hardware "$tmp/broken.json" --slo ttft_ms=5,itl_ms=5 --rate 1
+# dyad plan predict: every predictor scored on a trace, the best named per series.
+plan predict --trace "$src/bench/data/mooncake_conversation_300.jsonl" --interval 10 >"$tmp/pred.txt"
+[ "$(grep -c '^| \(last\|mean\|holt\|kalman\)' "$tmp/pred.txt")" -eq 7 ] && grep -q "best for rate: .*; best for isl: .*; best for osl: " "$tmp/pred.txt" && ok || bad "plan predict: $(cat "$tmp/pred.txt")"
+expect_fail "predict without a trace" 2 "--trace: required" plan predict
+expect_fail "predict: too short" 1 "fewer than 3 intervals" plan predict --trace "$src/bench/data/mooncake_conversation_300.jsonl" --interval 100000
 plan --help >"$tmp/help.txt" && grep -qF -- "--hardware H" "$tmp/help.txt" && ok || bad "--help"
 finish

@@ -33,7 +33,8 @@ static const char plan_epilog[] =
     "or a cost-model file (`dyad sim fit` writes one of this machine). The objectives bind the\n"
     "--percentile of TTFT and of TPOT (a request's mean inter-token latency) over the simulated\n"
     "requests; none may fail. The cost is GPUs (roofline) or cores (measured). docs/plan.md\n"
-    "explains the criterion and the search.\n"
+    "explains the criterion and the search. `dyad plan predict --trace F` measures the load\n"
+    "predictors on a trace.\n"
     "Exit status: 0 when a deployment meets the objectives; 1 when none does within the budget\n"
     "(the table says why) or a file is bad; 2 on a usage error.\n";
 
@@ -695,6 +696,8 @@ static void plan_free(plan_cmd *c)
 
 int cmd_plan(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "predict"))
+        return cmd_plan_predict(argc - 1, argv + 1);
     plan_cmd *c = calloc(1, sizeof *c);
     if (!c) {
         fprintf(stderr, "dyad plan: out of memory\n");

@@ -1,0 +1,99 @@
+/* predict.c — see predict.h. */
+#include "plan/predict.h"
+
+#include <math.h>
+#include <stdio.h>
+
+const char *dy_predict_name(dy_predict_kind k)
+{
+    static const char *const names[] = {"last", "mean", "holt", "kalman"};
+    return k >= DY_PREDICT_LAST && k <= DY_PREDICT_KALMAN ? names[k] : "?";
+}
+
+static bool unit_interval(double x)
+{
+    return x > 0 && x <= 1;
+}
+
+int dy_predict_check(const dy_predict_config *c, char *err, size_t errlen)
+{
+    const char *bad = NULL;
+    switch (c->kind) {
+    case DY_PREDICT_LAST: break;
+    case DY_PREDICT_MEAN:
+        if (c->window < 1 || c->window > DY_PREDICT_MAX_WINDOW)
+            bad = "predict.window: must be 1..64";
+        break;
+    case DY_PREDICT_HOLT:
+        bad = !unit_interval(c->alpha) ? "predict.alpha: must be in (0, 1]"
+            : !unit_interval(c->beta)  ? "predict.beta: must be in (0, 1]" : NULL;
+        break;
+    case DY_PREDICT_KALMAN:
+        bad = !(isfinite(c->q) && c->q > 0) ? "predict.q: must be a number > 0"
+            : !(isfinite(c->r) && c->r > 0) ? "predict.r: must be a number > 0" : NULL;
+        break;
+    default: bad = "predict.kind: unknown";
+    }
+    if (bad)
+        snprintf(err, errlen, "%s", bad);
+    return bad ? -1 : 0;
+}
+
+void dy_predict_init(dy_predictor *p, const dy_predict_config *c)
+{
+    *p = (dy_predictor){.cfg = *c};
+}
+
+/* Holt's linear trend: the level follows the value, the trend the level's steps. */
+static void holt_observe(dy_predictor *p, double x)
+{
+    if (p->n == 0) {
+        p->level = x;
+        return;
+    }
+    const double a = p->cfg.alpha, b = p->cfg.beta, before = p->level;
+    p->level = a * x + (1 - a) * (p->level + p->trend);
+    p->trend = b * (p->level - before) + (1 - b) * p->trend;
+}
+
+/* A local-level Kalman filter: the estimate's variance grows by q each interval and shrinks
+ * with each observation of variance r. */
+static void kalman_observe(dy_predictor *p, double x)
+{
+    if (p->n == 0) {
+        p->level = x;
+        p->var = p->cfg.r;
+        return;
+    }
+    const double prior = p->var + p->cfg.q, gain = prior / (prior + p->cfg.r);
+    p->level += gain * (x - p->level);
+    p->var = (1 - gain) * prior;
+}
+
+void dy_predict_observe(dy_predictor *p, double x)
+{
+    switch (p->cfg.kind) {
+    case DY_PREDICT_LAST: p->level = x; break;
+    case DY_PREDICT_MEAN: p->ring[p->n % p->cfg.window] = x; break;
+    case DY_PREDICT_HOLT: holt_observe(p, x); break;
+    case DY_PREDICT_KALMAN: kalman_observe(p, x); break;
+    }
+    p->n++;
+}
+
+double dy_predict_next(const dy_predictor *p)
+{
+    if (p->n == 0)
+        return 0;
+    double f = p->level;
+    if (p->cfg.kind == DY_PREDICT_MEAN) {
+        const long k = p->n < p->cfg.window ? p->n : p->cfg.window;
+        double sum = 0;
+        for (long i = 0; i < k; i++)
+            sum += p->ring[i];
+        f = sum / (double)k;
+    }
+    else if (p->cfg.kind == DY_PREDICT_HOLT)
+        f = p->level + p->trend;
+    return f > 0 ? f : 0;
+}
