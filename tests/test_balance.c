@@ -9,23 +9,11 @@
 #include <math.h>
 #include <string.h>
 
-/* The hand computations' cost model: 1 ms a step, 0.1 ms a prompt token, 0.5 ms a decoding
- * sequence, no cost for context; transfers 0.25 ms. */
-static double step_cost(void *ctx, const dy_step_shape *s)
-{
-    (void)ctx;
-    return 1e-3 + 1e-4 * s->prefill_tokens + 5e-4 * s->decode_seqs;
-}
-
-static double xfer_cost(void *ctx, int64_t bytes)
-{
-    (void)ctx;
-    return bytes > 0 ? 2.5e-4 : 0;
-}
+/* The hand computations' cost model is testutil.h's tu_plan_costs. */
 
 static dy_balance_hw hw_default(void)
 {
-    return (dy_balance_hw){.costs = {step_cost, xfer_cost, NULL}, .kv_bytes_per_token = 1000,
+    return (dy_balance_hw){.costs = tu_plan_costs, .kv_bytes_per_token = 1000,
                            .kv_capacity_tokens = 1 << 20, .max_batch_tokens = 512,
                            .max_running = 256, .units_per_worker = 1};
 }

@@ -54,6 +54,7 @@ static void test_holt(void **state)
     assert_near(dy_predict_next(&p), 17.5);
     dy_predict_observe(&p, 30);
     assert_near(dy_predict_next(&p), 29.375);
+    assert_near(dy_predict_ahead(&p, 3), 23.75 + 3 * 5.625); /* the trend, three steps */
     /* A falling series is never forecast below 0. */
     const double down[] = {100, 50, 5, 0, 0};
     p = made((dy_predict_config){.kind = DY_PREDICT_HOLT, .alpha = 1, .beta = 1});

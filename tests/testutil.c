@@ -75,3 +75,17 @@ static double tu_xfer_cost(void *ctx, int64_t bytes)
 }
 
 const dy_step_costs tu_sim_costs = {tu_step_cost, tu_xfer_cost, NULL};
+
+static double tu_plan_step(void *ctx, const dy_step_shape *s)
+{
+    (void)ctx;
+    return 1e-3 + 1e-4 * s->prefill_tokens + 5e-4 * s->decode_seqs;
+}
+
+static double tu_plan_xfer(void *ctx, int64_t bytes)
+{
+    (void)ctx;
+    return bytes > 0 ? 2.5e-4 : 0;
+}
+
+const dy_step_costs tu_plan_costs = {tu_plan_step, tu_plan_xfer, NULL};

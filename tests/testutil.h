@@ -28,5 +28,8 @@ float tu_rng_normal(uint64_t *state);
 /* The simulator tests' hand-computation cost model: 1 ms a step, 0.01 ms a prompt token,
  * 0.1 ms a decoding sequence; every KV transfer 0.5 ms. */
 extern const dy_step_costs tu_sim_costs;
+/* The balance criterion's and the planner's: 1 ms a step, 0.1 ms a prompt token, 0.5 ms a
+ * decoding sequence, no cost for context; transfers 0.25 ms (0 for no bytes). */
+extern const dy_step_costs tu_plan_costs;
 
 #endif

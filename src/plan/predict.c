@@ -97,3 +97,11 @@ double dy_predict_next(const dy_predictor *p)
         f = p->level + p->trend;
     return f > 0 ? f : 0;
 }
+
+double dy_predict_ahead(const dy_predictor *p, int steps)
+{
+    if (p->cfg.kind != DY_PREDICT_HOLT || p->n == 0 || steps <= 1)
+        return dy_predict_next(p);
+    const double f = p->level + steps * p->trend;
+    return f > 0 ? f : 0;
+}

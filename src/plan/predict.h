@@ -38,6 +38,9 @@ void dy_predict_init(dy_predictor *p, const dy_predict_config *c);
 void dy_predict_observe(dy_predictor *p, double value);
 /* The forecast for the next interval, never below 0; 0 before any observation. */
 double dy_predict_next(const dy_predictor *p);
+/* The forecast `steps` intervals ahead (≥ 1): Holt's extrapolates its trend that far, the
+ * others forecast a level, the same at every horizon. Never below 0. */
+double dy_predict_ahead(const dy_predictor *p, int steps);
 /* "last", "mean", "holt", "kalman". */
 const char *dy_predict_name(dy_predict_kind k);
 
