@@ -119,26 +119,8 @@ static int setup(bench *b)
 static void point_load(const bench *b, int i, dyb_point *p, dyb_run_config *rc)
 {
     const dyb_opts *o = &b->o;
-    p->concurrency = (int)o->concurrency;
-    p->rate = o->rate;
-    p->burstiness = o->burstiness;
-    if (o->sweep == DYB_SWEEP_CONCURRENCY)
-        p->concurrency = (int)o->sweep_values[i];
-    else if (o->sweep == DYB_SWEEP_RATE)
-        p->rate = o->sweep_values[i];
-    /* A timed trace is replayed at its times unless a rate is given; a concurrency then only
-     * caps the requests in flight. */
-    bool timed = p->rate <= 0 && dyb_workload_timed(b->wl);
-    if (p->rate <= 0 && !timed && p->concurrency == 0)
-        p->concurrency = 1;
-    p->mode = p->rate > 0 ? "open loop" : timed ? "trace replay" : "closed loop";
-    p->sweep_param = o->sweep == DYB_SWEEP_CONCURRENCY ? "concurrency"
-                   : o->sweep == DYB_SWEEP_RATE        ? "rate" : NULL;
-    p->sweep_value = p->sweep_param ? o->sweep_values[i] : 0;
-    if (p->sweep_param)
-        snprintf(p->label, sizeof p->label, "%s=%g", p->sweep_param, p->sweep_value);
-    else
-        snprintf(p->label, sizeof p->label, "run");
+    bool timed = dyb_point_load(p, b->wl, o->concurrency, o->rate, o->burstiness, o->sweep,
+                                o->sweep_values, i);
     p->warmup = o->warmup;
     p->slo = o->slo;
     *rc = (dyb_run_config){b->wl, b->client, p->concurrency, p->rate, p->burstiness, timed,

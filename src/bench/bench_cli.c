@@ -272,3 +272,27 @@ int dyb_opts_parse(int argc, char **argv, dyb_opts *o)
         o->requests = DEFAULT_REQUESTS;
     return 0;
 }
+
+bool dyb_point_load(dyb_point *p, const dyb_workload *wl, long concurrency, double rate,
+                    double burstiness, dyb_sweep_kind sweep, const double *sweep_values, int i)
+{
+    p->concurrency = (int)concurrency;
+    p->rate = rate;
+    p->burstiness = burstiness;
+    if (sweep == DYB_SWEEP_CONCURRENCY)
+        p->concurrency = (int)sweep_values[i];
+    else if (sweep == DYB_SWEEP_RATE)
+        p->rate = sweep_values[i];
+    const bool timed = p->rate <= 0 && dyb_workload_timed(wl);
+    if (p->rate <= 0 && !timed && p->concurrency == 0)
+        p->concurrency = 1;
+    p->mode = p->rate > 0 ? "open loop" : timed ? "trace replay" : "closed loop";
+    p->sweep_param = sweep == DYB_SWEEP_CONCURRENCY ? "concurrency"
+                   : sweep == DYB_SWEEP_RATE        ? "rate" : NULL;
+    p->sweep_value = p->sweep_param ? sweep_values[i] : 0;
+    if (p->sweep_param)
+        snprintf(p->label, sizeof p->label, "%s=%g", p->sweep_param, p->sweep_value);
+    else
+        snprintf(p->label, sizeof p->label, "run");
+    return timed;
+}

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "bench/bench_client.h"
+#include "bench/bench_report.h"
 #include "bench/bench_stats.h"
 #include "bench/bench_workload.h"
 #include "util/opts.h"
@@ -42,6 +43,14 @@ typedef struct {
     const char *csv, *plot;
     bool json;
 } dyb_opts;
+
+/* The load of sweep point i (a sweep value replaces the option it sweeps) into p's mode,
+ * concurrency, rate, burstiness, sweep fields and label. A timed trace is replayed at its
+ * times unless a rate is given, and a concurrency then only caps the requests in flight; with
+ * neither a rate nor trace times it is a closed loop of at least one client. Returns whether
+ * the trace's times drive it. */
+bool dyb_point_load(dyb_point *p, const dyb_workload *wl, long concurrency, double rate,
+                    double burstiness, dyb_sweep_kind sweep, const double *sweep_values, int i);
 
 /* --sweep's value, "concurrency=1,2,4" or "rate=0.5,1,2": its kind and up to DYB_MAX_SWEEP
  * values. false with a message in err on anything else. */

@@ -278,11 +278,10 @@ static dy_sim_config sim_config(const run_opts *o, const dy_cost_model *m, const
 
 /* ---------------------------------------------------------------- the load */
 
-/* Which rule sends point i's requests, as bench's point_load says: an open loop at a rate, a
+/* Which rule sends point i's requests, as dyb_point_load decides for bench: an open loop at a
  * trace at its times, or else a closed loop; a concurrency caps the requests in flight (1 in a
  * closed loop without one). A sweep value replaces the option it sweeps. */
 typedef struct {
-    const char *mode;
     bool timed, closed;
     int cap;     /* 0: none */
     double rate; /* 0: none */
@@ -290,26 +289,11 @@ typedef struct {
 
 static load_rule load_of(const run_opts *o, const dyb_workload *wl, int i, dyb_point *p)
 {
-    load_rule l = {.cap = (int)o->concurrency, .rate = o->rate};
-    if (o->sweep == DYB_SWEEP_CONCURRENCY)
-        l.cap = (int)o->sweep_values[i];
-    else if (o->sweep == DYB_SWEEP_RATE)
-        l.rate = o->sweep_values[i];
-    l.timed = l.rate <= 0 && dyb_workload_timed(wl);
-    l.closed = l.rate <= 0 && !l.timed;
-    if (l.closed && l.cap == 0)
-        l.cap = 1;
-    l.mode = l.rate > 0 ? "open loop" : l.timed ? "trace replay" : "closed loop";
-    *p = (dyb_point){.mode = l.mode, .concurrency = l.cap, .rate = l.rate,
-                     .burstiness = o->burstiness, .slo = o->slo};
-    p->sweep_param = o->sweep == DYB_SWEEP_CONCURRENCY ? "concurrency"
-                   : o->sweep == DYB_SWEEP_RATE        ? "rate" : NULL;
-    p->sweep_value = p->sweep_param ? o->sweep_values[i] : 0;
-    if (p->sweep_param)
-        snprintf(p->label, sizeof p->label, "%s=%g", p->sweep_param, p->sweep_value);
-    else
-        snprintf(p->label, sizeof p->label, "run");
-    return l;
+    *p = (dyb_point){.slo = o->slo};
+    const bool timed = dyb_point_load(p, wl, o->concurrency, o->rate, o->burstiness, o->sweep,
+                                      o->sweep_values, i);
+    return (load_rule){.timed = timed, .closed = p->rate <= 0 && !timed,
+                       .cap = p->concurrency, .rate = p->rate};
 }
 
 /* ---------------------------------------------------------------- the workload */
