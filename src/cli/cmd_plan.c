@@ -275,14 +275,12 @@ typedef struct {
 static dy_balance_hw balance_hw(const plan_cmd *c)
 {
     const dy_deploy_shape *sh = &c->o.shape;
-    int per = dy_cost_get_kind(c->m) == DY_COST_ROOFLINE ? dy_cost_tp(c->m)
-                                                          : dy_cost_threads(c->m);
     int64_t cap = sh->kv_blocks > 0 ? sh->kv_blocks * sh->block_size
                                     : dy_cost_kv_capacity_tokens(c->m);
     return (dy_balance_hw){.costs = dy_deploy_costs(c->m),
                            .kv_bytes_per_token = dy_cost_kv_bytes_per_token(c->m),
                            .kv_capacity_tokens = cap, .max_batch_tokens = sh->max_batch_tokens,
-                           .max_running = sh->max_running, .units_per_worker = per > 0 ? per : 1,
+                           .max_running = sh->max_running, .units_per_worker = dy_deploy_worker_units(c->m),
                            .max_units = c->o.budget > INT32_MAX ? INT32_MAX : (int)c->o.budget};
 }
 

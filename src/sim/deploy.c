@@ -91,10 +91,15 @@ dy_step_costs dy_deploy_costs(const dy_cost_model *m)
     return (dy_step_costs){step_seconds, transfer_seconds, (void *)m};
 }
 
-long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m)
+int dy_deploy_worker_units(const dy_cost_model *m)
 {
     int per = dy_cost_get_kind(m) == DY_COST_ROOFLINE ? dy_cost_tp(m) : dy_cost_threads(m);
-    return (long)d->n * (per > 0 ? per : 1);
+    return per > 0 ? per : 1;
+}
+
+long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m)
+{
+    return (long)d->n * dy_deploy_worker_units(m);
 }
 
 void dy_deploy_describe(const dy_deploy *d, const dy_cost_model *m, char *out, size_t cap)

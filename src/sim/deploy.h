@@ -47,8 +47,10 @@ dy_sim_config dy_deploy_sim_config(const dy_deploy *d, const dy_deploy_shape *sh
 /* What one simulated run is priced by: the cost model behind the dy_step_costs interface. */
 dy_step_costs dy_deploy_costs(const dy_cost_model *m);
 
-/* What the deployment costs: GPUs (workers × TP) for a roofline model, cores (workers ×
- * engine threads) for a measured one. */
+/* What one worker costs: its GPUs (TP) for a roofline model, its engine threads (cores) for a
+ * measured one; at least 1. */
+int dy_deploy_worker_units(const dy_cost_model *m);
+/* What the deployment costs: workers × dy_deploy_worker_units. */
 long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m);
 
 /* "simulated: 1 prefill + 2 decode workers, TP 1, 30503 KV blocks each" */

@@ -24,9 +24,7 @@ static const char *verdict(const dy_search_result *r, const dy_search_slo *slo)
 
 static long units_of(const dy_search_config *c, int agg, int prefill, int decode)
 {
-    int per = dy_cost_get_kind(c->m) == DY_COST_ROOFLINE ? dy_cost_tp(c->m)
-                                                          : dy_cost_threads(c->m);
-    return (long)(agg > 0 ? agg : prefill + decode) * (per > 0 ? per : 1);
+    return (long)(agg > 0 ? agg : prefill + decode) * dy_deploy_worker_units(c->m);
 }
 
 /* Runs the simulation of deployment d into out (its pools and units already set). */
@@ -145,7 +143,7 @@ static int cheapest(const dy_search_trail *t)
 /* The most workers of one kind the budget (or the simulator) allows. */
 static int most_workers(const dy_search_config *c)
 {
-    long per = units_of(c, 1, 0, 0);
+    long per = dy_deploy_worker_units(c->m);
     long n = c->max_units > 0 ? c->max_units / per : DY_DEPLOY_MAX_WORKERS;
     return n < DY_DEPLOY_MAX_WORKERS ? (int)n : DY_DEPLOY_MAX_WORKERS;
 }
