@@ -129,6 +129,14 @@ static int balance_hw(const serve_plan_opts *o, const dy_fleet_config *w, dy_fle
                 w->worker.threads, w->worker.threads == 1 ? "" : "s");
         return -1;
     }
+    const char *base = strrchr(w->worker.model, '/');
+    base = base ? base + 1 : w->worker.model;
+    if (strcmp(dy_cost_served_model(*cm), base) != 0) {
+        fprintf(stderr, "dyad serve: --cost-model %s prices %s, not the model served (%s): "
+                "make one with `dyad sim fit --model %s`\n", o->cost_model,
+                dy_cost_served_model(*cm), base, w->worker.model);
+        return -1;
+    }
     dy_worker_info info;
     dy_fleet_info(fleet, &info, 1);
     dy_deploy_shape shape = dy_deploy_shape_default();
