@@ -28,6 +28,7 @@ struct dy_autoscale {
     dy_planner_decision last;
     uint64_t decisions[DY_PLAN_RESHAPE + 1];
     uint64_t moves[DY_ACT_RESUME + 1], move_failures, unmet;
+    double last_osl;                /* the last interval's mean output, 0 before one ended */
 };
 
 const char *dy_autoscale_mode_name(dy_autoscale_mode m)
@@ -43,15 +44,17 @@ static const char *role_name(dy_route_pool p)
 /* ---------------------------------------------------------------- observing */
 
 /* The interval that ended, as the planner reads it: arrivals for the rate and the prompt
- * lengths; the output the ended requests got for the output length (what arrivals asked for
- * when none ended); the workers' own reports for the queue and KV use. */
+ * lengths; the output the ended requests got for the output length (with none ended, the
+ * last interval's, or before any what the arrivals asked for); the workers' own reports for
+ * the queue and KV use. */
 static dy_planner_obs observe(dy_autoscale *a)
 {
     dy_loadwin_figures f = dy_loadwin_take(a->win);
     dy_planner_obs o = {.requests = f.arrived, .prompt_tokens = f.prompt_tokens,
                         .ttft_s = f.ttft_mean_s, .itl_s = f.itl_mean_s};
-    double osl = f.ended > 0 ? f.ended_output_tokens / f.ended
-                 : f.arrived > 0 ? f.max_tokens / f.arrived : 1;
+    if (f.ended > 0)
+        a->last_osl = f.ended_output_tokens / f.ended;
+    double osl = a->last_osl > 0 ? a->last_osl : f.arrived > 0 ? f.max_tokens / f.arrived : 1;
     o.output_tokens = f.arrived * (osl > 1 ? osl : 1);
     if (o.prompt_tokens < o.requests)
         o.prompt_tokens = o.requests;

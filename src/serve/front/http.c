@@ -135,7 +135,7 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
 {
     dy_worker_info w[64];
     int n = dy_fleet_info(h->cfg.workers, w, 64), alive = 0;
-    size_t cap = 96 + 64 * (size_t)n, len = 0;
+    size_t cap = 96 + 96 * (size_t)n, len = 0;
     char *body = malloc(cap);
     if (!body)
         return MHD_NO;
@@ -145,8 +145,10 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
                             alive ? "ok" : "unavailable");
     for (int i = 0; i < n; i++)
         len += (size_t)snprintf(body + len, cap - len, "%s{\"id\":%d,\"pid\":%d,\"up\":%s,"
-                                "\"restarts\":%llu}", i ? "," : "", i, (int)w[i].pid,
-                                w[i].alive ? "true" : "false", (unsigned long long)w[i].restarts);
+                                "\"state\":\"%s\",\"restarts\":%llu}", i ? "," : "", i,
+                                (int)w[i].pid, w[i].alive ? "true" : "false",
+                                dy_plan_slot_state_name(w[i].state),
+                                (unsigned long long)w[i].restarts);
     snprintf(body + len, cap - len, "]}");
     return send_json(c, alive ? 200 : 503, body);
 }
