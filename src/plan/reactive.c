@@ -92,7 +92,9 @@ static signals read_signals(const dy_planner *p, const dy_planner_obs *o,
                             const dy_planner_reactive *t)
 {
     const dy_planner_decision *cur = &p->current;
-    const int prompt_workers = cur->split ? cur->prefill : cur->decode;
+    /* an SLA answer of a budget below one worker leaves none: read the queue as for one */
+    const int deployed = cur->split ? cur->prefill : cur->decode;
+    const int prompt_workers = deployed > 0 ? deployed : 1;
     return (signals){{[SIG_TTFT] = o->ttft_p90_s / p->cfg.slo.ttft_s,
                       [SIG_QUEUE] = o->waiting / (t->queue_per_worker * prompt_workers),
                       [SIG_ITL] = o->itl_p90_s / p->cfg.slo.itl_s,
