@@ -187,6 +187,22 @@ static void test_safety_net_keeps_the_deployed_shape(void **state)
     assert_int_equal(d.decode, 1);
     assert_non_null(strstr(d.reason, "reactive safety net: TTFT p90"));
 
+    /* both p90s over, room for one more: the decode pool, whose ITL is the further over (the
+     * net reads the p90s alone: a long queue does not make prefill the worse) */
+    c.hw.max_units = 3;
+    assert_int_equal(dy_planner_init(&p, &c, true, 1, 1, err, sizeof err), 0);
+    o.ttft_p90_s = 22e-3;
+    o.itl_p90_s = 7.5e-3;
+    o.waiting = 100;
+    d = step(&p, o);
+    assert_true(d.split);
+    assert_int_equal(d.prefill, 1);
+    assert_int_equal(d.decode, 2);
+    assert_true(d.unmet);
+    assert_non_null(strstr(d.reason, "reactive safety net: ITL p90 over the objective: one more "
+                                     "worker where it fired; the budget refused more"));
+    c.hw.max_units = 0;
+
     assert_int_equal(dy_planner_init(&p, &c, true, 1, 1, err, sizeof err), 0);
     o = load(100);
     o.ttft_p90_s = 30e-3;

@@ -111,12 +111,12 @@ static int side_over(const signals *s, int side, bool p90_only)
     return s->r[worst] > 1 ? worst : -1;
 }
 
-/* How loaded a side is: its larger ratio. */
-static double side_load(const signals *s, int side)
+/* How loaded a side is: its larger ratio (the safety net's: its p90's). */
+static double side_load(const signals *s, int side, bool p90_only)
 {
     const double a = s->r[side == POOL_PROMPT ? SIG_TTFT : SIG_ITL];
     const double b = s->r[side == POOL_PROMPT ? SIG_QUEUE : SIG_KV];
-    return a > b ? a : b;
+    return p90_only || a > b ? a : b;
 }
 
 /* ---- growing ---------------------------------------------------------------------------- */
@@ -155,12 +155,13 @@ static bool grow(dy_planner *p, const signals *s, const int sig[2], int source,
     }
     int next[2] = {want[0] ? cur[0] + 1 : size[0], want[1] ? cur[1] + 1 : size[1]};
     if (want[0] && want[1] && !within_budget(p, next)) {
-        const int keep = side_load(s, POOL_PROMPT) > side_load(s, POOL_GEN) ? 0 : 1;
+        const bool net = source == FROM_NET;
+        const int keep = side_load(s, POOL_PROMPT, net) > side_load(s, POOL_GEN, net) ? 0 : 1;
         next[1 - keep] = size[1 - keep];
         want[1 - keep] = false;
         refused = true;
     }
-    if (!within_budget(p, next)) {
+    if ((want[0] || want[1]) && !within_budget(p, next)) {
         next[0] = size[0];
         next[1] = size[1];
         want[0] = want[1] = false;
@@ -224,7 +225,8 @@ static void shrink_when_idle(dy_planner *p, const signals *s, int size[2],
         d->reason = "reactive: every signal low, the pools are at one worker per role";
         return;
     }
-    const int pool = !gen_can || (prompt_can && side_load(s, POOL_PROMPT) <= side_load(s, POOL_GEN))
+    const bool prompt_slacker = side_load(s, POOL_PROMPT, false) <= side_load(s, POOL_GEN, false);
+    const int pool = !gen_can || (prompt_can && prompt_slacker)
                          ? POOL_PROMPT
                          : POOL_GEN;
     size[pool]--;
