@@ -6,7 +6,8 @@ prefill ↔ decode, without restarting the process) and stops, by hand (POST /v1
 every request completes with exactly the greedy tokens the one-worker start gave. Then: a
 worker killed while it drains (its slot parks, the server keeps serving), bad targets and bad
 command lines (clear errors), and the SLA planner deciding every interval on a cost model
-fitted here (its decisions in the log, /metrics and the admin view). Standard library only;
+fitted here (its decisions in the log, /metrics and the admin view), and the reactive planner
+growing the pool when the objectives are missed. Standard library only;
 prints 'N passed, N failed'."""
 import json
 import os
@@ -221,6 +222,25 @@ def test_sla_planner_decides():
             assert s.stop() == 0
         s.log.seek(0)
         assert "dyad serve: planner (sla) interval 0:" in s.log.read()
+
+
+def test_reactive_planner_grows():
+    # objectives no request can meet: the first interval with traffic grows the pool by one
+    s = Server(DYAD, "--workers", "1", "--kv-mem", "64", "--cores", "2", "--planner", "reactive",
+               "--slo", "ttft_ms=0.001,itl_ms=0.001", "--planner-interval", "0.5")
+    try:
+        def grown():
+            complete(s, PROMPTS[0])
+            return reached(s, aggregated=2)
+        assert s.wait_for(grown, timeout=60), pools(s)
+        m = s.metrics()
+        assert m['dyad_planner_decisions_total{action="grow"}'] >= 1, m
+        assert m['dyad_planner_moves_total{kind="start"}'] >= 1, m
+        assert m["dyad_planner_unmet_total"] >= 0
+    finally:
+        assert s.stop() == 0
+    s.log.seek(0)
+    assert "reactive: TTFT p90 over the objective" in s.log.read()
 
 
 if __name__ == "__main__":

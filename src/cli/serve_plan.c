@@ -160,6 +160,11 @@ int serve_plan_start(const serve_plan_opts *o, const dy_fleet_config *w, dy_flee
         serve_plan_stop(out);
         return -1;
     }
+    c.planner.mode = o->mode == DY_AUTOSCALE_REACTIVE ? DY_PLANNER_REACTIVE : DY_PLANNER_SLA;
+    if (!out->costs) { /* reactive without a cost model: only the budget is needed */
+        c.planner.hw.units_per_worker = w->worker.threads;
+        c.planner.hw.max_units = o->cores;
+    }
     c.planner.predict = predictor(o->predictor);
     c.planner.slo = (dy_balance_slo){o->slo.ttft_ms / 1e3, o->slo.tpot_ms / 1e3};
     c.planner.interval_s = o->interval_s;

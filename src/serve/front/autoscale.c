@@ -60,6 +60,19 @@ static dy_planner_obs observe(dy_autoscale *a)
         o.prompt_tokens = o.requests;
     double hit = f.ended_prompt_tokens > 0 ? f.ended_cached_tokens / f.ended_prompt_tokens : 0;
     o.prefix_hit = hit < 0 ? 0 : hit > 0.99 ? 0.99 : hit;
+    o.ttft_p90_s = f.ttft_p90_s;
+    o.itl_p90_s = f.itl_p90_s;
+    dy_worker_info w[MAX_SLOTS];
+    int n = dy_fleet_info(a->fleet, w, MAX_SLOTS);
+    for (int i = 0; i < n; i++) {
+        if (!w[i].alive)
+            continue;
+        o.waiting += w[i].stats.waiting;
+        const double total = w[i].stats.kv_blocks_total;
+        const double use = total > 0 ? w[i].stats.kv_blocks_used / total : 0;
+        if (w[i].role != DY_ROLE_PREFILL && use > o.kv_use)
+            o.kv_use = use > 1 ? 1 : use;
+    }
     return o;
 }
 
@@ -82,11 +95,6 @@ static void log_decision(const dy_autoscale *a, const dy_planner_decision *d)
             d->reason ? d->reason : "");
 }
 
-static bool cannot_meet(const dy_planner_decision *d)
-{
-    return d->reason && strstr(d->reason, "cannot be met");
-}
-
 static void plan_interval(dy_autoscale *a)
 {
     dy_planner_obs o = observe(a);
@@ -101,7 +109,7 @@ static void plan_interval(dy_autoscale *a)
     a->last = d;
     a->decided = true;
     a->decisions[d.action]++;
-    a->unmet += cannot_meet(&d);
+    a->unmet += d.unmet;
     a->target = dy_plan_target_sizes(&d);
     a->target_by = "planner";
     pthread_mutex_unlock(&a->mu);
