@@ -13,7 +13,7 @@ pool sizes against the demand ratio over time.
 
 Environment: MODEL (default models/generated/110m-q8_0-ctx4k.gguf), COST (a cost model of MODEL
 at 1 thread; default: fitted now with `dyad sim fit --reps 1`), PHASES (drift_trace.py
---phases), TIME_SCALE, LENGTH_SCALE, DURATION, SLO (ttft_ms=X,tpot_ms=Y), INTERVAL (planner
+--phases), RATE (its --rate), LENGTH_SCALE, DURATION, SLO (ttft_ms=X,tpot_ms=Y), INTERVAL (planner
 interval, s), CORES (budget), PLOT (the SVG's path), ONLY (comma-separated deployment names).
 Standard library only."""
 import calendar
@@ -31,17 +31,21 @@ import benchlib
 ROOT = benchlib.ROOT
 DYAD = benchlib.dyad_binary()
 MODEL = os.environ.get("MODEL", os.path.join(ROOT, "models/generated/110m-q8_0-ctx4k.gguf"))
+KV_MEM = os.environ.get("KV_MEM", "1536")
+VOCAB = os.environ.get("VOCAB", "32000")
 PHASES = os.environ.get("PHASES", "conv:60,long_prompt:60,long_answer:60")
-TIME_SCALE = os.environ.get("TIME_SCALE", "1")
+RATE = os.environ.get("RATE", "0.5")
 LENGTH_SCALE = os.environ.get("LENGTH_SCALE", "0.25")
 DURATION = os.environ.get("DURATION", "180")
 SLO = os.environ.get("SLO", "ttft_ms=4000,tpot_ms=120")
 INTERVAL = os.environ.get("INTERVAL", "5")
+MAX_INPUT = os.environ.get("MAX_INPUT", "1024")
+MAX_OUTPUT = os.environ.get("MAX_OUTPUT", "256")
 CORES = os.environ.get("CORES", "2")
 PLOT = os.environ.get("PLOT", os.path.join(ROOT, "docs", "planner-drift.svg"))
 POLL_S = 0.5
 WINDOW_S = 20
-WORKER = ["--model", MODEL, "--threads-per-worker", "1", "--kv-mem", "1536"]
+WORKER = ["--model", MODEL, "--threads-per-worker", "1", "--kv-mem", KV_MEM]
 
 
 def slo_ms():
@@ -66,7 +70,7 @@ def cost_model(tmp):
         return os.environ["COST"]
     path = os.path.join(tmp, "cost.json")
     subprocess.run([DYAD, "sim", "fit", "-o", path, "--model", MODEL, "--threads", "1",
-                    "--kv-mem", "1536", "--reps", "1"], check=True, capture_output=True)
+                    "--kv-mem", KV_MEM, "--reps", "1"], check=True, capture_output=True)
     return path
 
 
@@ -74,9 +78,9 @@ def make_trace(tmp):
     path = os.path.join(tmp, "drift.jsonl")
     subprocess.run([sys.executable, os.path.join(ROOT, "bench", "drift_trace.py"),
                     "--csv", os.path.join(ROOT, "bench", "data", "azure2023_conv.csv"),
-                    "--phases", PHASES, "--duration", DURATION, "--time-scale", TIME_SCALE,
-                    "--length-scale", LENGTH_SCALE, "--max-input", "1024", "--max-output",
-                    "256", "--seed", "1", "-o", path], check=True)
+                    "--phases", PHASES, "--duration", DURATION, "--rate", RATE,
+                    "--length-scale", LENGTH_SCALE, "--max-input", MAX_INPUT, "--max-output",
+                    MAX_OUTPUT, "--seed", "1", "-o", path], check=True)
     return path
 
 
@@ -166,18 +170,21 @@ def run(name, args, trace):
     t0 = time.time()
     poll = Poller(server, t0)
     try:
-        report = benchlib.bench(DYAD, server, "--trace", trace, "--slo", SLO)[-1]
+        report = benchlib.bench(DYAD, server, "--trace", trace, "--slo", SLO,
+                                "--vocab-size", VOCAB)[-1]
     finally:
         poll.finish()
         server.stop()
     server.log.seek(0)
     text = server.log.read()
     decisions = re.findall(r"planner \(\w+\) interval \d+: (\w+) to ([^;]+);", text)
+    trail = [line.split("dyad serve: ", 1)[1] for line in text.splitlines()
+             if "planner (" in line and ": hold to" not in line]
     moves = re.findall(r"planner: (start|switch|stop|resume) worker", text)
     reqs = request_log(log.name, t0)
     os.unlink(log.name)
     return {"name": name, "report": report, "poll": poll, "reqs": reqs,
-            "decisions": decisions, "moves": moves}
+            "decisions": decisions, "moves": moves, "trail": trail}
 
 
 def summarize(res, ph):
@@ -259,7 +266,7 @@ def main():
         rows = read_trace(trace)
         ph = phases()
         print(f"# dyad: {benchlib.binary_id(DYAD)}; cost model: {cost}; trace: drift_trace.py "
-              f"--phases {PHASES} --duration {DURATION} --time-scale {TIME_SCALE} "
+              f"--phases {PHASES} --duration {DURATION} --rate {RATE} "
               f"--length-scale {LENGTH_SCALE} --seed 1 ({len(rows)} requests); objectives "
               f"{SLO}; planner interval {INTERVAL} s; each deployment run once, in the order "
               f"below\n")
@@ -314,6 +321,12 @@ def main():
               f"the first phase's best static (target >= 1.2x), "
               f"{g / whole['sum']['gpws'] if whole['sum']['gpws'] else 0:.2f}x the whole trace's "
               f"best static (target >= 1x).")
+    for r in results:
+        if r["trail"]:
+            print(f"\n### {r['name']}: the decisions that changed the pools\n")
+            print("```")
+            print("\n".join(r["trail"]))
+            print("```")
     svg(results, rows, ph, PLOT)
     print(f"\nPlot: {os.path.relpath(PLOT, ROOT)}")
 
