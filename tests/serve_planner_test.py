@@ -201,6 +201,9 @@ def test_sla_planner_decides():
         cost = os.path.join(d, "cost.json")
         subprocess.run([DYAD, "sim", "fit", "-o", cost, "--quick", "--reps", "1", "--kv-mem", "64"],
                        check=True, capture_output=True, timeout=120)
+        rc, err = run_serve("--workers", "1", "--kv-mem", "64", "--cores", "2", "--planner", "sla",
+                            "--slo", "ttft_ms=500,itl_ms=0.001", "--cost-model", cost)
+        assert rc == 1 and "cannot be met by any deployment" in err, (rc, err)
         s = Server(DYAD, "--workers", "1", "--kv-mem", "64", "--cores", "2", "--planner", "sla",
                    "--slo", "ttft_ms=500,itl_ms=50", "--cost-model", cost,
                    "--planner-interval", "0.5", "--planner-dwell", "2")

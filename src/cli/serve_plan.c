@@ -149,6 +149,29 @@ static int balance_hw(const serve_plan_opts *o, const dy_fleet_config *w, dy_fle
     return 0;
 }
 
+/* Whether any deployment could meet the objectives: the criterion for the lightest traffic
+ * there is (a one-token prompt and answer, now and then) at no budget; -1 after a message. */
+static int objectives_possible(const serve_plan_opts *o, const dy_balance_hw *hw,
+                               const dy_balance_slo *slo)
+{
+    const dy_balance_traffic probe = {.rate = 1e-3, .isl = 1, .osl = 1};
+    dy_balance_hw free_hw = *hw;
+    free_hw.max_units = 0;
+    dy_balance b;
+    char err[256];
+    if (dy_balance_solve(&probe, slo, &free_hw, &b, err, sizeof err) != 0) {
+        fprintf(stderr, "dyad serve: --slo: %s\n", err);
+        return -1;
+    }
+    if (!b.agg.ok && !b.disagg.ok) {
+        fprintf(stderr, "dyad serve: --slo ttft_ms=%g,itl_ms=%g cannot be met by any deployment "
+                "of this model on the cost model %s (%s)\n", o->slo.ttft_ms, o->slo.tpot_ms,
+                o->cost_model, b.agg.why ? b.agg.why : "infeasible");
+        return -1;
+    }
+    return 0;
+}
+
 int serve_plan_start(const serve_plan_opts *o, const dy_fleet_config *w, dy_fleet *fleet,
                      dy_loadwin *win, double startup_s, serve_planner *out)
 {
@@ -167,6 +190,10 @@ int serve_plan_start(const serve_plan_opts *o, const dy_fleet_config *w, dy_flee
     }
     c.planner.predict = predictor(o->predictor);
     c.planner.slo = (dy_balance_slo){o->slo.ttft_ms / 1e3, o->slo.tpot_ms / 1e3};
+    if (out->costs && objectives_possible(o, &c.planner.hw, &c.planner.slo) != 0) {
+        serve_plan_stop(out);
+        return -1;
+    }
     c.planner.interval_s = o->interval_s;
     c.planner.startup_s = o->startup_s >= 0 ? o->startup_s : startup_s;
     c.planner.min_dwell = o->min_dwell;
