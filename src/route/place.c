@@ -76,7 +76,7 @@ dy_placement dy_place(const dy_place_view *v, const dy_place_request *r, double 
         return p;
     p.gen = g.worker;
     p.overlap_blocks = g.overlap_blocks;
-    if (disagg)
+    if (disagg && v->workers[p.gen].pool == DY_POOL_DECODE)
         p.prefill = choose_prefill(v, r, p.gen, now, &p.overlap_blocks);
     int fit = dy_place_samples_per_worker(v->workers[p.gen].kv_blocks, v->block_size,
                                           r->prompt_tokens, r->max_tokens, v->max_samples);
