@@ -274,14 +274,8 @@ typedef struct {
 
 static dy_balance_hw balance_hw(const plan_cmd *c)
 {
-    const dy_deploy_shape *sh = &c->o.shape;
-    int64_t cap = sh->kv_blocks > 0 ? sh->kv_blocks * sh->block_size
-                                    : dy_cost_kv_capacity_tokens(c->m);
-    return (dy_balance_hw){.costs = dy_deploy_costs(c->m),
-                           .kv_bytes_per_token = dy_cost_kv_bytes_per_token(c->m),
-                           .kv_capacity_tokens = cap, .max_batch_tokens = sh->max_batch_tokens,
-                           .max_running = sh->max_running, .units_per_worker = dy_deploy_worker_units(c->m),
-                           .max_units = c->o.budget > INT32_MAX ? INT32_MAX : (int)c->o.budget};
+    return dy_deploy_balance_hw(&c->o.shape, c->m,
+                                c->o.budget > INT32_MAX ? INT32_MAX : (int)c->o.budget);
 }
 
 static dy_search_config search_config(const plan_cmd *c, const dy_sim_request *reqs, int n)

@@ -97,6 +97,19 @@ int dy_deploy_worker_units(const dy_cost_model *m)
     return per > 0 ? per : 1;
 }
 
+dy_balance_hw dy_deploy_balance_hw(const dy_deploy_shape *sh, const dy_cost_model *m,
+                                   int max_units)
+{
+    int64_t cap = sh->kv_blocks > 0 ? sh->kv_blocks * sh->block_size
+                                    : dy_cost_kv_capacity_tokens(m);
+    return (dy_balance_hw){.costs = dy_deploy_costs(m),
+                           .kv_bytes_per_token = dy_cost_kv_bytes_per_token(m),
+                           .kv_capacity_tokens = cap, .max_batch_tokens = sh->max_batch_tokens,
+                           .max_running = sh->max_running,
+                           .units_per_worker = dy_deploy_worker_units(m),
+                           .max_units = max_units};
+}
+
 long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m)
 {
     return (long)d->n * dy_deploy_worker_units(m);

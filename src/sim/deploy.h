@@ -5,6 +5,7 @@
 #ifndef DYAD_SIM_DEPLOY_H
 #define DYAD_SIM_DEPLOY_H
 
+#include "plan/balance.h"
 #include "sim/cost.h"
 #include "sim/sim.h"
 
@@ -50,6 +51,10 @@ dy_step_costs dy_deploy_costs(const dy_cost_model *m);
 /* What one worker costs: its GPUs (TP) for a roofline model, its engine threads (cores) for a
  * measured one; at least 1. */
 int dy_deploy_worker_units(const dy_cost_model *m);
+/* The balance criterion's view of one worker of the shape on the cost model (plan/balance.h),
+ * within a budget of max_units (0: none). */
+dy_balance_hw dy_deploy_balance_hw(const dy_deploy_shape *shape, const dy_cost_model *m,
+                                   int max_units);
 /* What the deployment costs: workers × dy_deploy_worker_units. */
 long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m);
 
