@@ -116,10 +116,8 @@ typedef struct {
     dy_sim_worker_totals tot;
     /* the frontend's view of it */
     int held;                /* samples sent to it and prompts sent it to prefill, not ended */
-    /* its slot (always active without a planner); cfg.role is its role now */
-    dy_slot_state slot;
-    bool to_stop, fresh;     /* draining: parks when empty; starting: a new process */
-    dy_route_pool next_role; /* draining to switch: the role it takes */
+    /* its slot (dy_sim's slot[]: always active without a planner); cfg.role is its role */
+    bool fresh;              /* starting: a new process (an empty cache) */
     double since;            /* the start of the span not yet counted in worker_s */
 } sim_worker;
 
@@ -219,7 +217,7 @@ struct dy_sim {
     dy_pool_sizes target;     /* the last decision's pools */
     plan_window win;          /* what the frontend saw since the last decision */
     double last_hit;          /* the last prefix-hit share observed */
-    dy_plan_slot *desc;       /* scratch: the slots as dy_plan_reconcile reads them */
+    dy_plan_slot *slot;       /* per worker: its slot, as plan/actuate.h describes one */
     dy_plan_action *acts;     /* scratch: its moves */
     dy_sim_decision *dec;
     size_t n_dec, dec_cap;
@@ -920,9 +918,9 @@ static bool sim_finished(const dy_sim *s)
 }
 
 /* A worker process that runs its loop: active or draining (not parked, not starting). */
-static bool serving(const sim_worker *w)
+static bool serving(const dy_sim *s, int wi)
 {
-    return w->slot == DY_SLOT_ACTIVE || w->slot == DY_SLOT_DRAINING;
+    return s->slot[wi].state == DY_SLOT_ACTIVE || s->slot[wi].state == DY_SLOT_DRAINING;
 }
 
 static void drain_check(dy_sim *s, int wi);
@@ -936,7 +934,7 @@ static void go_idle(dy_sim *s, int wi)
         return;
     }
     w->idle_gen++;
-    if (!sim_finished(s) && serving(w))
+    if (!sim_finished(s) && serving(s, wi))
         push_event(s, s->now + s->cfg.stats_every_s, EV_TICK, wi, (int)w->idle_gen);
     drain_check(s, wi);
 }
@@ -1068,7 +1066,7 @@ static void worker_free(sim_worker *w);
 static void account(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
-    if (w->slot != DY_SLOT_PARKED && s->now > w->since)
+    if (s->slot[wi].state != DY_SLOT_PARKED && s->now > w->since)
         s->tot.worker_s[w->cfg.role] += s->now - w->since;
     w->since = s->now;
 }
@@ -1085,9 +1083,9 @@ static void log_move(dy_sim *s, dy_sim_move_kind kind, dy_plan_action a)
 /* Placement sees a worker only while it is active. */
 static void set_view(dy_sim *s, int wi)
 {
-    sim_worker *w = &s->w[wi];
-    s->view[wi].alive = w->slot == DY_SLOT_ACTIVE;
-    s->view[wi].pool = w->slot == DY_SLOT_PARKED ? DY_POOL_AGG : w->cfg.role;
+    const dy_slot_state st = s->slot[wi].state;
+    s->view[wi].alive = st == DY_SLOT_ACTIVE;
+    s->view[wi].pool = st == DY_SLOT_PARKED ? DY_POOL_AGG : s->w[wi].cfg.role;
 }
 
 /* A new process: an empty KV cache and scheduler (its totals and tick generation go on). */
@@ -1097,13 +1095,11 @@ static bool restart_worker(dy_sim *s, int wi)
     const dy_sim_worker cfg = w->cfg;
     const dy_sim_worker_totals tot = w->tot;
     const uint32_t gen = w->idle_gen;
-    const dy_slot_state slot = w->slot;
     const double since = w->since;
     worker_free(w);
     bool ok = worker_init(w, &cfg, s->cfg.block_size, s->cfg.fingerprint);
     w->tot = tot;
     w->idle_gen = gen;
-    w->slot = slot;
     w->since = since;
     return ok;
 }
@@ -1118,7 +1114,7 @@ static void activate(dy_sim *s, int wi)
         return;
     }
     account(s, wi);
-    w->slot = DY_SLOT_ACTIVE;
+    s->slot[wi].state = DY_SLOT_ACTIVE;
     w->fresh = false;
     w->want_snapshot = true;
     w->last_stats = -INFINITY;
@@ -1133,19 +1129,20 @@ static void activate(dy_sim *s, int wi)
 static void finish_drain(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
+    dy_plan_slot *sl = &s->slot[wi];
     account(s, wi);
-    if (w->to_stop) {
-        w->slot = DY_SLOT_PARKED;
+    if (sl->to_stop) {
+        sl->state = DY_SLOT_PARKED;
         w->idle_gen++; /* its idle tick is stale */
         set_view(s, wi);
         dy_router_remove_worker(s->router, wi);
         log_move(s, DY_SIM_PARKED, (dy_plan_action){DY_ACT_STOP, wi, w->cfg.role});
         return;
     }
-    w->cfg.role = w->next_role;
+    w->cfg.role = sl->role = sl->next_role;
     log_move(s, DY_SIM_DRAINED, (dy_plan_action){DY_ACT_SWITCH, wi, w->cfg.role});
     if (s->cfg.plan.switch_s > 0) {
-        w->slot = DY_SLOT_STARTING;
+        sl->state = DY_SLOT_STARTING;
         set_view(s, wi);
         push_event(s, s->now + s->cfg.plan.switch_s, EV_SLOT, wi, 0);
         return;
@@ -1156,41 +1153,20 @@ static void finish_drain(dy_sim *s, int wi)
 static bool drained(const dy_sim *s, int wi)
 {
     const sim_worker *w = &s->w[wi];
-    return w->slot == DY_SLOT_DRAINING && w->state == W_IDLE && w->held == 0;
+    return s->slot[wi].state == DY_SLOT_DRAINING && w->state == W_IDLE && w->held == 0;
 }
 
-/* The slot as the reconciler reads it. */
-static dy_plan_slot describe(const sim_worker *w)
-{
-    return (dy_plan_slot){.state = w->slot, .role = w->cfg.role, .to_stop = w->to_stop,
-                          .next_role = w->next_role, .in_flight = w->held};
-}
-
+/* A move on the slot's description (dy_plan_apply), and what the worker does with it: a START
+ * comes up after the start-up time; every move changes what placement sees. */
 static void make_move(dy_sim *s, const dy_plan_action *a)
 {
-    sim_worker *w = &s->w[a->slot];
     log_move(s, DY_SIM_MOVE, *a);
     account(s, a->slot);
-    switch (a->kind) {
-    case DY_ACT_START:
-        w->slot = DY_SLOT_STARTING;
-        w->cfg.role = a->role;
-        w->fresh = true;
+    dy_plan_apply(s->slot, a);
+    if (a->kind == DY_ACT_START) {
+        s->w[a->slot].cfg.role = a->role;
+        s->w[a->slot].fresh = true;
         push_event(s, s->now + s->cfg.plan.planner.startup_s, EV_SLOT, a->slot, 0);
-        break;
-    case DY_ACT_SWITCH:
-        w->slot = DY_SLOT_DRAINING;
-        w->to_stop = false;
-        w->next_role = a->role;
-        break;
-    case DY_ACT_STOP:
-        w->slot = DY_SLOT_DRAINING;
-        w->to_stop = true;
-        break;
-    case DY_ACT_RESUME:
-        w->slot = DY_SLOT_ACTIVE;
-        w->to_stop = false;
-        break;
     }
     set_view(s, a->slot);
 }
@@ -1202,8 +1178,8 @@ static void reconcile(dy_sim *s)
     const int n = s->cfg.n_workers;
     for (bool again = true; again && !s->fail;) {
         for (int i = 0; i < n; i++)
-            s->desc[i] = describe(&s->w[i]);
-        int k = dy_plan_reconcile(s->desc, n, s->target, s->acts, 2 * n);
+            s->slot[i].in_flight = s->w[i].held;
+        int k = dy_plan_reconcile(s->slot, n, s->target, s->acts, 2 * n);
         for (int i = 0; i < k; i++)
             make_move(s, &s->acts[i]);
         again = false;
@@ -1225,7 +1201,7 @@ static void drain_check(dy_sim *s, int wi)
 
 static void on_slot_ready(dy_sim *s, int wi)
 {
-    if (sim_finished(s) || s->w[wi].slot != DY_SLOT_STARTING)
+    if (sim_finished(s) || s->slot[wi].state != DY_SLOT_STARTING)
         return;
     activate(s, wi);
     reconcile(s);
@@ -1253,10 +1229,10 @@ static void log_decision(dy_sim *s, const dy_planner_obs *o, const dy_planner_de
     }
     dy_sim_decision r = {.t = s->now, .d = *d, .obs = *o};
     for (int i = 0; i < s->cfg.n_workers; i++) {
-        const sim_worker *w = &s->w[i];
-        r.active[w->cfg.role] += w->slot == DY_SLOT_ACTIVE;
-        r.starting += w->slot == DY_SLOT_STARTING;
-        r.draining += w->slot == DY_SLOT_DRAINING;
+        const dy_slot_state st = s->slot[i].state;
+        r.active[s->w[i].cfg.role] += st == DY_SLOT_ACTIVE;
+        r.starting += st == DY_SLOT_STARTING;
+        r.draining += st == DY_SLOT_DRAINING;
     }
     s->dec[s->n_dec++] = r;
 }
@@ -1284,7 +1260,7 @@ static void on_plan(dy_sim *s)
 static void on_tick(dy_sim *s, int wi, uint32_t gen)
 {
     sim_worker *w = &s->w[wi];
-    if (w->state != W_IDLE || w->idle_gen != gen || !serving(w))
+    if (w->state != W_IDLE || w->idle_gen != gen || !serving(s, wi))
         return; /* it woke up (or parked) meanwhile */
     flush(s, wi);
     go_idle(s, wi);
@@ -1338,7 +1314,7 @@ int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errl
     /* Every worker's first turn comes before the first arrival: it publishes its (empty)
      * snapshot and its first load report, as a worker does once it has said HELLO. */
     for (int i = 0; i < s->cfg.n_workers; i++)
-        if (serving(&s->w[i]))
+        if (serving(s, i))
             wake(s, i);
     if (s->cfg.plan.on)
         push_event(s, s->cfg.plan.planner.interval_s, EV_PLAN, -1, 0);
@@ -1546,14 +1522,13 @@ static int start_planner(dy_sim *s, const dy_sim_config *cfg, char *err, size_t 
                         errlen) != 0)
         return -1;
     s->target = init;
-    s->desc = calloc((size_t)cfg->n_workers, sizeof *s->desc);
     s->acts = calloc((size_t)cfg->n_workers * 2, sizeof *s->acts);
-    if (!s->desc || !s->acts) {
+    if (!s->acts) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
     for (int i = cfg->plan.n_active; i < cfg->n_workers; i++) {
-        s->w[i].slot = DY_SLOT_PARKED;
+        s->slot[i].state = DY_SLOT_PARKED;
         set_view(s, i);
         dy_router_remove_worker(s->router, i);
     }
@@ -1580,13 +1555,14 @@ dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
         s->obs = *obs;
     s->w = calloc((size_t)cfg->n_workers, sizeof *s->w);
     s->view = calloc((size_t)cfg->n_workers, sizeof *s->view);
+    s->slot = calloc((size_t)cfg->n_workers, sizeof *s->slot);
     s->router = dy_router_new(&s->cfg.router, cfg->n_workers);
-    bool ok = s->w && s->view && s->router;
+    bool ok = s->w && s->view && s->slot && s->router;
     for (int i = 0; ok && i < cfg->n_workers; i++) {
         ok = worker_init(&s->w[i], &cfg->workers[i], cfg->block_size, cfg->fingerprint);
         s->view[i] = (dy_place_worker){.alive = true, .pool = cfg->workers[i].role,
                                        .kv_blocks = cfg->workers[i].kv_blocks};
-        s->w[i].slot = DY_SLOT_ACTIVE;
+        s->slot[i] = (dy_plan_slot){.state = DY_SLOT_ACTIVE, .role = cfg->workers[i].role};
         ok = ok && dy_router_add_worker(s->router, i, !cfg->no_kv_events) == 0;
     }
     s->cfg.workers = NULL; /* borrowed only during dy_sim_new */
@@ -1628,7 +1604,7 @@ void dy_sim_free(dy_sim *s)
         free(s->rec[i].token_times);
     free(s->rec);
     free(s->first_record);
-    free(s->desc);
+    free(s->slot);
     free(s->acts);
     free(s->dec);
     free(s->mv);
