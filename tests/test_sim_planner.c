@@ -175,6 +175,12 @@ static void test_drift_decisions_and_moves(void **st)
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_START) >= 4);
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_SWITCH) >= 1);
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_STOP) >= 1);
+    /* every start came up, and every drained switch took its role at once (switch_s 0) */
+    assert_int_equal(count_moves(s, DY_SIM_READY, DY_ACT_START),
+                     count_moves(s, DY_SIM_MOVE, DY_ACT_START));
+    assert_true(count_moves(s, DY_SIM_DRAINED, DY_ACT_SWITCH) >= 1);
+    assert_int_equal(count_moves(s, DY_SIM_READY, DY_ACT_SWITCH),
+                     count_moves(s, DY_SIM_DRAINED, DY_ACT_SWITCH));
     assert_int_equal(count_moves(s, DY_SIM_PARKED, DY_ACT_STOP),
                      count_moves(s, DY_SIM_MOVE, DY_ACT_STOP) -
                          count_moves(s, DY_SIM_MOVE, DY_ACT_RESUME));

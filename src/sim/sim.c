@@ -1109,6 +1109,7 @@ static bool restart_worker(dy_sim *s, int wi)
 static void activate(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
+    const dy_act_kind how = w->fresh ? DY_ACT_START : DY_ACT_SWITCH;
     if (w->fresh && !restart_worker(s, wi)) {
         s->fail = "out of memory";
         return;
@@ -1121,7 +1122,7 @@ static void activate(dy_sim *s, int wi)
     set_view(s, wi);
     dy_router_remove_worker(s->router, wi);
     dy_router_add_worker(s->router, wi, !s->cfg.no_kv_events);
-    log_move(s, DY_SIM_READY, (dy_plan_action){DY_ACT_START, wi, w->cfg.role});
+    log_move(s, DY_SIM_READY, (dy_plan_action){how, wi, w->cfg.role});
     wake(s, wi);
 }
 

@@ -164,7 +164,8 @@ typedef struct {
 /* A move made (dy_plan_reconcile's), or a slot's change it led to: */
 typedef enum {
     DY_SIM_MOVE = 0,            /* a move: `act` */
-    DY_SIM_READY = 1,           /* a started or switched worker became active in `act.role` */
+    DY_SIM_READY = 1,           /* a started (act.kind START) or switched (SWITCH) worker
+                                 * became active in `act.role` */
     DY_SIM_PARKED = 2,          /* a stopping worker drained and parked */
     DY_SIM_DRAINED = 3,         /* a switching worker drained; it takes `act.role` */
 } dy_sim_move_kind;
