@@ -31,6 +31,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dy_msg_kv_events ke;
             dy_msg_kv_snapshot ks;
             dy_msg_kv_resync rs;
+            dy_msg_role ro;
         } m;
         memset(&m, 0, sizeof m);
         switch (t) {
@@ -63,6 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dy_msg_kv_snapshot_free(&m.ks);
             break;
         case DY_MSG_KV_RESYNC: dy_wire_decode_kv_resync(p, len, &m.rs, err, sizeof err); break;
+        case DY_MSG_ROLE: dy_wire_decode_role(p, len, &m.ro, err, sizeof err); break;
         }
         pos += DY_WIRE_HEADER + len;
     }

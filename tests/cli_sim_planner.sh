@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# cli_sim_planner.sh DYAD SOURCE_DIR — `dyad sim run --planner sla` end to end on a drifting
+# cli_sim_planner.sh DYAD SOURCE_DIR — `dyad sim run --planner sla|reactive` end to end on a drifting
 # trace made here (60 s of short prompts with long answers at 10 req/s, then 60 s of long
 # prompts with short answers at 30 req/s) on the H100 roofline preset: every request completes
 # across the planner's moves, it grows for the second phase, its report (text, --json's
@@ -68,6 +68,12 @@ for x in m:
 assert n > 0
 PY
 
+# The reactive mode: no forecast, one worker at a time where a signal fired (it grows too slowly
+# for the second phase: requests over the queue are refused, none is lost after admission).
+sim --workers 1 --slo ttft_ms=1000,tpot_ms=25 --planner reactive --budget-workers 8 --planner-interval 10 --json >"$tmp/r.json"
+check "reactive" "$tmp/r.json" "r['completed'] + r['failed'] == $rows and all(e['message'] == \"the server's queue is full\" for e in r['errors']) and p['mode'] == 'reactive' and p['predictor'] == 'no forecast' and all(d['predicted']['rate'] == 0 for d in p['decisions']) and any(d['action'] == 'grow' and d['reason'].startswith('reactive') for d in p['decisions']) and all(b['units'] - a['units'] in (-1, 0, 1, 2) for a, b in zip(p['decisions'], p['decisions'][1:]))"
+check "the observation's signals" "$tmp/r.json" "all(d['observed_ttft_p90_ms'] >= 0 and d['observed_itl_p90_ms'] >= 0 and d['waiting'] >= 0 and 0 <= d['kv_use'] <= 1 for d in p['decisions']) and any(d['observed_ttft_p90_ms'] >= d['observed_ttft_ms'] > 0 for d in p['decisions'])"
+
 # The readable summary.
 sim "${plan[@]}" >"$tmp/p0.txt"
 grep -q "^planner       sla (last, min dwell 3), every 10 s, 8 slots" "$tmp/p0.txt" && grep -q "^worker-s " "$tmp/p0.txt" \
@@ -91,7 +97,8 @@ expect_fail "negative switch" 2 "--switch-s" "$dyad" sim run --cost "$h100" "${b
 expect_fail "bad predictor" 2 "--planner-predictor: 'holt:2': holt takes :ALPHA,BETA" "$dyad" sim run --cost "$h100" "${base[@]}" --planner sla --slo ttft_ms=100,tpot_ms=10 --planner-predictor holt:2
 expect_fail "unknown predictor" 2 "'arima' is not last, mean" "$dyad" sim run --cost "$h100" "${base[@]}" --planner sla --slo ttft_ms=100,tpot_ms=10 --planner-predictor arima
 expect_fail "bad predictor setting" 2 "predict.alpha" "$dyad" sim run --cost "$h100" "${base[@]}" --planner sla --slo ttft_ms=100,tpot_ms=10 --planner-predictor holt:2,0.1
-expect_fail "reactive is not built" 2 "'reactive' is not off or sla" "$dyad" sim run --cost "$h100" "${base[@]}" --planner reactive --slo ttft_ms=100,tpot_ms=10
+expect_fail "a predictor for the reactive mode" 2 "--planner-predictor: the reactive mode forecasts nothing" "$dyad" sim run --cost "$h100" "${base[@]}" --planner reactive --slo ttft_ms=100,tpot_ms=10 --planner-predictor last
+expect_fail "an unknown mode" 2 "'auto' is not off, sla or reactive" "$dyad" sim run --cost "$h100" "${base[@]}" --planner auto --slo ttft_ms=100,tpot_ms=10
 expect_fail "dwell 0" 2 "--planner-min-dwell" "$dyad" sim run --cost "$h100" "${base[@]}" --planner sla --slo ttft_ms=100,tpot_ms=10 --planner-min-dwell 0
 expect_fail "log not writable" 1 "--planner-log: cannot write $tmp/no/such.csv" "$dyad" sim run --cost "$h100" "${base[@]}" --planner sla --slo ttft_ms=100,tpot_ms=10 --planner-log "$tmp/no/such.csv"
 "$dyad" sim run --help >"$tmp/help.txt" && grep -q -- '--budget-workers' "$tmp/help.txt" && grep -q -- '--planner-predictor' "$tmp/help.txt" && ok || bad "--help"

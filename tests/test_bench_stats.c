@@ -3,6 +3,7 @@
  * parser and the --sweep parser (bench_cli.h, shared with `dyad sim run`), throughputs, and
  * Pareto marking. */
 #include "testutil.h"
+#include "util/stats.h"
 #include "bench/bench_cli.h"
 #include "bench/bench_stats.h"
 
@@ -15,18 +16,18 @@ static void test_percentile_matches_numpy(void **st)
     (void)st;
     /* numpy.percentile([15, 20, 35, 40, 50], [0, 50, 90, 99, 100]) */
     const double v[5] = {15, 20, 35, 40, 50};
-    assert_float_equal(dyb_percentile(v, 5, 0), 15, 1e-12);
-    assert_float_equal(dyb_percentile(v, 5, 50), 35, 1e-12);
-    assert_float_equal(dyb_percentile(v, 5, 90), 46, 1e-12);
-    assert_float_equal(dyb_percentile(v, 5, 99), 49.6, 1e-12);
-    assert_float_equal(dyb_percentile(v, 5, 100), 50, 1e-12);
+    assert_float_equal(dy_percentile(v, 5, 0), 15, 1e-12);
+    assert_float_equal(dy_percentile(v, 5, 50), 35, 1e-12);
+    assert_float_equal(dy_percentile(v, 5, 90), 46, 1e-12);
+    assert_float_equal(dy_percentile(v, 5, 99), 49.6, 1e-12);
+    assert_float_equal(dy_percentile(v, 5, 100), 50, 1e-12);
     /* numpy.percentile([1, 2, 3, 4], [50, 90, 99]) = 2.5, 3.7, 3.97 */
     const double w[4] = {1, 2, 3, 4};
-    assert_float_equal(dyb_percentile(w, 4, 50), 2.5, 1e-12);
-    assert_float_equal(dyb_percentile(w, 4, 90), 3.7, 1e-12);
-    assert_float_equal(dyb_percentile(w, 4, 99), 3.97, 1e-12);
-    assert_float_equal(dyb_percentile(w, 1, 99), 1, 1e-12);
-    assert_float_equal(dyb_percentile(w, 0, 50), 0, 0);
+    assert_float_equal(dy_percentile(w, 4, 50), 2.5, 1e-12);
+    assert_float_equal(dy_percentile(w, 4, 90), 3.7, 1e-12);
+    assert_float_equal(dy_percentile(w, 4, 99), 3.97, 1e-12);
+    assert_float_equal(dy_percentile(w, 1, 99), 1, 1e-12);
+    assert_float_equal(dy_percentile(w, 0, 50), 0, 0);
 }
 
 static void test_dist_sorts_and_summarises(void **st)

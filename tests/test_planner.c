@@ -2,8 +2,9 @@
  * cost model: it grows at once to the criterion's size for the forecast, holds a smaller size
  * for min_dwell intervals before it shrinks, grows when observed latency runs above what the
  * criterion predicted for the deployed pools (the correction factor), runs the most workers the
- * budget allows when it cannot meet the objectives, and refuses bad configurations and
- * observations. */
+ * budget allows when it cannot meet the objectives (and marks the decision unmet), raises a
+ * decision that keeps a pool whose observed p90 is over its objective (the reactive safety
+ * net), and refuses bad configurations and observations. */
 #include "testutil.h"
 #include "plan/planner.h"
 
@@ -115,6 +116,99 @@ static void test_budget_binds(void **state)
     dy_planner_decision d = step(&p, load(100));
     assert_int_equal(d.units, 2);
     assert_non_null(strstr(d.reason, "budget"));
+    assert_true(d.unmet);
+    c.hw.max_units = 0;
+    assert_int_equal(dy_planner_init(&p, &c, false, 0, 1, err, sizeof err), 0);
+    d = step(&p, load(100));
+    assert_false(d.unmet);
+}
+
+/* 3 aggregated workers are what 100 requests a second need; an observed ITL p90 of 6 ms over
+ * the 5 ms objective raises the hold to 4 (the deployed pool plus one), and the next interval
+ * the SLA answer (3) is smaller again. A budget of 3 refuses the net: unmet. Where the SLA
+ * decision itself grows the pool (from 1 to 3), the net leaves it. */
+static void test_safety_net(void **state)
+{
+    (void)state;
+    dy_planner_config c = config();
+    dy_planner p;
+    char err[160];
+    assert_int_equal(dy_planner_init(&p, &c, false, 0, 3, err, sizeof err), 0);
+    dy_planner_obs o = load(100);
+    o.itl_p90_s = 6e-3;
+    dy_planner_decision d = step(&p, o);
+    assert_int_equal(d.action, DY_PLAN_GROW);
+    assert_int_equal(d.decode, 4);
+    assert_int_equal(d.units, 4);
+    assert_string_equal(d.reason,
+                        "reactive safety net: ITL p90 over the objective: one more worker where "
+                        "it fired");
+    assert_false(d.unmet);
+    d = step(&p, load(100)); /* no p90 over: the SLA answer, held for min_dwell */
+    assert_int_equal(d.action, DY_PLAN_HOLD);
+    assert_int_equal(d.units, 4);
+    assert_non_null(strstr(d.reason, "min_dwell"));
+
+    c.hw.max_units = 3;
+    assert_int_equal(dy_planner_init(&p, &c, false, 0, 3, err, sizeof err), 0);
+    o = load(100);
+    o.ttft_p90_s = 30e-3;
+    d = step(&p, o);
+    assert_int_equal(d.action, DY_PLAN_HOLD);
+    assert_int_equal(d.units, 3);
+    assert_true(d.unmet);
+    assert_non_null(strstr(d.reason, "reactive safety net: TTFT p90 over the objective, but the "
+                                     "budget allows no more workers"));
+
+    c.hw.max_units = 0;
+    assert_int_equal(dy_planner_init(&p, &c, false, 0, 1, err, sizeof err), 0);
+    d = step(&p, o);
+    assert_int_equal(d.units, 3);
+    assert_non_null(strstr(d.reason, "the criterion's"));
+}
+
+/* Split 1 + 1 deployed: the SLA answer for 100 a second is 3 aggregated workers (more units),
+ * so the net leaves it; at 1 a second the answer is smaller (one aggregated worker) and the
+ * observed TTFT p90 is over, so the net keeps the deployed split and grows its prefill pool. */
+static void test_safety_net_keeps_the_deployed_shape(void **state)
+{
+    (void)state;
+    dy_planner_config c = config();
+    dy_planner p;
+    char err[160];
+    assert_int_equal(dy_planner_init(&p, &c, true, 1, 1, err, sizeof err), 0);
+    dy_planner_obs o = load(1);
+    o.ttft_p90_s = 30e-3;
+    assert_int_equal(criterion_units(1, c.slo), 1);
+    dy_planner_decision d = step(&p, o);
+    assert_int_equal(d.action, DY_PLAN_GROW);
+    assert_true(d.split);
+    assert_int_equal(d.prefill, 2);
+    assert_int_equal(d.decode, 1);
+    assert_non_null(strstr(d.reason, "reactive safety net: TTFT p90"));
+
+    /* both p90s over, room for one more: the decode pool, whose ITL is the further over (the
+     * net reads the p90s alone: a long queue does not make prefill the worse) */
+    c.hw.max_units = 3;
+    assert_int_equal(dy_planner_init(&p, &c, true, 1, 1, err, sizeof err), 0);
+    o.ttft_p90_s = 22e-3;
+    o.itl_p90_s = 7.5e-3;
+    o.waiting = 100;
+    d = step(&p, o);
+    assert_true(d.split);
+    assert_int_equal(d.prefill, 1);
+    assert_int_equal(d.decode, 2);
+    assert_true(d.unmet);
+    assert_non_null(strstr(d.reason, "reactive safety net: ITL p90 over the objective: one more "
+                                     "worker where it fired; the budget refused more"));
+    c.hw.max_units = 0;
+
+    assert_int_equal(dy_planner_init(&p, &c, true, 1, 1, err, sizeof err), 0);
+    o = load(100);
+    o.ttft_p90_s = 30e-3;
+    d = step(&p, o);
+    assert_false(d.split);
+    assert_int_equal(d.units, 3);
 }
 
 /* With Holt's trend and a start-up of 2 intervals, the forecast looks 3 intervals ahead. */
@@ -164,6 +258,16 @@ static void test_bad_inputs(void **state)
     o = load(10);
     o.output_tokens = 0;
     assert_int_equal(dy_planner_step(&p, &o, &d, err, sizeof err), -1);
+    o = load(10);
+    o.kv_use = 2;
+    assert_int_equal(dy_planner_step(&p, &o, &d, err, sizeof err), -1);
+    assert_non_null(strstr(err, "kv_use"));
+    o = load(10);
+    o.waiting = -1;
+    assert_int_equal(dy_planner_step(&p, &o, &d, err, sizeof err), -1);
+    c.reactive.low = -1; /* the SLA mode's net reads the thresholds too */
+    assert_int_equal(dy_planner_init(&p, &c, false, 0, 1, err, sizeof err), -1);
+    assert_non_null(strstr(err, "planner.reactive.low"));
 }
 
 int main(void)
@@ -172,6 +276,8 @@ int main(void)
         cmocka_unit_test(test_grow_then_dwell_then_shrink),
         cmocka_unit_test(test_correction_grows),
         cmocka_unit_test(test_budget_binds),
+        cmocka_unit_test(test_safety_net),
+        cmocka_unit_test(test_safety_net_keeps_the_deployed_shape),
         cmocka_unit_test(test_startup_lead),
         cmocka_unit_test(test_bad_inputs),
     };

@@ -150,8 +150,9 @@ static int teardown(void **st)
 /* From one aggregated worker: it grows to 2 for the first phase; the second phase's long prompts
  * make a split cheaper (3 prefill + 1 decode), and the slots get there by switching the second
  * worker to decode, starting three prefill workers and stopping the first; then the observed
- * latency above the prediction grows it to the budget, and a shrink at the end. The same run
- * twice takes the same decisions at the same times and makes the same moves. */
+ * latency above the prediction grows it to the budget, it shrinks back to the split, and the
+ * safety net adds a decode worker when the TPOT p90 runs over. The same run twice takes the
+ * same decisions at the same times and makes the same moves. */
 static void test_drift_decisions_and_moves(void **st)
 {
     const workload *w = ((fixture *)*st)->w;
@@ -161,7 +162,7 @@ static void test_drift_decisions_and_moves(void **st)
     char got[512];
     actions(s, got, sizeof got);
     assert_string_equal(got, "grow hold hold hold hold hold hold hold hold hold grow grow hold "
-                             "hold hold hold hold shrink hold hold");
+                             "hold hold hold hold shrink grow hold");
     int nd, nm;
     const dy_sim_decision *d = dy_sim_decisions(s, &nd);
     assert_int_equal(nd, 20); /* every 2 s of the 40 */
@@ -172,12 +173,24 @@ static void test_drift_decisions_and_moves(void **st)
     assert_int_equal(d[10].d.decode, 1);
     assert_true(fabs(d[10].d.observed.isl - LONG_ISL) < 1e-9);
     assert_true(fabs(d[10].t - 22) < 1e-9);
+    /* after the shrink back to 3 + 1, the decode pool's TPOT p90 runs over the objective: the
+     * SLA mode's safety net adds a decode worker */
+    assert_true(d[18].d.split && d[18].d.prefill == 3 && d[18].d.decode == 2);
+    assert_non_null(strstr(d[18].d.reason, "reactive safety net"));
+    assert_true(d[18].obs.itl_p90_s > c.plan.planner.slo.itl_s);
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_START) >= 4);
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_SWITCH) >= 1);
     assert_true(count_moves(s, DY_SIM_MOVE, DY_ACT_STOP) >= 1);
-    /* every start came up, and every drained switch took its role at once (switch_s 0) */
+    /* every start came up unless the run ended first (start-up 3 s), and every drained switch
+     * took its role at once (switch_s 0) */
+    const dy_sim_move *mv = dy_sim_moves(s, &nm);
+    int late = 0;
+    for (int i = 0; i < nm; i++)
+        late += mv[i].kind == DY_SIM_MOVE && mv[i].act.kind == DY_ACT_START &&
+                mv[i].t + 3 > dy_sim_get_totals(s).duration_s;
+    assert_int_equal(late, 1); /* the safety net's, at 38 s */
     assert_int_equal(count_moves(s, DY_SIM_READY, DY_ACT_START),
-                     count_moves(s, DY_SIM_MOVE, DY_ACT_START));
+                     count_moves(s, DY_SIM_MOVE, DY_ACT_START) - late);
     assert_true(count_moves(s, DY_SIM_DRAINED, DY_ACT_SWITCH) >= 1);
     assert_int_equal(count_moves(s, DY_SIM_READY, DY_ACT_SWITCH),
                      count_moves(s, DY_SIM_DRAINED, DY_ACT_SWITCH));

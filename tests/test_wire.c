@@ -356,6 +356,19 @@ static void test_kv_snapshot_and_resync_round_trip(void **st)
     assert_int_equal(rd.reason, DY_RESYNC_GAP);
     assert_true(rd.seen_seq == 17);
     ASSERT_EXACT_LENGTH(dy_wire_decode_kv_resync, no_free, dy_msg_kv_resync, p, len);
+
+    b.len = 0;
+    dy_msg_role ro = {DY_ROLE_DECODE}, rod;
+    assert_true(dy_wire_role(&b, &ro));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_ROLE);
+    assert_true(dy_wire_decode_role(p, len, &rod, err, sizeof err));
+    assert_int_equal(rod.role, DY_ROLE_DECODE);
+    ASSERT_EXACT_LENGTH(dy_wire_decode_role, no_free, dy_msg_role, p, len);
+    dy_msg_role bad_role = {7};
+    assert_false(dy_wire_role(&b, &bad_role));
+    uint8_t raw = 3;
+    assert_false(dy_wire_decode_role(&raw, 1, &rod, err, sizeof err));
     dy_buf_free(&b);
 }
 

@@ -1,43 +1,26 @@
 /* bench_stats.c — see bench_stats.h. Owns the collected per-request samples. */
 #include "bench/bench_stats.h"
 #include "util/buf.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-double dyb_percentile(const double *sorted, size_t n, double p)
-{
-    if (n == 0)
-        return 0;
-    double rank = p / 100.0 * (double)(n - 1);
-    size_t lo = (size_t)floor(rank);
-    if (lo >= n - 1)
-        return sorted[n - 1];
-    double frac = rank - (double)lo;
-    return sorted[lo] + (sorted[lo + 1] - sorted[lo]) * frac;
-}
-
 dyb_dist dyb_dist_of(double *v, size_t n)
 {
     dyb_dist d = {.n = n};
     if (n == 0)
         return d;
-    qsort(v, n, sizeof *v, cmp_double);
+    dy_sort_doubles(v, n);
     double sum = 0;
     for (size_t i = 0; i < n; i++)
         sum += v[i];
     d.mean = sum / (double)n;
-    d.p50 = dyb_percentile(v, n, 50);
-    d.p90 = dyb_percentile(v, n, 90);
-    d.p99 = dyb_percentile(v, n, 99);
+    d.p50 = dy_percentile(v, n, 50);
+    d.p90 = dy_percentile(v, n, 90);
+    d.p99 = dy_percentile(v, n, 99);
     d.min = v[0];
     d.max = v[n - 1];
     return d;

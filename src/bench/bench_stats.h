@@ -18,8 +18,6 @@ typedef struct {
     double mean, p50, p90, p99, min, max; /* all 0 when n == 0 */
 } dyb_dist;
 
-/* The p-th percentile (0..100) of n sorted values; 0 when n == 0. */
-double dyb_percentile(const double *sorted, size_t n, double p);
 /* Summary of n values; sorts v in place. */
 dyb_dist dyb_dist_of(double *v, size_t n);
 

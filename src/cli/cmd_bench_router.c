@@ -6,6 +6,7 @@
  * accounting (routed, first token, finished), and applying one batch of KV events. Prints
  * the median and p99 in µs. A benchmark: prints figures, asserts nothing. */
 #include "cli/commands.h"
+#include "util/stats.h"
 #include "cli/parse.h"
 #include "kv/kv_cache.h"
 #include "route/router.h"
@@ -44,15 +45,9 @@ static uint64_t rng_next(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static timing summarise(double *t, int n)
 {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    dy_sort_doubles(t, (size_t)n);
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += t[i];

@@ -272,12 +272,6 @@ typedef struct {
     int n_frontier;
 } plan_cmd;
 
-static dy_balance_hw balance_hw(const plan_cmd *c)
-{
-    return dy_deploy_balance_hw(&c->o.shape, c->m,
-                                c->o.budget > INT32_MAX ? INT32_MAX : (int)c->o.budget);
-}
-
 static dy_search_config search_config(const plan_cmd *c, const dy_sim_request *reqs, int n)
 {
     dy_sim_config base = dy_sim_config_default();
@@ -307,7 +301,7 @@ static int plan_tp(plan_cmd *c, tp_plan *t)
         return 0;
     }
     dy_balance_slo slo = {c->o.slo.ttft_ms / 1e3, c->o.slo.tpot_ms / 1e3};
-    dy_balance_hw hw = balance_hw(c);
+    dy_balance_hw hw = dy_deploy_balance_hw(c->m, &c->o.shape, c->o.budget);
     if (dy_balance_solve(&c->traffic, &slo, &hw, &t->bal, err, sizeof err) != 0) {
         fprintf(stderr, "dyad plan: %s\n", err);
         return 1;

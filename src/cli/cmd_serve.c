@@ -3,9 +3,11 @@
  * connections, lets in-flight requests finish (up to --drain-timeout), and reaps the workers. */
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "cli/serve_plan.h"
 #include "engine/model.h"
 #include "serve/front/http.h"
 #include "serve/wire/worker_args.h"
+#include "util/clock.h"
 
 #include <limits.h>
 #include <signal.h>
@@ -26,13 +28,14 @@ typedef struct {
     int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
     int prefill_busy_tokens;
     dy_fleet_config w;        /* w.worker: what every worker is started with */
+    serve_plan_opts plan;     /* --cores, --planner and the planner's settings */
     /* --router's and --chat-template's names, as their owners spell them */
     const char *policies[5], *families[DY_CHAT_N_FAMILIES + 1];
     int family_values[DY_CHAT_N_FAMILIES];
     char chat_help[512];
 } serve_opts;
 
-#define MAX_SERVE_OPTS 48
+#define MAX_SERVE_OPTS 64
 
 /* --chat-template's names and help, plain (the fallback) last. */
 static void chat_families(serve_opts *o)
@@ -149,7 +152,8 @@ static int serve_table(serve_opts *o, dy_opt *t)
     t[0].section = "Model and workers (passed on to each `dyad worker`)";
     dy_opts_find(t, n, "model")->shown_default = "the bundled stories260K";
     n += frontend_opts(o, t + n);
-    _Static_assert(DY_WORKER_MAX_OPTS + 32 <= MAX_SERVE_OPTS, "MAX_SERVE_OPTS");
+    n += serve_plan_table(&o->plan, t + n);
+    _Static_assert(DY_WORKER_MAX_OPTS + 32 + SERVE_PLAN_OPTS <= MAX_SERVE_OPTS, "MAX_SERVE_OPTS");
     return n;
 }
 
@@ -186,7 +190,7 @@ static int parse(int argc, char **argv, serve_opts *o)
     if (rc != CLI_GO)
         return rc;
     o->w.route.prefill_busy_tokens = o->prefill_busy_tokens;
-    return count_workers(o) ? CLI_GO : 2;
+    return count_workers(o) && serve_plan_check(&o->plan, &o->w) ? CLI_GO : 2;
 }
 
 /* "dir/stories260K.bin" → "stories260K" */
@@ -243,22 +247,34 @@ int cmd_serve(int argc, char **argv)
         dy_model_free(m);
         return 2;
     }
+    double t_start = dy_now();
     dy_fleet *workers = dy_fleet_start(&o.w, err, sizeof err);
     dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
+    dy_loadwin *loadwin = workers && o.plan.cores ? dy_loadwin_new() : NULL;
+    serve_planner planner = {0};
     dy_http *http = NULL;
-    if (workers && metrics) {
+    bool planned = workers && (!o.plan.cores || loadwin);
+    if (planned && serve_plan_start(&o.plan, &o.w, workers, loadwin, dy_now() - t_start,
+                                    &planner) != 0) {
+        planned = false;
+        snprintf(err, sizeof err, "the planner did not start");
+    }
+    if (workers && metrics && planned) {
         dy_http_config hc = {
             .host = o.host, .port = o.port, .api_key = o.api_key,
             .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,
             .limits = dy_api_limits_default(m->hp.ctx_len), .max_connections = o.max_connections,
             .connection_timeout_s = o.timeout, .workers = workers, .metrics = metrics,
-            .reqlog = reqlog, .started = (int64_t)time(NULL)};
+            .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
+            .started = (int64_t)time(NULL)};
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.vocab_size = m->hp.vocab_size;
         http = dy_http_start(&hc, err, sizeof err);
     }
     if (!http) {
         fprintf(stderr, "dyad serve: %s\n", err[0] ? err : "out of memory");
+        serve_plan_stop(&planner);
+        dy_loadwin_free(loadwin);
         if (workers) {
             dy_fleet_stop(workers, 0);
             dy_fleet_free(workers);
@@ -268,28 +284,34 @@ int cmd_serve(int argc, char **argv)
         dy_model_free(m);
         return 1;
     }
+    const int n_started = o.w.n_start > 0 ? o.w.n_start : o.w.n_workers;
     if (o.w.n_prefill > 0)
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d prefill + %d decode workers × %d "
                 "threads, KV over %s, router %s (chat template: %s)\n",
                 o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_prefill,
-                o.w.n_workers - o.w.n_prefill, o.w.worker.threads,
+                n_started - o.w.n_prefill, o.w.worker.threads,
                 o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
                 dy_router_policy_name(o.w.router.policy), dy_chat_family_name(chat));
     else
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads, "
                 "router %s (chat template: %s)\n", o.model_name ? o.model_name : name, o.host,
-                dy_http_port(http), o.w.n_workers, o.w.n_workers == 1 ? "" : "s",
+                dy_http_port(http), n_started, n_started == 1 ? "" : "s",
                 o.w.worker.threads, dy_router_policy_name(o.w.router.policy),
                 dy_chat_family_name(chat));
+    if (o.plan.cores)
+        fprintf(stderr, "dyad serve: pools resizable within %d cores (%d slots), planner %s\n",
+                o.plan.cores, o.w.n_workers, dy_autoscale_mode_name(o.plan.mode));
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
     dy_http_quiesce(http);
+    serve_plan_stop(&planner); /* no moves while the fleet drains */
     dy_fleet_stop(workers, o.drain);
     dy_http_stop(http);
     dy_fleet_free(workers);
     dy_metrics_free(metrics);
+    dy_loadwin_free(loadwin);
     dy_reqlog_close(reqlog);
     dy_model_free(m);
     return 0;

@@ -35,10 +35,10 @@ static const char run_epilog[] =
     "with --concurrency as a cap on requests in flight) or a trace at its times; --sweep runs\n"
     "one simulation per value. The figures are bench's (TTFT, TPOT, ITL, E2E; the run from\n"
     "time 0); the same seed gives the same report. What the simulation leaves out is in\n"
-    "docs/sim.md. --planner sla runs the SLA planner (plan/planner.h) each interval on what the\n"
-    "simulated frontend saw, sizing for --slo's ttft_ms and tpot_ms within --budget-workers,\n"
-    "and carries its decisions out on the workers as `dyad serve` does (docs/sim.md, \"Planner\n"
-    "replay\").\n"
+    "docs/sim.md. --planner sla (or reactive) runs the planner (plan/planner.h) each interval\n"
+    "on what the simulated frontend saw, sizing for --slo's ttft_ms and tpot_ms within\n"
+    "--budget-workers, and carries its decisions out on the workers as `dyad serve` does\n"
+    "(docs/sim.md, \"Planner replay\").\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
@@ -74,8 +74,8 @@ typedef struct {
     const char *planner_log;
 } run_opts;
 
-enum { PLANNER_OFF = 0, PLANNER_SLA = 1 };
-static const char *const planner_names[] = {"off", "sla", NULL};
+enum { PLANNER_OFF = 0, PLANNER_SLA = 1, PLANNER_REACTIVE = 2 };
+static const char *const planner_names[] = {"off", "sla", "reactive", NULL};
 
 static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
 {
@@ -180,7 +180,9 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.section = "Planner (issue 13: the pools resized as the traffic drifts)",
          .name = "planner", .kind = DY_OPT_ENUM, .dst = &o->planner, .meta = "MODE",
          .help = "sla: the SLA planner sizes the pools each interval for --slo's ttft_ms and "
-                 "tpot_ms, within --budget-workers; off: the deployment is fixed",
+                 "tpot_ms, within --budget-workers; reactive: one worker at a time where a p90, "
+                 "the queue or KV use is over its threshold (plan/planner.h); off: the "
+                 "deployment is fixed",
          .names = planner_names, .def = PLANNER_OFF},
         {.name = "planner-interval", .kind = DY_OPT_DOUBLE, .dst = &o->plan_interval_s,
          .meta = "S", .help = "seconds between the planner's decisions", .min = 0.001,
@@ -237,7 +239,8 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
     return n;
 }
 
-/* The planner's options come with --planner sla, which needs both objectives and one run. */
+/* The planner's options come with --planner sla or reactive, which need both objectives and
+ * one run. */
 static bool check_planner(const run_opts *o, dy_opts_given g)
 {
     static const char *const planner_only[] = {"--planner-interval", "--budget-workers",
@@ -247,10 +250,16 @@ static bool check_planner(const run_opts *o, dy_opts_given g)
     if (o->planner == PLANNER_OFF) {
         for (size_t i = 0; i < sizeof planner_only / sizeof planner_only[0]; i++)
             if (dy_opts_was_given(g, planner_only[i])) {
-                fprintf(stderr, "dyad sim run: %s: only with --planner sla\n", planner_only[i]);
+                fprintf(stderr, "dyad sim run: %s: only with --planner sla or reactive\n",
+                        planner_only[i]);
                 return false;
             }
         return true;
+    }
+    if (o->planner == PLANNER_REACTIVE && dy_opts_was_given(g, "--planner-predictor")) {
+        fprintf(stderr, "dyad sim run: --planner-predictor: the reactive mode forecasts "
+                        "nothing (only with --planner sla)\n");
+        return false;
     }
     const char *bad = !(o->slo.ttft_ms > 0) || !(o->slo.tpot_ms > 0)
                           ? "--slo: the planner sizes for ttft_ms=X and tpot_ms=Y: give both"
@@ -533,9 +542,11 @@ static int make_planner(sim_cmd *c)
     c->plan = (dy_sim_planner){
         .on = true, .n_active = c->d.n, .switch_s = o->switch_s,
         .planner = {.predict = o->predict, .slo = {o->slo.ttft_ms / 1e3, o->slo.tpot_ms / 1e3},
-                    .hw = dy_deploy_balance_hw(&sh, c->m, c->n_slots * units),
+                    .hw = dy_deploy_balance_hw(c->m, &sh, (long)c->n_slots * units),
                     .interval_s = o->plan_interval_s, .startup_s = o->startup_s,
-                    .min_dwell = o->min_dwell}};
+                    .min_dwell = o->min_dwell,
+                    .mode = o->planner == PLANNER_REACTIVE ? DY_PLANNER_REACTIVE
+                                                           : DY_PLANNER_SLA}};
     dy_planner check;
     char err[256];
     const int pre = c->d.n_prefill;
@@ -621,7 +632,7 @@ static int setup(sim_cmd *c)
     if (!(c->m = load_cost(&c->o)))
         return 1;
     int rc = make_deployment(&c->o, c->m, &c->d);
-    if (rc == 0 && c->o.planner == PLANNER_SLA)
+    if (rc == 0 && c->o.planner != PLANNER_OFF)
         rc = make_planner(c);
     if (rc != 0)
         return rc;
@@ -634,8 +645,8 @@ static int setup(sim_cmd *c)
     dy_deploy_describe(&c->d, c->m, c->url, sizeof c->url);
     if (c->plan.on) {
         size_t at = strlen(c->url);
-        snprintf(c->url + at, sizeof c->url - at, " at the start; planner sla over %d slots",
-                 c->n_slots);
+        snprintf(c->url + at, sizeof c->url - at, " at the start; planner %s over %d slots",
+                 planner_names[c->o.planner], c->n_slots);
     }
     c->ri = (dyb_run_info){c->url, dy_cost_name(c->m), "completions", c->workload, c->o.wl.seed};
     return 0;

@@ -8,6 +8,20 @@ static const char *role_name(dy_route_pool r)
     return (unsigned)r <= DY_POOL_DECODE ? role_names[r] : "?";
 }
 
+static const char *mode_name(const dy_sim_planner *p)
+{
+    return p->planner.mode == DY_PLANNER_REACTIVE ? "reactive" : "sla";
+}
+
+/* "kalman:0.01,1", or "no forecast" for the reactive mode. */
+static void predictor_text(const dy_sim_planner *p, char *out, size_t cap)
+{
+    if (p->planner.mode == DY_PLANNER_REACTIVE)
+        snprintf(out, cap, "no forecast");
+    else
+        dy_predict_format(&p->planner.predict, out, cap);
+}
+
 cli_plan_figures cli_plan_figures_of(const dy_sim *s, const dyb_summary *sum)
 {
     dy_sim_totals t = dy_sim_get_totals(s);
@@ -32,10 +46,11 @@ static void print_decision(FILE *f, const dy_sim_decision *r)
     char target[32];
     target_text(&r->d, target, sizeof target);
     const dy_balance_traffic *o = &r->d.observed, *p = &r->d.predicted;
-    fprintf(f, "  %8.1f %-7s %-9s %2d/%2d/%2d %3d %3d  %8.2f %8.2f %7.0f %7.0f %6.0f %6.0f  %s\n",
+    fprintf(f, "  %8.1f %-7s %-9s %2d/%2d/%2d %3d %3d  %8.2f %8.2f %7.0f %7.0f %6.0f %6.0f  %s%s\n",
             r->t, dy_planner_action_name(r->d.action), target, r->active[DY_POOL_AGG],
             r->active[DY_POOL_PREFILL], r->active[DY_POOL_DECODE], r->starting, r->draining,
-            o->rate, p->rate, o->isl, p->isl, o->osl, p->osl, r->d.reason);
+            o->rate, p->rate, o->isl, p->isl, o->osl, p->osl, r->d.unmet ? "(unmet) " : "",
+            r->d.reason);
 }
 
 void cli_plan_report_text(FILE *f, const dy_sim *s, const dy_sim_planner *p,
@@ -50,13 +65,17 @@ void cli_plan_report_text(FILE *f, const dy_sim *s, const dy_sim_planner *p,
     for (int i = 0; i < nm; i++)
         moves += m[i].kind == DY_SIM_MOVE;
     char pred[64];
-    dy_predict_format(&p->planner.predict, pred, sizeof pred);
-    fprintf(f, "planner       sla (%s, min dwell %d), every %g s, %d slots, start-up %g s, "
-               "switch %g s: %d decisions (%d grow, %d shrink, %d reshape, %d hold), %d moves\n",
-            pred, p->planner.min_dwell, p->planner.interval_s,
+    predictor_text(p, pred, sizeof pred);
+    int unmet = 0;
+    for (int i = 0; i < nd; i++)
+        unmet += d[i].d.unmet;
+    fprintf(f, "planner       %s (%s, min dwell %d), every %g s, %d slots, start-up %g s, "
+               "switch %g s: %d decisions (%d grow, %d shrink, %d reshape, %d hold; %d unmet), "
+               "%d moves\n",
+            mode_name(p), pred, p->planner.min_dwell, p->planner.interval_s,
             p->planner.hw.max_units / p->planner.hw.units_per_worker, p->planner.startup_s,
             p->switch_s, nd, by_action[DY_PLAN_GROW], by_action[DY_PLAN_SHRINK],
-            by_action[DY_PLAN_RESHAPE], by_action[DY_PLAN_HOLD], moves);
+            by_action[DY_PLAN_RESHAPE], by_action[DY_PLAN_HOLD], unmet, moves);
     dy_sim_totals t = dy_sim_get_totals(s);
     cli_plan_figures g = cli_plan_figures_of(s, sum);
     fprintf(f, "worker-s      %.1f (agg %.1f, prefill %.1f, decode %.1f); goodput %.4g requests "
@@ -93,14 +112,16 @@ static json_t *decision_json(const dy_sim_decision *r)
 {
     const dy_planner_decision *d = &r->d;
     return json_pack(
-        "{s:f, s:I, s:s, s:b, s:i, s:i, s:i, s:s, s:o*, s:o*, s:f, s:f, s:f, s:f,"
-        " s:{s:i, s:i, s:i}, s:i, s:i}",
+        "{s:f, s:I, s:s, s:b, s:i, s:i, s:i, s:s, s:b, s:o*, s:o*, s:f, s:f, s:f, s:f, s:f, s:f,"
+        " s:f, s:f, s:{s:i, s:i, s:i}, s:i, s:i}",
         "t", r->t, "interval", (json_int_t)d->interval, "action",
         dy_planner_action_name(d->action), "split", d->split, "prefill", d->prefill, "decode",
-        d->decode, "units", d->units, "reason", d->reason ? d->reason : "", "observed",
-        traffic_json(&d->observed), "predicted", traffic_json(&d->predicted), "ttft_factor",
-        d->ttft_factor, "itl_factor", d->itl_factor, "observed_ttft_ms", r->obs.ttft_s * 1e3,
-        "observed_itl_ms", r->obs.itl_s * 1e3, "active", "agg", r->active[DY_POOL_AGG],
+        d->decode, "units", d->units, "reason", d->reason ? d->reason : "", "unmet", d->unmet,
+        "observed", traffic_json(&d->observed), "predicted", traffic_json(&d->predicted),
+        "ttft_factor", d->ttft_factor, "itl_factor", d->itl_factor, "observed_ttft_ms",
+        r->obs.ttft_s * 1e3, "observed_itl_ms", r->obs.itl_s * 1e3, "observed_ttft_p90_ms",
+        r->obs.ttft_p90_s * 1e3, "observed_itl_p90_ms", r->obs.itl_p90_s * 1e3, "waiting",
+        r->obs.waiting, "kv_use", r->obs.kv_use, "active", "agg", r->active[DY_POOL_AGG],
         "prefill", r->active[DY_POOL_PREFILL], "decode", r->active[DY_POOL_DECODE],
         "starting", r->starting, "draining", r->draining);
 }
@@ -125,10 +146,10 @@ json_t *cli_plan_report_json(const dy_sim *s, const dy_sim_planner *p, const dyb
     dy_sim_totals t = dy_sim_get_totals(s);
     cli_plan_figures g = cli_plan_figures_of(s, sum);
     char pred[64];
-    dy_predict_format(&p->planner.predict, pred, sizeof pred);
+    predictor_text(p, pred, sizeof pred);
     return json_pack("{s:s, s:s, s:f, s:i, s:i, s:f, s:f, s:i, s:{s:f, s:f, s:f, s:f}, s:f, "
                      "s:f, s:o*, s:o*}",
-                     "mode", "sla", "predictor", pred, "interval_s", p->planner.interval_s,
+                     "mode", mode_name(p), "predictor", pred, "interval_s", p->planner.interval_s,
                      "min_dwell", p->planner.min_dwell, "budget_workers",
                      p->planner.hw.max_units / p->planner.hw.units_per_worker, "startup_s",
                      p->planner.startup_s, "switch_s", p->switch_s, "initial_workers",
@@ -142,18 +163,21 @@ int cli_plan_report_csv(FILE *f, const dy_sim *s)
 {
     int nd;
     const dy_sim_decision *d = dy_sim_decisions(s, &nd);
-    fprintf(f, "t_s,interval,action,split,prefill,decode,units,observed_rate,predicted_rate,"
-               "observed_isl,predicted_isl,observed_osl,predicted_osl,prefix_hit,"
-               "observed_ttft_ms,observed_itl_ms,ttft_factor,itl_factor,active_agg,"
-               "active_prefill,active_decode,starting,draining,reason\n");
+    fprintf(f, "t_s,interval,action,split,prefill,decode,units,unmet,observed_rate,"
+               "predicted_rate,observed_isl,predicted_isl,observed_osl,predicted_osl,prefix_hit,"
+               "observed_ttft_ms,observed_itl_ms,observed_ttft_p90_ms,observed_itl_p90_ms,"
+               "waiting,kv_use,ttft_factor,itl_factor,active_agg,active_prefill,active_decode,"
+               "starting,draining,reason\n");
     for (int i = 0; i < nd; i++) {
         const dy_planner_decision *x = &d[i].d;
-        fprintf(f, "%.6f,%ld,%s,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
-                   "%.6g,%d,%d,%d,%d,%d,\"%s\"\n",
+        const dy_planner_obs *o = &d[i].obs;
+        fprintf(f, "%.6f,%ld,%s,%d,%d,%d,%d,%d,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,"
+                   "%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%d,%d,%d,%d,%d,\"%s\"\n",
                 d[i].t, x->interval, dy_planner_action_name(x->action), x->split, x->prefill,
-                x->decode, x->units, x->observed.rate, x->predicted.rate, x->observed.isl,
+                x->decode, x->units, x->unmet, x->observed.rate, x->predicted.rate, x->observed.isl,
                 x->predicted.isl, x->observed.osl, x->predicted.osl, x->observed.prefix_hit,
-                d[i].obs.ttft_s * 1e3, d[i].obs.itl_s * 1e3, x->ttft_factor, x->itl_factor,
+                o->ttft_s * 1e3, o->itl_s * 1e3, o->ttft_p90_s * 1e3, o->itl_p90_s * 1e3,
+                o->waiting, o->kv_use, x->ttft_factor, x->itl_factor,
                 d[i].active[DY_POOL_AGG], d[i].active[DY_POOL_PREFILL],
                 d[i].active[DY_POOL_DECODE], d[i].starting, d[i].draining,
                 x->reason ? x->reason : "");

@@ -11,7 +11,8 @@
  *   the prefiller  disaggregated only: a prefill worker computes the prompt and ships its
  *                  KV when enough of it is uncached where it decodes and the prefill pool
  *                  is not backed up (conditional disaggregation, dy_route_remote); else -1,
- *                  and the generator prefills it itself;
+ *                  and the generator prefills it itself (as an aggregated generator always
+ *                  does: while the planner switches roles a pool may hold both kinds);
  *   the samples    how many of its n samples go together to that worker: all of them, unless
  *                  the worker's KV pool could not hold them at once (docs/repeated-sampling.md);
  *                  the rest are placed anew.

@@ -1,6 +1,8 @@
 /* deploy.c — see deploy.h. */
 #include "sim/deploy.h"
 
+#include <stdint.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -97,19 +99,6 @@ int dy_deploy_worker_units(const dy_cost_model *m)
     return per > 0 ? per : 1;
 }
 
-dy_balance_hw dy_deploy_balance_hw(const dy_deploy_shape *sh, const dy_cost_model *m,
-                                   int max_units)
-{
-    int64_t cap = sh->kv_blocks > 0 ? sh->kv_blocks * sh->block_size
-                                    : dy_cost_kv_capacity_tokens(m);
-    return (dy_balance_hw){.costs = dy_deploy_costs(m),
-                           .kv_bytes_per_token = dy_cost_kv_bytes_per_token(m),
-                           .kv_capacity_tokens = cap, .max_batch_tokens = sh->max_batch_tokens,
-                           .max_running = sh->max_running,
-                           .units_per_worker = dy_deploy_worker_units(m),
-                           .max_units = max_units};
-}
-
 long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m)
 {
     return (long)d->n * dy_deploy_worker_units(m);
@@ -130,4 +119,16 @@ void dy_deploy_describe(const dy_deploy *d, const dy_cost_model *m, char *out, s
         snprintf(out, cap, "simulated: %s, %d thread%s, %lld KV blocks each", shape,
                  dy_cost_threads(m), dy_cost_threads(m) == 1 ? "" : "s",
                  (long long)d->kv_blocks);
+}
+
+dy_balance_hw dy_deploy_balance_hw(const dy_cost_model *m, const dy_deploy_shape *sh, long budget)
+{
+    int64_t cap = sh->kv_blocks > 0 ? sh->kv_blocks * sh->block_size
+                                    : dy_cost_kv_capacity_tokens(m);
+    return (dy_balance_hw){.costs = dy_deploy_costs(m),
+                           .kv_bytes_per_token = dy_cost_kv_bytes_per_token(m),
+                           .kv_capacity_tokens = cap, .max_batch_tokens = sh->max_batch_tokens,
+                           .max_running = sh->max_running,
+                           .units_per_worker = dy_deploy_worker_units(m),
+                           .max_units = budget > INT32_MAX ? INT32_MAX : (int)budget};
 }

@@ -51,12 +51,13 @@ dy_step_costs dy_deploy_costs(const dy_cost_model *m);
 /* What one worker costs: its GPUs (TP) for a roofline model, its engine threads (cores) for a
  * measured one; at least 1. */
 int dy_deploy_worker_units(const dy_cost_model *m);
-/* The balance criterion's view of one worker of the shape on the cost model (plan/balance.h),
- * within a budget of max_units (0: none). */
-dy_balance_hw dy_deploy_balance_hw(const dy_deploy_shape *shape, const dy_cost_model *m,
-                                   int max_units);
 /* What the deployment costs: workers × dy_deploy_worker_units. */
 long dy_deploy_units(const dy_deploy *d, const dy_cost_model *m);
+
+/* What the balance criterion and the planner need of the cost model for workers of this shape
+ * (its kv_blocks, or the model's KV capacity when 0), within budget units (0: none). */
+dy_balance_hw dy_deploy_balance_hw(const dy_cost_model *m, const dy_deploy_shape *shape,
+                                   long budget);
 
 /* "simulated: 1 prefill + 2 decode workers, TP 1, 30503 KV blocks each" */
 void dy_deploy_describe(const dy_deploy *d, const dy_cost_model *m, char *out, size_t cap);

@@ -25,6 +25,7 @@
 #include "kv/kv_cache.h"
 #include "sched/sched.h"
 #include "util/buf.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -159,12 +160,14 @@ typedef struct {
     msg xfer_done;            /* async transfer: the PREFILL_DONE frame its copy's end sends */
 } flight;
 
-/* What the frontend saw over one planning interval (dy_planner_obs's sums). */
+/* What the frontend saw over one planning interval (dy_planner_obs's figures). */
 typedef struct {
     double requests, prompt_tokens, output_tokens; /* arrived: their lengths as asked */
     double prompts, cached;   /* prompt tokens of prompts prefilled (ended), of them cached */
-    double ttft_sum, itl_sum; /* first tokens / later tokens delivered in the interval */
-    long ttft_n, itl_n;
+    double *ttft;             /* the TTFT of each first token delivered in the interval */
+    double *tpot;             /* the mean gap between the tokens (bench's TPOT) of each sample
+                               * that ended in it with more than one token */
+    size_t n_ttft, ttft_cap, n_tpot, tpot_cap;
 } plan_window;
 
 /* The free slots of a pool, as a stack of their indices. */
@@ -623,6 +626,16 @@ static void on_arrival(dy_sim *s, int slot)
 
 /* ---------------------------------------------------------------- the frontend reads a flush */
 
+/* One latency sample of the planning interval. */
+static void window_add(dy_sim *s, double **v, size_t *n, size_t *cap, double x)
+{
+    if (!dy_array_reserve((void **)v, cap, *n + 1, sizeof **v)) {
+        s->fail = "out of memory";
+        return;
+    }
+    (*v)[(*n)++] = x;
+}
+
 static void ticket_call(dy_sim *s, int fi, bool finished)
 {
     flight *f = &s->fl[fi];
@@ -645,11 +658,8 @@ static void front_on_token(dy_sim *s, const msg *m)
     if (r->n_tokens == 0) {
         r->first_token = s->now;
         s->waiting_sequences--;
-        s->win.ttft_sum += s->now - r->arrival;
-        s->win.ttft_n++;
-    } else {
-        s->win.itl_sum += s->now - r->token_times[r->n_tokens - 1];
-        s->win.itl_n++;
+        if (s->cfg.plan.on)
+            window_add(s, &s->win.ttft, &s->win.n_ttft, &s->win.ttft_cap, s->now - r->arrival);
     }
     r->token_times[r->n_tokens++] = s->now;
     s->tot.output_tokens++;
@@ -670,6 +680,9 @@ static void front_on_done(dy_sim *s, const msg *m)
         s->win.prompts += r->prompt_tokens;
         s->win.cached += r->cached_tokens;
     }
+    if (s->cfg.plan.on && m->ok && r->n_tokens > 1)
+        window_add(s, &s->win.tpot, &s->win.n_tpot, &s->win.tpot_cap,
+                   (s->now - r->first_token) / (r->n_tokens - 1));
     s->w[f->gen].held--;
     r->ok = m->ok;
     r->error = m->error;
@@ -1208,18 +1221,55 @@ static void on_slot_ready(dy_sim *s, int wi)
     reconcile(s);
 }
 
-/* The interval's observation, as the frontend saw it. */
+static double mean_of(const double *v, size_t n)
+{
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
+    return n ? sum / (double)n : 0;
+}
+
+/* The highest KV-pool use among the workers that generate (the reactive rule's signal). */
+static double generators_kv_use(const dy_sim *s)
+{
+    double top = 0;
+    for (int i = 0; i < s->cfg.n_workers; i++) {
+        const sim_worker *w = &s->w[i];
+        if (!serving(s, i) || w->cfg.role == DY_POOL_PREFILL)
+            continue;
+        const double use = 1.0 - (double)dy_kv_cache_available(w->kv) / w->pool->n_blocks;
+        top = use > top ? use : top;
+    }
+    return top;
+}
+
+/* The interval's observation, as the frontend saw it: what arrived; the prefix-hit share of
+ * the prompts whose samples ended (the last one when none did); the TTFT of the first tokens
+ * delivered and the TPOT of the samples that ended, mean and p90; the queue (sent, without a
+ * first token) and KV use now. Its latency samples are sorted on the way. */
 static dy_planner_obs observe(dy_sim *s)
 {
-    const plan_window *v = &s->win;
+    plan_window *v = &s->win;
     if (v->prompts > 0) {
         double hit = v->cached / v->prompts;
-        s->last_hit = hit < 0.999 ? hit : 0.999;
+        s->last_hit = hit < 0.99 ? hit : 0.99; /* the server's frontend caps it there too */
     }
+    dy_sort_doubles(v->ttft, v->n_ttft);
+    dy_sort_doubles(v->tpot, v->n_tpot);
     return (dy_planner_obs){.requests = v->requests, .prompt_tokens = v->prompt_tokens,
                             .output_tokens = v->output_tokens, .prefix_hit = s->last_hit,
-                            .ttft_s = v->ttft_n ? v->ttft_sum / (double)v->ttft_n : 0,
-                            .itl_s = v->itl_n ? v->itl_sum / (double)v->itl_n : 0};
+                            .ttft_s = mean_of(v->ttft, v->n_ttft),
+                            .itl_s = mean_of(v->tpot, v->n_tpot),
+                            .ttft_p90_s = dy_percentile(v->ttft, v->n_ttft, 90),
+                            .itl_p90_s = dy_percentile(v->tpot, v->n_tpot, 90),
+                            .waiting = s->waiting_sequences, .kv_use = generators_kv_use(s)};
+}
+
+/* A fresh window for the next interval (its buffers kept). */
+static void window_restart(plan_window *v)
+{
+    *v = (plan_window){.ttft = v->ttft, .tpot = v->tpot, .ttft_cap = v->ttft_cap,
+                       .tpot_cap = v->tpot_cap};
 }
 
 static void log_decision(dy_sim *s, const dy_planner_obs *o, const dy_planner_decision *d)
@@ -1250,7 +1300,7 @@ static void on_plan(dy_sim *s)
         return;
     }
     log_decision(s, &o, &d);
-    s->win = (plan_window){0};
+    window_restart(&s->win);
     s->target = dy_plan_target_sizes(&d);
     reconcile(s);
     push_event(s, s->now + s->cfg.plan.planner.interval_s, EV_PLAN, -1, 0);
@@ -1609,6 +1659,8 @@ void dy_sim_free(dy_sim *s)
     free(s->acts);
     free(s->dec);
     free(s->mv);
+    free(s->win.ttft);
+    free(s->win.tpot);
     free(s);
 }
 

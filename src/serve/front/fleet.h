@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "plan/actuate.h"
 #include "route/place.h"
 #include "route/router.h"
 #include "serve/front/job.h"
@@ -19,7 +20,12 @@ typedef struct {
     /* What every worker is started with (serve/wire/worker_args.h); each worker's socket, id,
      * role and KV receiver are set when it is started. */
     dy_worker_config worker;
+    /* Slots: the most workers the deployment runs at once. The first n_start of them start
+     * (0: all of them); the others are parked until the planner starts one (dy_fleet_move). */
     int n_workers;
+    int n_start;
+    /* Workers may switch roles while serving (ROLE): each is started --switchable. */
+    bool switchable;
     int max_queue;          /* sequences waiting for their first token, over all workers */
     double startup_timeout_s;
     /* Disaggregation: the first n_prefill workers prefill, the others decode; with
@@ -59,6 +65,8 @@ typedef struct dy_fleet dy_fleet;
 typedef struct {
     int alive;
     int role;                   /* dy_worker_role */
+    int state;                  /* dy_slot_state (plan/actuate.h) */
+    int next_role;              /* draining: the role it switches to, or -1 when it stops */
     pid_t pid;
     uint64_t restarts;
     int in_flight;              /* sequences assigned to it now */
@@ -93,6 +101,14 @@ void dy_fleet_free(dy_fleet *w);
 /* A snapshot of up to cap workers; returns how many. */
 int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap);
 dy_xfer_totals dy_fleet_xfer_totals(dy_fleet *w);
+
+/* Resizing while serving (docs/planner.md). The slots as the planner's reconciler reads them
+ * (plan/actuate.h), up to cap; returns how many. */
+int dy_fleet_slots(dy_fleet *w, dy_plan_slot *out, int cap);
+/* Carries out one move. 0: under way (a drain finishes on its own, a start with HELLO);
+ * 1: not now (the slot is not in the state the move needs yet: try again later); -1: failed,
+ * with the reason in err. One caller at a time (the planner). */
+int dy_fleet_move(dy_fleet *w, const dy_plan_action *a, char *err, size_t errlen);
 dy_router_totals dy_fleet_router_totals(dy_fleet *w);
 
 #endif

@@ -36,7 +36,12 @@ flight *dy_fleet_find_flight(slot *s, uint64_t id)
 
 void dy_fleet_remove_flight(slot *s, flight *f)
 {
+    dy_fleet *w = s->fleet;
+    const int fed = f->kind == FL_PREFILL ? f->decode_slot : -1;
     *f = s->fl[--s->n_fl];
+    dy_fleet_drain_check(w, s);
+    if (fed >= 0 && fed < w->cfg.n_workers)
+        dy_fleet_drain_check(w, &w->slots[fed]);
 }
 
 int dy_fleet_total_flights(const dy_fleet *w)
@@ -61,7 +66,7 @@ static int waiting_sequences(const dy_fleet *w)
 
 /* ---------------------------------------------------------------- placement */
 
-static dy_route_pool pool_of_role(int role)
+dy_route_pool dy_fleet_pool_of_role(int role)
 {
     return role == DY_ROLE_PREFILL ? DY_POOL_PREFILL
            : role == DY_ROLE_DECODE ? DY_POOL_DECODE : DY_POOL_AGG;
@@ -72,7 +77,9 @@ static dy_place_view place_view(dy_fleet *w)
 {
     for (int i = 0; i < w->cfg.n_workers; i++) {
         const slot *s = &w->slots[i];
-        w->view[i] = (dy_place_worker){.alive = s->alive, .pool = pool_of_role(s->role),
+        /* Starting, draining and parked workers take no new sequences. */
+        w->view[i] = (dy_place_worker){.alive = s->alive && s->state == DY_SLOT_ACTIVE,
+                                       .pool = dy_fleet_pool_of_role(s->role),
                                        .kv_blocks = (int)s->hello.kv_blocks};
     }
     /* Every worker was started with cfg.worker.block_size (and reports it back in HELLO). */

@@ -9,6 +9,8 @@
  *                    prefill worker gets PREFILL with those destinations; its PREFILL_DONE
  *                    becomes KV_READY for the decode worker; a janitor ends prefills that stall
  *   fleet_kv.c       what workers report about their caches: KV events, snapshots, load
+ *   fleet_pool.c     resizing while serving: the planner's moves (plan/actuate.h) on the
+ *                    slots — start a parked one, drain one to switch its role or to stop it
  *
  * One mutex (`mu`) guards the slots, their in-flight tables, the live flags and the router;
  * a job's own mutex is always taken after it, never before. Functions here expect mu held
@@ -20,6 +22,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "plan/actuate.h"
 #include "route/place.h"
 #include "serve/front/fleet.h"
 #include "serve/wire/wire.h"
@@ -62,7 +65,14 @@ typedef struct {
     pid_t pid;
     int fd;
     bool alive, hello_seen;
+    /* Its place in the deployment (plan/actuate.h): parked slots have no process; starting
+     * ones wait for HELLO; draining ones take no new sequences and, once empty, are sent
+     * ROLE(next_role) or SHUTDOWN (to_stop), which drain_sent records. */
+    dy_slot_state state;
+    bool to_stop, drain_sent;
+    int next_role;            /* dy_worker_role, when draining to switch */
     pthread_t reader;
+    bool reader_started;      /* reader is a thread to join */
     pthread_mutex_t wmu; /* serialises writes to fd */
     flight *fl;
     int n_fl, cap_fl;
@@ -91,6 +101,8 @@ struct dy_fleet {
 };
 
 /* ---- fleet_proc.c */
+/* Starts slot s's worker process in s->role (its socket in s->fd). */
+int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen);
 /* Writes one frame to the worker (takes its write lock; mu need not be held). */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b);
 
@@ -119,6 +131,15 @@ void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s);
 /* A prefill flight lost with its prefill worker: its decode worker computes the prompt. */
 void dy_fleet_prefill_lost(dy_fleet *w, flight *f);
 void *dy_fleet_janitor_main(void *arg); /* the thread; takes mu */
+
+/* ---- fleet_pool.c */
+/* A draining slot with nothing left on it (nor prefills feeding it) is sent its ROLE or
+ * SHUTDOWN; anything else is left alone. */
+void dy_fleet_drain_check(dy_fleet *w, slot *s);
+/* The reader thread of s (takes mu inside; a new one per process the slot runs). */
+int dy_fleet_start_reader(slot *s);
+/* Its role in dy_route_pool terms, for placement and the planner. */
+dy_route_pool dy_fleet_pool_of_role(int role);
 
 /* ---- fleet_kv.c */
 void dy_fleet_snapshot_reset(snapshot_rx *r);

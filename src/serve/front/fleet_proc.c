@@ -21,7 +21,7 @@
 
 /* ---------------------------------------------------------------- processes */
 
-static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
+int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -48,8 +48,9 @@ static int spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     wc.fd = sv[1];
     wc.worker_id = s->index;
     wc.role = s->role;
+    wc.switchable = c->switchable;
     char listen[DY_WIRE_MAX_PEER + 8];
-    if (s->role == DY_ROLE_DECODE && c->xfer == DY_XFER_TCP) {
+    if ((s->role == DY_ROLE_DECODE || c->switchable) && c->xfer == DY_XFER_TCP) {
         snprintf(listen, sizeof listen, "%s:0", c->kv_host);
         wc.kv_listen = listen;
     }
@@ -109,6 +110,16 @@ static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
     pthread_mutex_lock(&w->mu);
     s->hello = *m;
     s->hello_seen = true;
+    if (s->role != m->role || s->state != DY_SLOT_ACTIVE)
+        fprintf(stderr, "dyad serve: worker %d serves as %s\n", s->index,
+                m->role == DY_ROLE_PREFILL ? "a prefill worker"
+                : m->role == DY_ROLE_DECODE ? "a decode worker" : "an aggregated worker");
+    s->role = m->role;
+    /* A started worker, or a drained one that took its new role: it takes requests now. */
+    if (s->state == DY_SLOT_STARTING || (s->state == DY_SLOT_DRAINING && !s->to_stop)) {
+        s->state = DY_SLOT_ACTIVE;
+        s->drain_sent = false;
+    }
     /* A new incarnation: forget the old one's blocks and load; its first snapshot
      * (sequence 0) brings it into the index. */
     dy_router_remove_worker(w->router, s->index);
@@ -223,16 +234,29 @@ static void *reader_main(void *arg)
         bool had_hello = s->hello_seen;
         on_death(w, s);
         bool stop = w->stopping;
+        /* Drained and told to stop (or dead while draining to stop): the slot is parked. Dead
+         * while draining to switch: it starts again in its new role. */
+        bool park = s->state == DY_SLOT_DRAINING && s->to_stop;
+        if (park)
+            s->state = DY_SLOT_PARKED;
+        else if (s->state == DY_SLOT_DRAINING) {
+            s->role = s->next_role;
+            s->state = DY_SLOT_STARTING;
+        }
+        s->to_stop = s->drain_sent = false;
+        pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
         dy_conn_free(&conn);
-        if (stop)
+        if (park && !stop)
+            fprintf(stderr, "dyad serve: worker %d stopped\n", s->index);
+        if (stop || park)
             return NULL;
         if (!had_hello)
             sleep(1); /* it died while loading: do not spin */
         fprintf(stderr, "dyad serve: worker %d exited; starting a new one\n", s->index);
         pthread_mutex_lock(&w->mu);
         char e[256];
-        int rc = w->stopping ? -1 : spawn(w, s, e, sizeof e);
+        int rc = w->stopping ? -1 : dy_fleet_spawn(w, s, e, sizeof e);
         if (rc == 0) {
             s->restarts++;
             /* A candidate at once (requests queue on its socket while it loads); its blocks
@@ -248,17 +272,25 @@ static void *reader_main(void *arg)
 
 /* ---------------------------------------------------------------- starting and stopping */
 
-static bool wait_for_hellos(dy_fleet *w, char *err, size_t errlen)
+int dy_fleet_start_reader(slot *s)
+{
+    if (pthread_create(&s->reader, NULL, reader_main, s) != 0)
+        return -1;
+    s->reader_started = true;
+    return 0;
+}
+
+static bool wait_for_hellos(dy_fleet *w, int n, char *err, size_t errlen)
 {
     double deadline = dy_now() + w->cfg.startup_timeout_s;
     pthread_mutex_lock(&w->mu);
     for (;;) {
         int ready = 0;
-        for (int i = 0; i < w->cfg.n_workers; i++)
+        for (int i = 0; i < n; i++)
             ready += w->slots[i].hello_seen;
-        if (ready == w->cfg.n_workers)
+        if (ready == n)
             break;
-        for (int i = 0; i < w->cfg.n_workers; i++)
+        for (int i = 0; i < n; i++)
             if (w->slots[i].restarts > 0 && !w->slots[i].hello_seen) {
                 snprintf(err, errlen, "worker %d exited while loading the model (see its message "
                          "above)", i);
@@ -310,7 +342,7 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (cfg->n_prefill > 0)
+    if (cfg->n_prefill > 0 || cfg->switchable)
         remove_stale_pools();
     w->cfg = *cfg;
     w->next_id = 1;
@@ -325,31 +357,36 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
     }
     pthread_mutex_init(&w->mu, NULL);
     dy_cond_init(&w->changed);
-    int started = 0;
+    const int n_start = cfg->n_start > 0 && cfg->n_start < cfg->n_workers ? cfg->n_start
+                                                                           : cfg->n_workers;
     for (int i = 0; i < cfg->n_workers; i++) {
         slot *s = &w->slots[i];
         s->fleet = w;
         s->index = i;
         s->fd = -1;
         s->role = i < cfg->n_prefill ? DY_ROLE_PREFILL : cfg->n_prefill > 0 ? DY_ROLE_DECODE : DY_ROLE_AGG;
+        s->state = i < n_start ? DY_SLOT_ACTIVE : DY_SLOT_PARKED;
         pthread_mutex_init(&s->wmu, NULL);
-        if (spawn(w, s, err, errlen) != 0)
+    }
+    int started = 0;
+    for (int i = 0; i < n_start; i++) {
+        slot *s = &w->slots[i];
+        if (dy_fleet_spawn(w, s, err, errlen) != 0)
             break;
         pthread_mutex_lock(&w->mu);
         dy_router_add_worker(w->router, i, !cfg->worker.no_kv_events);
         pthread_mutex_unlock(&w->mu);
-        if (pthread_create(&s->reader, NULL, reader_main, s) != 0)
+        if (dy_fleet_start_reader(s) != 0)
             break;
         started++;
     }
-    if (started == cfg->n_workers && wait_for_hellos(w, err, errlen) &&
+    if (started == n_start && wait_for_hellos(w, n_start, err, errlen) &&
         pthread_create(&w->janitor, NULL, dy_fleet_janitor_main, w) == 0) {
         w->janitor_started = true;
         return w;
     }
-    if (started < cfg->n_workers && !err[0])
+    if (started < n_start && !err[0])
         snprintf(err, errlen, "could not start worker %d", started);
-    w->cfg.n_workers = started;
     dy_fleet_stop(w, 0);
     dy_fleet_free(w);
     return NULL;
@@ -404,7 +441,10 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
         }
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < w->cfg.n_workers; i++)
-        pthread_join(w->slots[i].reader, NULL);
+        if (w->slots[i].reader_started) {
+            pthread_join(w->slots[i].reader, NULL);
+            w->slots[i].reader_started = false;
+        }
     if (w->janitor_started)
         pthread_join(w->janitor, NULL);
     w->janitor_started = false;
@@ -444,7 +484,10 @@ int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap)
         st.steps += s->base.steps;
         st.step_seconds += s->base.step_seconds;
         const dy_kv_index *x = dy_router_index(w->router);
-        out[i] = (dy_worker_info){s->alive, s->role, s->pid, s->restarts, s->n_fl, st, s->hello,
+        out[i] = (dy_worker_info){s->alive, s->role, s->state,
+                                  s->state == DY_SLOT_DRAINING && !s->to_stop ? s->next_role
+                                                                              : -1,
+                                  s->pid, s->restarts, s->n_fl, st, s->hello,
                                   s->routed, dy_kv_index_worker_blocks(x, i) +
                                                  dy_kv_index_worker_predicted(x, i)};
     }

@@ -32,6 +32,7 @@ struct dy_gen {
     char id[64];
     int64_t created;
     double t_arrival;
+    int64_t max_new_total; /* the output its choices may ask for, summed (for the planner) */
     int status;             /* the HTTP status the client got (a stream is 200, whatever
                              * happens in it) */
     /* streaming */
@@ -151,6 +152,7 @@ static int setup_prompt(gen *g, int i, dy_api_error *err)
         return -1;
     }
     g->prompt_tokens[i] = n;
+    g->max_new_total += (int64_t)max_new * g->per_prompt;
     if (r->echo && r->kind == DY_API_COMPLETIONS) {
         g->echo[i] = text ? strdup(text) : NULL;
         if (!g->echo[i]) { /* token-id prompt: echo its detokenized text */
@@ -254,6 +256,12 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
     snprintf(g->id, sizeof g->id, "%s-%llx%06llx", kind == DY_API_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)time(NULL), (unsigned long long)serial);
     g->created = (int64_t)time(NULL);
+    if (env->loadwin) {
+        int64_t prompt = 0;
+        for (int i = 0; i < g->n_prompts; i++)
+            prompt += g->prompt_tokens[i];
+        dy_loadwin_arrival(env->loadwin, prompt, g->max_new_total);
+    }
     return g;
 fail:
     gen_free(g);
@@ -662,6 +670,27 @@ static json_t *log_entry(const gen *g, dy_end outcome, double e2e)
     return dy_jb_tree(&b, o);
 }
 
+/* The ended request, for the planner: its lengths, its first token after the earliest
+ * choice's, and the mean gap between tokens over its choices. */
+static void observe_load(const gen *g)
+{
+    dy_api_usage u = usage(g);
+    double ttft = -1, gaps = 0;
+    long n_gaps = 0;
+    for (int i = 0; i < g->job->n_choices; i++) {
+        const dy_choice *c = &g->job->choices[i];
+        if (c->n_toks == 0)
+            continue;
+        double t = c->toks[0].t - g->t_arrival;
+        ttft = ttft < 0 || t < ttft ? t : ttft;
+        gaps += c->toks[c->n_toks - 1].t - c->toks[0].t;
+        n_gaps += c->n_toks - 1;
+    }
+    if (ttft >= 0)
+        dy_loadwin_ended(g->env.loadwin, u.prompt_tokens, u.cached_tokens, u.completion_tokens,
+                         ttft, n_gaps ? gaps / (double)n_gaps : -1);
+}
+
 /* Observes the request in the metrics and the request log, as of `now` (its end). */
 static void record(gen *g, double now)
 {
@@ -685,6 +714,8 @@ static void record(gen *g, double now)
             outcome = c->finish;
     }
     double e2e = now - g->t_arrival;
+    if (g->env.loadwin)
+        observe_load(g);
     dy_metrics_e2e(m, e2e);
     dy_metrics_request(m, outcome);
     if (g->env.reqlog)

@@ -16,6 +16,7 @@
 #include "serve/front/openai.h"
 #include "serve/front/reqlog.h"
 #include "serve/front/fleet.h"
+#include "serve/front/loadwin.h"
 
 /* What a request needs from the server (borrowed; must outlive the request). */
 typedef struct {
@@ -26,6 +27,7 @@ typedef struct {
     dy_fleet *workers;
     dy_metrics *metrics;
     dy_reqlog *reqlog;   /* NULL: no request log */
+    dy_loadwin *loadwin; /* NULL: no planner watches the traffic */
 } dy_gen_env;
 
 typedef struct dy_gen dy_gen;

@@ -135,7 +135,7 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
 {
     dy_worker_info w[64];
     int n = dy_fleet_info(h->cfg.workers, w, 64), alive = 0;
-    size_t cap = 96 + 64 * (size_t)n, len = 0;
+    size_t cap = 96 + 96 * (size_t)n, len = 0;
     char *body = malloc(cap);
     if (!body)
         return MHD_NO;
@@ -145,8 +145,10 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
                             alive ? "ok" : "unavailable");
     for (int i = 0; i < n; i++)
         len += (size_t)snprintf(body + len, cap - len, "%s{\"id\":%d,\"pid\":%d,\"up\":%s,"
-                                "\"restarts\":%llu}", i ? "," : "", i, (int)w[i].pid,
-                                w[i].alive ? "true" : "false", (unsigned long long)w[i].restarts);
+                                "\"state\":\"%s\",\"restarts\":%llu}", i ? "," : "", i,
+                                (int)w[i].pid, w[i].alive ? "true" : "false",
+                                dy_plan_slot_state_name(w[i].state),
+                                (unsigned long long)w[i].restarts);
     snprintf(body + len, cap - len, "]}");
     return send_json(c, alive ? 200 : 503, body);
 }
@@ -169,8 +171,70 @@ static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
     int n = dy_fleet_info(h->cfg.workers, w, 64);
     dy_xfer_totals x = dy_fleet_xfer_totals(h->cfg.workers);
     dy_router_totals rt = dy_fleet_router_totals(h->cfg.workers);
-    return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8",
-                     dy_metrics_render(h->cfg.metrics, w, n, &x, &rt));
+    char *text = dy_metrics_render(h->cfg.metrics, w, n, &x, &rt);
+    if (text && h->cfg.autoscale) {
+        dy_buf t = {0};
+        dy_buf_append_str(&t, text);
+        free(text);
+        dy_autoscale_render(h->cfg.autoscale, &t);
+        text = dy_buf_cstr(&t) ? (char *)t.data : NULL;
+        if (!text)
+            dy_buf_free(&t);
+    }
+    return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", text);
+}
+
+/* POST /v1/admin/pools: {"aggregated": N} or {"prefill": P, "decode": D} (absent sizes are 0),
+ * the target pools by hand (docs/planner.md). */
+static enum MHD_Result route_pools_set(dy_http *h, struct MHD_Connection *c, const conn_ctx *x)
+{
+    dy_api_error e;
+    const char *url = "/v1/admin/pools";
+    json_error_t jerr;
+    json_t *o = json_loadb(x->body ? x->body : "", x->len, 0, &jerr);
+    dy_pool_sizes t = {{0, 0, 0}};
+    static const char *const keys[] = {"aggregated", "prefill", "decode"};
+    static const dy_route_pool pools[] = {DY_POOL_AGG, DY_POOL_PREFILL, DY_POOL_DECODE};
+    const char *bad = !json_is_object(o) ? "the body must be a JSON object" : NULL;
+    const char *key;
+    json_t *v;
+    if (!bad)
+        json_object_foreach(o, key, v) {
+            int k = -1;
+            for (int i = 0; i < 3; i++)
+                if (!strcmp(key, keys[i]))
+                    k = i;
+            if (k < 0 || !json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) > 1024) {
+                bad = k < 0 ? "unknown field (use aggregated, prefill and decode)"
+                            : "a pool size must be an integer in [0, 1024]";
+                break;
+            }
+            t.n[pools[k]] = (int)json_integer_value(v);
+        }
+    char msg[256];
+    if (!bad && dy_autoscale_set_target(h->cfg.autoscale, &t, msg, sizeof msg) != 0)
+        bad = msg;
+    json_decref(o);
+    if (bad) {
+        dy_api_error_set(&e, 400, "invalid_request_error", NULL, "pools", "%s", bad);
+        return send_error(h, c, url, &e);
+    }
+    return send_json(c, 200, dy_autoscale_json(h->cfg.autoscale));
+}
+
+static enum MHD_Result route_pools(dy_http *h, struct MHD_Connection *c, bool post,
+                                   const conn_ctx *x)
+{
+    dy_api_error e;
+    if (!h->cfg.autoscale) {
+        dy_api_error_set(&e, 400, "invalid_request_error", "resizing_off", NULL,
+                         "the pools are fixed: start dyad serve with --cores N to resize them");
+        return send_error(h, c, "/v1/admin/pools", &e);
+    }
+    if (post)
+        return route_pools_set(h, c, x);
+    return send_json(c, 200, dy_autoscale_json(h->cfg.autoscale));
 }
 
 /* ---------------------------------------------------------------- waiting for a job */
@@ -340,7 +404,7 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
     dy_api_error e;
     const char *path = kind == DY_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
     dy_gen_env env = {h->cfg.tok, h->cfg.chat, &h->cfg.limits, h->cfg.model_id, h->cfg.workers,
-                      h->cfg.metrics, h->cfg.reqlog};
+                      h->cfg.metrics, h->cfg.reqlog, h->cfg.loadwin};
     pthread_mutex_lock(&h->mu);
     uint64_t serial = h->next_id++;
     pthread_mutex_unlock(&h->mu);
@@ -370,11 +434,12 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
     bool gen_route = !strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions");
     bool get_route = !strcmp(url, "/health") || !strcmp(url, "/metrics") ||
                      !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
-    if (!gen_route && !get_route) {
+    bool admin_route = !strcmp(url, "/v1/admin/pools");
+    if (!gen_route && !get_route && !admin_route) {
         dy_api_error_route_not_found(&e, method, url);
         return send_error(h, c, url, &e);
     }
-    if ((gen_route && !post) || (get_route && !get)) {
+    if ((gen_route && !post) || (get_route && !get) || (admin_route && !get && !post)) {
         dy_api_error_method_not_allowed(&e, method, url);
         return send_error(h, c, url, &e);
     }
@@ -386,6 +451,8 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
     }
     if (!strcmp(url, "/metrics"))
         return route_metrics(h, c);
+    if (admin_route && !x->too_large)
+        return route_pools(h, c, post, x);
     if (get_route)
         return route_models(h, c, url);
     if (x->too_large) {

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/tokenizer.h"
+#include "serve/front/autoscale.h"
 #include "serve/front/metrics.h"
 #include "serve/front/openai.h"
 #include "serve/front/reqlog.h"
@@ -27,6 +28,8 @@ typedef struct {
     dy_fleet *workers;
     dy_metrics *metrics;
     dy_reqlog *reqlog;        /* NULL: no request log */
+    dy_loadwin *loadwin;      /* NULL: no planner watches the traffic */
+    dy_autoscale *autoscale;  /* NULL: the pools are fixed (no /v1/admin/pools) */
     int64_t started;          /* unix time, for /v1/models */
 } dy_http_config;
 

@@ -108,7 +108,7 @@ static void render_hist(dy_buf *t, const hist *h)
         (unsigned long long)h->count, h->name, h->sum, h->name, (unsigned long long)h->count);
 }
 
-static void header(dy_buf *t, const char *name, const char *type, const char *help)
+void dy_metrics_header(dy_buf *t, const char *name, const char *type, const char *help)
 {
     dy_buf_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -120,14 +120,14 @@ static void worker_sum(dy_buf *t, const char *name, const char *type, const char
     double s = 0;
     for (int i = 0; i < n; i++)
         s += get(&w[i]);
-    header(t, name, type, help);
+    dy_metrics_header(t, name, type, help);
     dy_buf_printf(t, "%s %.17g\n", name, s);
 }
 
 static void worker_each(dy_buf *t, const char *name, const char *type, const char *help,
                         const dy_worker_info *w, int n, double (*get)(const dy_worker_info *))
 {
-    header(t, name, type, help);
+    dy_metrics_header(t, name, type, help);
     for (int i = 0; i < n; i++)
         dy_buf_printf(t, "%s{worker=\"%d\"} %.17g\n", name, i, get(&w[i]));
 }
@@ -152,20 +152,20 @@ static double kv_use(const dy_worker_info *w)
 
 static void xfer_metrics(dy_buf *t, const dy_xfer_totals *x)
 {
-    header(t, "dyad_kv_transfers_total", "counter", "Prompts whose KV moved from a prefill worker.");
+    dy_metrics_header(t, "dyad_kv_transfers_total", "counter", "Prompts whose KV moved from a prefill worker.");
     dy_buf_printf(t, "dyad_kv_transfers_total %llu\n", (unsigned long long)x->transfers);
-    header(t, "dyad_kv_transfer_failures_total", "counter",
+    dy_metrics_header(t, "dyad_kv_transfer_failures_total", "counter",
            "Remote prefills that failed or were abandoned (prefilled locally instead).");
     dy_buf_printf(t, "dyad_kv_transfer_failures_total %llu\n",
                   (unsigned long long)(x->failed + x->timeouts));
-    header(t, "dyad_kv_transfer_timeouts_total", "counter", "Remote prefills past --xfer-timeout.");
+    dy_metrics_header(t, "dyad_kv_transfer_timeouts_total", "counter", "Remote prefills past --xfer-timeout.");
     dy_buf_printf(t, "dyad_kv_transfer_timeouts_total %llu\n", (unsigned long long)x->timeouts);
-    header(t, "dyad_kv_transfer_bytes_total", "counter", "KV bytes moved between workers.");
+    dy_metrics_header(t, "dyad_kv_transfer_bytes_total", "counter", "KV bytes moved between workers.");
     dy_buf_printf(t, "dyad_kv_transfer_bytes_total %llu\n", (unsigned long long)x->bytes);
-    header(t, "dyad_kv_transfer_seconds_total", "counter",
+    dy_metrics_header(t, "dyad_kv_transfer_seconds_total", "counter",
            "Time spent moving KV (bytes_total / seconds_total is the transfer rate).");
     dy_buf_printf(t, "dyad_kv_transfer_seconds_total %.9g\n", x->seconds);
-    header(t, "dyad_prefill_total", "counter", "Prompts by where they were prefilled.");
+    dy_metrics_header(t, "dyad_prefill_total", "counter", "Prompts by where they were prefilled.");
     dy_buf_printf(t, "dyad_prefill_total{where=\"remote\"} %llu\n"
                   "dyad_prefill_total{where=\"local\"} %llu\n",
                   (unsigned long long)x->remote, (unsigned long long)x->local);
@@ -176,27 +176,27 @@ static double indexed(const dy_worker_info *w) { return (double)w->indexed_block
 
 static void router_metrics(dy_buf *t, const dy_router_totals *r, const dy_worker_info *w, int n)
 {
-    header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
+    dy_metrics_header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
     dy_buf_printf(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
-    header(t, "dyad_router_decisions_total", "counter",
+    dy_metrics_header(t, "dyad_router_decisions_total", "counter",
            "Routing decisions (a prompt's samples count once).");
     dy_buf_printf(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
     worker_each(t, "dyad_router_worker_decisions_total", "counter",
                 "Routing decisions that chose the worker.", w, n, routed);
-    header(t, "dyad_router_predicted_overlap_blocks_total", "counter",
+    dy_metrics_header(t, "dyad_router_predicted_overlap_blocks_total", "counter",
            "Leading prompt blocks the chosen worker held by the global index, summed over "
            "decisions (divide by decisions for the mean).");
     dy_buf_printf(t, "dyad_router_predicted_overlap_blocks_total %llu\n",
                   (unsigned long long)r->overlap_blocks);
-    header(t, "dyad_router_cached_tokens_total", "counter",
+    dy_metrics_header(t, "dyad_router_cached_tokens_total", "counter",
            "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
            "worker when the KV moved).");
     dy_buf_printf(t, "dyad_router_cached_tokens_total %llu\n",
                   (unsigned long long)r->cached_tokens);
-    header(t, "dyad_router_resyncs_total", "counter",
+    dy_metrics_header(t, "dyad_router_resyncs_total", "counter",
            "Full KV snapshots asked of workers (event gaps, errors).");
     dy_buf_printf(t, "dyad_router_resyncs_total %llu\n", (unsigned long long)r->resyncs);
-    header(t, "dyad_router_index_blocks", "gauge", "Distinct KV block hashes in the global index.");
+    dy_metrics_header(t, "dyad_router_index_blocks", "gauge", "Distinct KV block hashes in the global index.");
     dy_buf_printf(t, "dyad_router_index_blocks %llu\n", (unsigned long long)r->index_blocks);
     worker_each(t, "dyad_router_worker_indexed_blocks", "gauge",
                 "Blocks the global index says the worker holds (reported or predicted).", w, n, indexed);
@@ -211,7 +211,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     render_hist(&t, &m->itl);
     render_hist(&t, &m->e2e);
     render_hist(&t, &m->queue);
-    header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
+    dy_metrics_header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
     for (dy_end o = DY_END_STOP; o < DY_END_N; o++)
         dy_buf_printf(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),
             (unsigned long long)m->outcomes[o]);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include "serve/front/fleet.h"
 #include "serve/wire/end.h"
+#include "util/buf.h"
 
 typedef struct dy_metrics dy_metrics;
 
@@ -19,6 +20,8 @@ void dy_metrics_e2e(dy_metrics *m, double seconds);
 void dy_metrics_queue(dy_metrics *m, double seconds);
 /* Counts a request by its outcome (DY_END_STOP … DY_END_REJECTED). */
 void dy_metrics_request(dy_metrics *m, dy_end outcome);
+/* A metric's # HELP and # TYPE lines (for the other parts that render metrics). */
+void dy_metrics_header(dy_buf *t, const char *name, const char *type, const char *help);
 /* The whole exposition, with the workers' figures and the KV transfer totals; malloc'd. */
 char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n_workers,
                         const dy_xfer_totals *x, const dy_router_totals *rt);

@@ -275,6 +275,15 @@ bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m)
     return end_frame(b, at);
 }
 
+bool dy_wire_role(dy_buf *b, const dy_msg_role *m)
+{
+    if (m->role > DY_ROLE_DECODE)
+        return false;
+    size_t at = begin_frame(b, DY_MSG_ROLE);
+    put_u8(b, m->role);
+    return end_frame(b, at);
+}
+
 /* ---------------------------------------------------------------- decoding */
 
 typedef struct {
@@ -718,5 +727,14 @@ bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, c
     m->seen_seq = get_u64(&r);
     if (!r.bad && (m->reason < DY_RESYNC_GAP || m->reason > DY_RESYNC_ERROR))
         return bad(&r, "unknown resync reason %u", m->reason);
+    return finish(&r);
+}
+
+bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    m->role = get_u8(&r);
+    if (!r.bad && m->role > DY_ROLE_DECODE)
+        return bad(&r, "unknown role %u", m->role);
     return finish(&r);
 }

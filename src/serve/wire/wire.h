@@ -44,7 +44,9 @@ typedef enum {
     DY_MSG_KV_EVENTS = 12,   /* worker → frontend: a numbered batch of index changes */
     DY_MSG_KV_SNAPSHOT = 13, /* worker → frontend: every indexed block, in one or more parts */
     DY_MSG_KV_RESYNC = 14,   /* frontend → worker: send a snapshot */
-    DY_MSG_LAST = DY_MSG_KV_RESYNC,
+    /* The planner (docs/planner.md): */
+    DY_MSG_ROLE = 15,        /* frontend → an idle worker: take another role, answer HELLO */
+    DY_MSG_LAST = DY_MSG_ROLE,
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
@@ -202,6 +204,12 @@ typedef struct {
     uint64_t seen_seq;    /* the last seq the frontend applied (for logs) */
 } dy_msg_kv_resync;
 
+/* ROLE  role u8: sent only to a worker with nothing in flight; it answers with a new HELLO in
+ * that role (and a KV snapshot), keeping its process, model and cache. */
+typedef struct {
+    uint8_t role; /* dy_worker_role */
+} dy_msg_role;
+
 /* Safe after a failed decode too. */
 void dy_msg_kv_events_free(dy_msg_kv_events *m);
 void dy_msg_kv_snapshot_free(dy_msg_kv_snapshot *m);
@@ -221,6 +229,7 @@ bool dy_wire_kv_ready(dy_buf *b, const dy_msg_kv_ready *m);
 bool dy_wire_kv_events(dy_buf *b, const dy_msg_kv_events *m);
 bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m);
 bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m);
+bool dy_wire_role(dy_buf *b, const dy_msg_role *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -245,5 +254,6 @@ bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *
                                 size_t errlen);
 bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
                               size_t errlen);
+bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, size_t errlen);
 
 #endif

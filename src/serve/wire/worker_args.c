@@ -52,6 +52,9 @@ static int describe(dy_worker_config *c, worker_opt *out)
           .values = role_values, .def = DY_ROLE_AGG}, NULL},
         {{.name = "kv-listen", .kind = DY_OPT_STR, .dst = &c->kv_listen, .meta = "HOST:PORT",
           .help = "decode role: also receive KV blocks over TCP (port 0: any)"}, NULL},
+        {{.name = "switchable", .kind = DY_OPT_FLAG, .dst = &c->switchable,
+          .help = "the frontend may switch this worker's role (a ROLE frame): its KV pool is "
+                  "shared memory and --kv-listen applies in every role"}, NULL},
     };
     _Static_assert(sizeof all / sizeof all[0] <= DY_WORKER_MAX_OPTS, "DY_WORKER_MAX_OPTS");
     int n = (int)(sizeof all / sizeof all[0]);

@@ -25,13 +25,15 @@ typedef struct {
     bool no_kv_events;    /* publish no KV events (the router runs in approximate mode) */
     int role;              /* dy_worker_role (serve/wire/wire.h) */
     const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
+    bool switchable;       /* may be told to take another role (ROLE): its KV pool is in
+                            * shared memory, and it runs the TCP receiver, whatever its role */
 } dy_worker_config;
 
 typedef enum {
     DY_WORKER_OPTS_ALL,    /* every option of `dyad worker` */
     /* those `dyad serve` takes once for all its workers, under its names (--threads is
      * --threads-per-worker there); the frontend sets the others (--fd, --id, --role,
-     * --kv-listen) itself for each worker it starts */
+     * --kv-listen, --switchable) itself for each worker it starts */
     DY_WORKER_OPTS_SHARED,
 } dy_worker_opts_set;
 

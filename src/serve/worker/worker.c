@@ -252,6 +252,13 @@ static bool read_frames(worker *w)
             dy_msg_kv_resync m;
             if (dy_wire_decode_kv_resync(p, len, &m, err, sizeof err) && !w->cfg.no_kv_events)
                 dy_kv_publish_snapshot(&w->kvpub, w->kv, &w->tx);
+        } else if (t == DY_MSG_ROLE) {
+            dy_msg_role m;
+            if (dy_wire_decode_role(p, len, &m, err, sizeof err) && w->cfg.switchable)
+                w->next_role = m.role;
+            else
+                fprintf(stderr, "dyad worker %d: a role switch it cannot take: %s\n",
+                        w->cfg.worker_id, w->cfg.switchable ? err : "not --switchable");
         } else if (t == DY_MSG_KV_READY) {
             dy_msg_kv_ready m;
             if (dy_wire_decode_kv_ready(p, len, &m, err, sizeof err))
@@ -438,8 +445,9 @@ static int setup(worker *w, char *err, size_t errlen)
                  c->kv_mem_mib, block_bytes);
         return -1;
     }
-    if (c->role == DY_ROLE_DECODE) {
-        /* Prefill workers on this host write finished blocks straight into this pool. */
+    if (c->role == DY_ROLE_DECODE || c->switchable) {
+        /* Prefill workers on this host write finished blocks straight into this pool (a
+         * switchable worker may become a decode worker later, so it starts with one too). */
         char name[64];
         snprintf(name, sizeof name, "/" DY_KV_SHM_NAME, (int)getpid(), c->worker_id);
         w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
@@ -508,9 +516,35 @@ static void teardown(worker *w)
     dy_buf_free(&w->tx);
 }
 
+/* Appends HELLO: what this worker serves, in its role now. */
+static void send_hello(worker *w)
+{
+    const dy_worker_config *c = &w->cfg;
+    dy_msg_hello hello = {(uint32_t)c->worker_id, (uint32_t)getpid(), w->model->fingerprint,
+                          (uint32_t)w->model->hp.ctx_len, (uint32_t)w->model->hp.vocab_size,
+                          (uint32_t)w->pool->n_blocks, (uint32_t)c->block_size,
+                          (uint8_t)c->role, (uint32_t)dy_kv_block_bytes(w->pool), "", ""};
+    snprintf(hello.shm_name, sizeof hello.shm_name, "%s", w->pool->shm_name);
+    if (w->rx)
+        snprintf(hello.tcp_addr, sizeof hello.tcp_addr, "%s", dy_xfer_rx_addr(w->rx));
+    dy_wire_hello(&w->tx, &hello);
+}
+
+/* A role switch the frontend asked for, once nothing is in flight: the model, the pool and
+ * its prefix cache stay; the frontend learns the new role from HELLO and the cache from the
+ * snapshot that follows it, as for a new worker. */
+static void take_next_role(worker *w)
+{
+    w->cfg.role = w->next_role;
+    w->next_role = -1;
+    send_hello(w);
+    if (!w->cfg.no_kv_events)
+        w->kvpub.want_snapshot = true;
+}
+
 int dy_worker_run(const dy_worker_config *cfg)
 {
-    worker w = {.cfg = *cfg};
+    worker w = {.cfg = *cfg, .next_role = -1};
     char err[1024];
     dy_conn_init(&w.conn, cfg->fd);
     if (setup(&w, err, sizeof err) != 0) {
@@ -519,14 +553,7 @@ int dy_worker_run(const dy_worker_config *cfg)
         return 1;
     }
     fcntl(cfg->fd, F_SETFL, fcntl(cfg->fd, F_GETFL) | O_NONBLOCK);
-    dy_msg_hello hello = {(uint32_t)cfg->worker_id, (uint32_t)getpid(), w.model->fingerprint,
-                          (uint32_t)w.model->hp.ctx_len, (uint32_t)w.model->hp.vocab_size,
-                          (uint32_t)w.pool->n_blocks, (uint32_t)cfg->block_size,
-                          (uint8_t)cfg->role, (uint32_t)dy_kv_block_bytes(w.pool), "", ""};
-    snprintf(hello.shm_name, sizeof hello.shm_name, "%s", w.pool->shm_name);
-    if (w.rx)
-        snprintf(hello.tcp_addr, sizeof hello.tcp_addr, "%s", dy_xfer_rx_addr(w.rx));
-    dy_wire_hello(&w.tx, &hello);
+    send_hello(&w);
     bool alive = flush(&w);
     while (alive) {
         dy_disagg_poll(&w);
@@ -537,6 +564,8 @@ int dy_worker_run(const dy_worker_config *cfg)
             break;
         if (busy)
             step(&w);
+        else if (w.next_role >= 0 && !w.reqs && !w.n_awaiting)
+            take_next_role(&w);
         if (!cfg->no_kv_events)
             dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
         double t = dy_now();

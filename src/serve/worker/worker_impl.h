@@ -73,6 +73,7 @@ typedef struct {
     int n_awaiting;             /* decode role: sequences waiting for TCP blocks */
     uint64_t xfer_bytes;
     bool draining, broken;
+    int next_role;              /* -1, or the role a ROLE frame asked for: taken when idle */
     uint64_t prompt_tokens, generated_tokens, steps;
     double step_seconds, last_stats;
 } worker;
