@@ -6,7 +6,8 @@
 # STARTUPS; each row gives goodput per worker-second (requests that met the SLO over the
 # worker-seconds the slots spent out of the park: starting, active or draining) and SLO
 # attainment, with the decisions and moves the planner made. Two static deployments without the
-# planner (the initial 4 workers, and all 16) frame it. docs/bench/planner_startup.log is its
+# planner (the initial 4 workers, and all 16) frame it, and the reactive mode at a few start-up
+# times (REACTIVE_STARTUPS) compares. docs/bench/planner_startup.log is its
 # output; the simulation reads no clock, so the figures do not depend on the machine's load.
 #
 #   bash bench/planner_startup.sh > docs/bench/planner_startup.log
@@ -20,6 +21,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dyad=${1:-$root/build/dyad}
 STARTUPS=${STARTUPS:-"0 10 30 60 90 120 180"}
+REACTIVE_STARTUPS=${REACTIVE_STARTUPS:-"0 60 120"}
 INTERVAL=${INTERVAL:-30}
 PREDICTOR=${PREDICTOR:-last}
 SLO=${SLO:-ttft_ms=1000,tpot_ms=25}
@@ -52,7 +54,7 @@ echo "# workload: 4 phases x 300 s ($(wc -l <"$trace") requests; see the script)
 echo "# planner: --budget-workers $BUDGET, $INITIAL aggregated workers at the start, --planner-interval $INTERVAL, --planner-predictor $PREDICTOR, --switch-s 0, min dwell 3"
 echo
 common=(--cost "$cost" --trace "$trace" --slo "$SLO" --concurrency 100000 --json)
-printf '| %-22s | %9s | %9s | %8s | %10s | %12s | %9s | %9s | %5s | %5s |\n' run requests met failed worker_s good/worker_s attained TTFT_p90 decns moves
+printf '| %-25s | %9s | %9s | %8s | %10s | %12s | %9s | %9s | %5s | %5s |\n' run requests met failed worker_s good/worker_s attained TTFT_p90 decns moves
 echo "|---|---|---|---|---|---|---|---|---|---|"
 row() { # label, then dyad sim run's options
   local label=$1
@@ -69,7 +71,7 @@ if p:
 else:  # every worker (one GPU each) all the run
     ws = r["cores"] * r["duration_s"]
     gpw, att, decns, moves = good / ws, good / (done + failed), "-", "-"
-print("| %-22s | %9d | %9d | %8d | %10.0f | %12.4f | %8.1f%% | %9.0f | %5s | %5s |" % (
+print("| %-25s | %9d | %9d | %8d | %10.0f | %12.4f | %8.1f%% | %9.0f | %5s | %5s |" % (
     label, done + failed, good, failed, ws, gpw, 100 * att, r["ttft_ms"]["p90"], decns, moves))
 ' "$label"
 }
@@ -79,8 +81,12 @@ for s in $STARTUPS; do
   row "planner, start-up ${s} s" --workers "$INITIAL" --planner sla --budget-workers "$BUDGET" \
     --planner-interval "$INTERVAL" --planner-predictor "$PREDICTOR" --startup-s "$s"
 done
+for s in $REACTIVE_STARTUPS; do
+  row "reactive, start-up ${s} s" --workers "$INITIAL" --planner reactive --budget-workers "$BUDGET" \
+    --planner-interval "$INTERVAL" --startup-s "$s"
+done
 echo
-echo "# decisions of the planner at start-up 0 s and 120 s (t, action, target, active agg/prefill/decode):"
+echo "# decisions of the SLA planner at start-up 0 s and 120 s (t, action, target, active agg/prefill/decode):"
 for s in 0 120; do
   "$dyad" sim run "${common[@]}" --workers "$INITIAL" --planner sla --budget-workers "$BUDGET" \
     --planner-interval "$INTERVAL" --planner-predictor "$PREDICTOR" --startup-s "$s" | python3 -c '
