@@ -99,6 +99,33 @@ static void test_bad_configs(void **state)
     assert_string_equal(dy_predict_name(DY_PREDICT_KALMAN), "kalman");
 }
 
+/* The command line's spelling: defaults per kind, settings, and what is refused. */
+static void test_parse(void **state)
+{
+    (void)state;
+    dy_predict_config c;
+    char err[160], text[64];
+    assert_int_equal(dy_predict_parse("last", &c, err, sizeof err), 0);
+    assert_int_equal(c.kind, DY_PREDICT_LAST);
+    assert_int_equal(dy_predict_parse("mean", &c, err, sizeof err), 0);
+    assert_int_equal(c.window, 10);
+    assert_int_equal(dy_predict_parse("mean:3", &c, err, sizeof err), 0);
+    assert_int_equal(c.window, 3);
+    assert_int_equal(dy_predict_parse("holt:0.3,0.05", &c, err, sizeof err), 0);
+    assert_true(c.kind == DY_PREDICT_HOLT && c.alpha == 0.3 && c.beta == 0.05);
+    assert_int_equal(dy_predict_parse("kalman", &c, err, sizeof err), 0);
+    assert_true(c.kind == DY_PREDICT_KALMAN && c.q == 0.01 && c.r == 1);
+    dy_predict_format(&c, text, sizeof text);
+    assert_string_equal(text, "kalman:0.01,1");
+    const char *bad[] = {"", "kal", "kalmanx", "last:1", "mean:2.5", "mean:0", "mean:65",
+                         "holt:0.5", "holt:0.5,0.1,3", "holt:2,0.1", "kalman:-1,1", "kalman:1,x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (dy_predict_parse(bad[i], &c, err, sizeof err) == 0)
+            fail_msg("'%s' was accepted", bad[i]);
+    assert_int_equal(dy_predict_parse("mean:0", &c, err, sizeof err), -1);
+    assert_non_null(strstr(err, "predict.window"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -106,6 +133,7 @@ int main(void)
         cmocka_unit_test(test_holt),
         cmocka_unit_test(test_kalman),
         cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,6 +133,12 @@ static const place_case place_cases[] = {
      .prompt_tokens = 80, .max_tokens = 16, .want = {-1, -1, 0, 0}},
     {"disaggregated: only the prefill pool alive", 2, {PRE, DEC}, .dead = {false, true},
      .prompt_tokens = 160, .max_tokens = 16, .want = {-1, -1, 0, 0}},
+    /* A pool in transition (the planner switching roles): an aggregated worker prefills
+     * itself, a decode worker is sent a prefill worker. */
+    {"mixed: an aggregated generator prefills itself", 3, {AGG, PRE, DEC},
+     .dead = {false, false, true}, .prompt_tokens = 160, .max_tokens = 16, .want = {0, -1, 0, 1}},
+    {"mixed: a decode generator gets a prefill worker", 3, {AGG, PRE, DEC},
+     .dead = {true, false, false}, .prompt_tokens = 160, .max_tokens = 16, .want = {2, 1, 0, 1}},
     {"samples: all fit together", 1, {AGG}, .prompt_tokens = 32, .max_tokens = 31,
      .n_samples = 4, .want = {0, -1, 0, 4}},
     /* 2 prompt blocks shared + 3 per sample: (20 - 2) / 3 = 6 of 10 fit */

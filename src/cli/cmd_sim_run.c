@@ -11,6 +11,8 @@
 #include "cli/commands.h"
 #include "cli/deploy_opts.h"
 #include "cli/parse.h"
+#include "cli/sim_plan_report.h"
+#include "plan/predict.h"
 #include "sim/cost.h"
 #include "sim/deploy.h"
 #include "sim/requests.h"
@@ -33,7 +35,10 @@ static const char run_epilog[] =
     "with --concurrency as a cap on requests in flight) or a trace at its times; --sweep runs\n"
     "one simulation per value. The figures are bench's (TTFT, TPOT, ITL, E2E; the run from\n"
     "time 0); the same seed gives the same report. What the simulation leaves out is in\n"
-    "docs/sim.md.\n"
+    "docs/sim.md. --planner sla (or reactive) runs the planner (plan/planner.h) each interval\n"
+    "on what the simulated frontend saw, sizing for --slo's ttft_ms and tpot_ms within\n"
+    "--budget-workers, and carries its decisions out on the workers as `dyad serve` does\n"
+    "(docs/sim.md, \"Planner replay\").\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
@@ -61,11 +66,25 @@ typedef struct {
     bool json;
     /* policy names, as the router spells them */
     const char *policies[5];
+    /* the planner */
+    int planner;                /* PLANNER_OFF or PLANNER_SLA */
+    double plan_interval_s, startup_s, switch_s;
+    int budget_workers, min_dwell;
+    dy_predict_config predict;
+    const char *planner_log;
 } run_opts;
+
+enum { PLANNER_OFF = 0, PLANNER_SLA = 1, PLANNER_REACTIVE = 2 };
+static const char *const planner_names[] = {"off", "sla", "reactive", NULL};
 
 static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
 {
     return dyb_slo_parse(v, ctx, err, errlen) == 0;
+}
+
+static bool set_predictor(void *ctx, const char *v, char *err, size_t errlen)
+{
+    return dy_predict_parse(v, ctx, err, errlen) == 0;
 }
 
 static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
@@ -74,7 +93,7 @@ static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
     return dyb_sweep_parse(v, &o->sweep, o->sweep_values, &o->n_sweep, err, errlen);
 }
 
-#define N_RUN_OPTS 48
+#define N_RUN_OPTS 60
 
 /* The option table: serve's names, ranges and defaults for the deployment, bench's for the
  * load and the workload. seen[i] tells whether entry i was given. Returns its length. */
@@ -157,6 +176,38 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
          .help = "seed of every random choice: the same seed gives the same prompts, "
                  "lengths and arrival gaps"},
     };
+    const dy_opt planner[] = {
+        {.section = "Planner (issue 13: the pools resized as the traffic drifts)",
+         .name = "planner", .kind = DY_OPT_ENUM, .dst = &o->planner, .meta = "MODE",
+         .help = "sla: the SLA planner sizes the pools each interval for --slo's ttft_ms and "
+                 "tpot_ms, within --budget-workers; reactive: one worker at a time where a p90, "
+                 "the queue or KV use is over its threshold (plan/planner.h); off: the "
+                 "deployment is fixed",
+         .names = planner_names, .def = PLANNER_OFF},
+        {.name = "planner-interval", .kind = DY_OPT_DOUBLE, .dst = &o->plan_interval_s,
+         .meta = "S", .help = "seconds between the planner's decisions", .min = 0.001,
+         .max = 1e6, .def = 10},
+        {.name = "budget-workers", .kind = DY_OPT_INT, .dst = &o->budget_workers, .meta = "N",
+         .help = "workers the planner may run at once (the deployment's are the first; the "
+                 "rest start parked)", .min = 1, .max = DY_DEPLOY_MAX_WORKERS,
+         .shown_default = "the deployment's workers"},
+        {.name = "startup-s", .kind = DY_OPT_DOUBLE, .dst = &o->startup_s, .meta = "S",
+         .help = "a started worker serves S seconds after the planner starts it (and the "
+                 "planner forecasts that far ahead)", .min = 0, .max = 1e6, .def = 0},
+        {.name = "switch-s", .kind = DY_OPT_DOUBLE, .dst = &o->switch_s, .meta = "S",
+         .help = "a worker switching roles serves S seconds after it drained", .min = 0,
+         .max = 1e6, .def = 0},
+        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = set_predictor,
+         .ctx = &o->predict, .meta = "P",
+         .help = "the load predictor of each series: last, mean[:W], holt[:ALPHA,BETA] or "
+                 "kalman[:Q,R] (`dyad plan predict` compares them on a trace)",
+         .shown_default = "kalman:0.01,1"},
+        {.name = "planner-min-dwell", .kind = DY_OPT_INT, .dst = &o->min_dwell, .meta = "N",
+         .help = "intervals a smaller size must be the answer before the planner shrinks",
+         .min = 1, .max = 100000, .def = 3},
+        {.name = "planner-log", .kind = DY_OPT_STR, .dst = &o->planner_log, .meta = "FILE",
+         .help = "the planner's decisions as CSV, one row per interval"},
+    };
     const dy_opt tail[] = {
         {.section = "Report (as `dyad bench`)", .name = "slo", .kind = DY_OPT_CALL,
          .call = set_slo, .ctx = &o->slo, .meta = "LIST",
@@ -175,16 +226,48 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
          .help = "bench's Pareto plot as SVG"},
     };
 #define N(a) (sizeof(a) / sizeof((a)[0]))
-    _Static_assert(N(head) + CLI_DEPLOY_OPTS + N(after_workers) + DYB_WORKLOAD_OPTS + N(tail) <=
-                       N_RUN_OPTS, "N_RUN_OPTS");
+    _Static_assert(N(head) + CLI_DEPLOY_OPTS + N(after_workers) + DYB_WORKLOAD_OPTS +
+                       N(planner) + N(tail) <= N_RUN_OPTS, "N_RUN_OPTS");
     int n = cli_opts_append(t, 0, head, N(head));
     n += cli_deploy_opts_table(&o->dep, NULL, true, t + n);
     n = cli_opts_append(t, n, after_workers, N(after_workers));
     n += dyb_workload_opts(w, t + n);
+    n = cli_opts_append(t, n, planner, N(planner));
     n = cli_opts_append(t, n, tail, N(tail));
 #undef N
     cli_opts_track(t, n, seen);
     return n;
+}
+
+/* The planner's options come with --planner sla or reactive, which need both objectives and
+ * one run. */
+static bool check_planner(const run_opts *o, dy_opts_given g)
+{
+    static const char *const planner_only[] = {"--planner-interval", "--budget-workers",
+                                               "--startup-s", "--switch-s",
+                                               "--planner-predictor", "--planner-min-dwell",
+                                               "--planner-log"};
+    if (o->planner == PLANNER_OFF) {
+        for (size_t i = 0; i < sizeof planner_only / sizeof planner_only[0]; i++)
+            if (dy_opts_was_given(g, planner_only[i])) {
+                fprintf(stderr, "dyad sim run: %s: only with --planner sla or reactive\n",
+                        planner_only[i]);
+                return false;
+            }
+        return true;
+    }
+    if (o->planner == PLANNER_REACTIVE && dy_opts_was_given(g, "--planner-predictor")) {
+        fprintf(stderr, "dyad sim run: --planner-predictor: the reactive mode forecasts "
+                        "nothing (only with --planner sla)\n");
+        return false;
+    }
+    const char *bad = !(o->slo.ttft_ms > 0) || !(o->slo.tpot_ms > 0)
+                          ? "--slo: the planner sizes for ttft_ms=X and tpot_ms=Y: give both"
+                      : o->sweep != DYB_SWEEP_NONE ? "--sweep: not with --planner (one run)"
+                                                   : NULL;
+    if (bad)
+        fprintf(stderr, "dyad sim run: %s\n", bad);
+    return !bad;
 }
 
 /* bench's rules between workload options, serve's between the worker counts, and the load. */
@@ -206,13 +289,16 @@ static bool check(const run_opts *o, dy_opts_given g)
     }
     return dy_opts_conflict(g, "--workers", o->pre >= 0 || o->dec >= 0,
                             "--prefill-workers/--decode-workers") &&
-           dyb_check_workload_opts(g, w, rate, o->sweep);
+           dyb_check_workload_opts(g, w, rate, o->sweep) && check_planner(o, g);
 }
 
 /* 0 after --help, 2 on a usage error, CLI_GO to run. */
 static int parse(int argc, char **argv, run_opts *o)
 {
     *o = (run_opts){.router = dy_router_config_default(), .route = dy_route_config_default()};
+    char err[160];
+    if (dy_predict_parse("kalman", &o->predict, err, sizeof err) != 0)
+        return 2; /* cannot happen: the default's own spelling */
     bool seen[N_RUN_OPTS];
     dy_opt t[N_RUN_OPTS];
     int n = run_table(o, seen, t);
@@ -352,12 +438,29 @@ static int write_file(const char *path, bool svg, const dyb_run_info *ri, const 
 
 /* After every point, as bench writes them: the JSON objects (or the sweep's Pareto table),
  * the CSV and the plot. 0, or 1 when a write failed or no request succeeded. */
-static int outputs(const run_opts *o, const dyb_run_info *ri, dyb_point *pts, size_t n)
+/* Bench's JSON object of a run with the planner's report as its "planner" member. */
+static char *with_planner(char *bench_json, json_t *planner)
+{
+    json_t *root = bench_json ? json_loads(bench_json, 0, NULL) : NULL;
+    free(bench_json);
+    if (!root || json_object_set(root, "planner", planner) != 0) {
+        json_decref(root);
+        return NULL;
+    }
+    char *text = json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    json_decref(root);
+    return text;
+}
+
+static int outputs(const run_opts *o, const dyb_run_info *ri, dyb_point *pts, size_t n,
+                   json_t *planner)
 {
     dyb_points_mark_pareto(pts, n);
     int rc = 0;
     for (size_t i = 0; o->json && i < n; i++) {
         char *s = dyb_report_json(ri, &pts[i], o->sweep != DYB_SWEEP_NONE);
+        if (planner)
+            s = with_planner(s, planner);
         if (s)
             printf("%s\n", s);
         else
@@ -391,10 +494,90 @@ typedef struct {
     dy_deploy d;
     dyb_workload *wl;
     dyb_run_info ri;
-    char url[256], workload[512];
+    char url[320], workload[512];
     dyb_point pts[DYB_MAX_SWEEP];
     size_t n_pts;
+    /* --planner sla: the deployment's workers, then the parked slots up to the budget */
+    dy_sim_worker *slots;
+    int n_slots;
+    dy_sim_planner plan;
+    json_t *plan_json;        /* the run's planner report, for --json */
 } sim_cmd;
+
+/* ---------------------------------------------------------------- the planner */
+
+/* The slots: the deployment's workers first, then parked ones with the same limits. 0, or the
+ * exit status after a message. */
+static int make_slots(sim_cmd *c)
+{
+    const int budget = c->o.budget_workers > 0 ? c->o.budget_workers : c->d.n;
+    if (budget < c->d.n) {
+        fprintf(stderr, "dyad sim run: --budget-workers: %d is below the deployment's %d "
+                        "workers\n", budget, c->d.n);
+        return 2;
+    }
+    if (!(c->slots = calloc((size_t)budget, sizeof *c->slots))) {
+        fprintf(stderr, "dyad sim run: out of memory\n");
+        return 1;
+    }
+    for (int i = 0; i < budget; i++) {
+        c->slots[i] = c->d.workers[i < c->d.n ? i : 0];
+        if (i >= c->d.n)
+            c->slots[i].role = DY_POOL_AGG; /* a START gives it its role */
+    }
+    c->n_slots = budget;
+    return 0;
+}
+
+/* The planner's configuration, checked as the simulator will check it: 0, or 2 after
+ * dy_planner_init's message (impossible objectives, a bad predictor). */
+static int make_planner(sim_cmd *c)
+{
+    const run_opts *o = &c->o;
+    int rc = make_slots(c);
+    if (rc != 0)
+        return rc;
+    dy_deploy_shape sh = cli_deploy_shape(&o->dep);
+    const int units = dy_deploy_worker_units(c->m);
+    c->plan = (dy_sim_planner){
+        .on = true, .n_active = c->d.n, .switch_s = o->switch_s,
+        .planner = {.predict = o->predict, .slo = {o->slo.ttft_ms / 1e3, o->slo.tpot_ms / 1e3},
+                    .hw = dy_deploy_balance_hw(c->m, &sh, (long)c->n_slots * units),
+                    .interval_s = o->plan_interval_s, .startup_s = o->startup_s,
+                    .min_dwell = o->min_dwell,
+                    .mode = o->planner == PLANNER_REACTIVE ? DY_PLANNER_REACTIVE
+                                                           : DY_PLANNER_SLA}};
+    dy_planner check;
+    char err[256];
+    const int pre = c->d.n_prefill;
+    if (dy_planner_init(&check, &c->plan.planner, pre > 0, pre, c->d.n - pre, err,
+                        sizeof err) != 0) {
+        fprintf(stderr, "dyad sim run: --planner: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+/* The planner's part of the run's report: the text (without --json), the CSV log, and the
+ * JSON member kept for outputs(). 0, or 1 when a write failed or memory ran out. */
+static int report_planner(sim_cmd *c, const dy_sim *s, const dyb_point *p)
+{
+    if (!c->o.json)
+        cli_plan_report_text(stdout, s, &c->plan, &p->sum);
+    else if (!(c->plan_json = cli_plan_report_json(s, &c->plan, &p->sum))) {
+        fprintf(stderr, "dyad sim run: out of memory writing the planner's report\n");
+        return 1;
+    }
+    if (!c->o.planner_log)
+        return 0;
+    FILE *f = fopen(c->o.planner_log, "w");
+    int rc = f ? cli_plan_report_csv(f, s) : -1;
+    if (f && fclose(f) != 0)
+        rc = -1;
+    if (rc != 0)
+        fprintf(stderr, "dyad sim run: --planner-log: cannot write %s\n", c->o.planner_log);
+    return rc != 0;
+}
 
 /* Simulates point i (the whole run without a sweep) on a fresh deployment, with fresh prompts
  * (bench's rounds: no point finds an earlier point's prompts in a cache) into pts[n_pts]. */
@@ -410,20 +593,29 @@ static int simulate_point(sim_cmd *c, int i)
     }
     dy_sim_config sc = sim_config(&c->o, c->m, &c->d);
     sc.max_in_flight = rule.cap;
+    if (c->plan.on) {
+        sc.workers = c->slots;
+        sc.n_workers = c->n_slots;
+        sc.plan = c->plan;
+    }
     dy_step_costs costs = dy_deploy_costs(c->m);
     char err[512];
     dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
     int rc = 1;
     if (s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0) {
-        long cores = c->o.cores > 0 ? c->o.cores : dy_deploy_units(&c->d, c->m);
+        long cores = c->o.cores > 0     ? c->o.cores
+                     : c->plan.on       ? (long)c->n_slots * dy_deploy_worker_units(c->m)
+                                        : dy_deploy_units(&c->d, c->m);
         rc = summarize(&c->o, s, cores, p) == 0 ? 0 : 1;
         if (rc != 0)
             fprintf(stderr, "dyad sim run: out of memory while summarising\n");
         else if (!c->o.json) {
             dyb_report_text(stdout, &c->ri, p);
             report_totals(s);
-            fflush(stdout);
         }
+        if (rc == 0 && c->plan.on)
+            rc = report_planner(c, s, p);
+        fflush(stdout);
     } else
         fprintf(stderr, "dyad sim run: %s\n", err);
     if (rc == 0)
@@ -440,6 +632,8 @@ static int setup(sim_cmd *c)
     if (!(c->m = load_cost(&c->o)))
         return 1;
     int rc = make_deployment(&c->o, c->m, &c->d);
+    if (rc == 0 && c->o.planner != PLANNER_OFF)
+        rc = make_planner(c);
     if (rc != 0)
         return rc;
     char err[1024];
@@ -449,6 +643,11 @@ static int setup(sim_cmd *c)
     }
     dyb_workload_describe(c->wl, c->workload, sizeof c->workload);
     dy_deploy_describe(&c->d, c->m, c->url, sizeof c->url);
+    if (c->plan.on) {
+        size_t at = strlen(c->url);
+        snprintf(c->url + at, sizeof c->url - at, " at the start; planner %s over %d slots",
+                 planner_names[c->o.planner], c->n_slots);
+    }
     c->ri = (dyb_run_info){c->url, dy_cost_name(c->m), "completions", c->workload, c->o.wl.seed};
     return 0;
 }
@@ -470,9 +669,11 @@ int cmd_sim_run(int argc, char **argv)
     for (int i = 0; rc == 0 && i < n; i++)
         rc = simulate_point(c, i);
     if (rc == 0)
-        rc = outputs(&c->o, &c->ri, c->pts, c->n_pts);
+        rc = outputs(&c->o, &c->ri, c->pts, c->n_pts, c->plan_json);
     for (size_t i = 0; i < c->n_pts; i++)
         dyb_point_free(&c->pts[i]);
+    json_decref(c->plan_json);
+    free(c->slots);
     dyb_workload_free(c->wl);
     dy_deploy_free(&c->d);
     dy_cost_free(c->m);

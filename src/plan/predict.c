@@ -3,6 +3,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const char *dy_predict_name(dy_predict_kind k)
 {
@@ -104,4 +106,65 @@ double dy_predict_ahead(const dy_predictor *p, int steps)
         return dy_predict_next(p);
     const double f = p->level + steps * p->trend;
     return f > 0 ? f : 0;
+}
+
+/* The numbers after "name:", n_want of them separated by commas; false when malformed. */
+static bool parse_numbers(const char *p, double *v, int n_want)
+{
+    for (int i = 0; i < n_want; i++) {
+        char *end;
+        v[i] = strtod(p, &end);
+        if (end == p || !isfinite(v[i]) || *end != (i + 1 < n_want ? ',' : '\0'))
+            return false;
+        p = end + 1;
+    }
+    return true;
+}
+
+int dy_predict_parse(const char *spec, dy_predict_config *out, char *err, size_t errlen)
+{
+    static const dy_predict_config defaults[] = {
+        {.kind = DY_PREDICT_LAST},
+        {.kind = DY_PREDICT_MEAN, .window = 10},
+        {.kind = DY_PREDICT_HOLT, .alpha = 0.5, .beta = 0.1},
+        {.kind = DY_PREDICT_KALMAN, .q = 0.01, .r = 1},
+    };
+    static const int n_settings[] = {0, 1, 2, 2};
+    const char *colon = strchr(spec, ':');
+    const size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+    for (int k = DY_PREDICT_LAST; k <= DY_PREDICT_KALMAN; k++) {
+        const char *name = dy_predict_name((dy_predict_kind)k);
+        if (strlen(name) != len || strncmp(spec, name, len) != 0)
+            continue;
+        dy_predict_config c = defaults[k];
+        double v[2];
+        if (colon && (n_settings[k] == 0 || !parse_numbers(colon + 1, v, n_settings[k]))) {
+            snprintf(err, errlen, "'%s': %s takes %s", spec, name,
+                     k == DY_PREDICT_LAST ? "no settings" : k == DY_PREDICT_MEAN ? ":W"
+                     : k == DY_PREDICT_HOLT ? ":ALPHA,BETA" : ":Q,R");
+            return -1;
+        }
+        if (colon && k == DY_PREDICT_MEAN)
+            c.window = v[0] == floor(v[0]) && fabs(v[0]) < 1e6 ? (int)v[0] : -1;
+        else if (colon && k == DY_PREDICT_HOLT)
+            c.alpha = v[0], c.beta = v[1];
+        else if (colon && k == DY_PREDICT_KALMAN)
+            c.q = v[0], c.r = v[1];
+        if (dy_predict_check(&c, err, errlen) != 0)
+            return -1;
+        *out = c;
+        return 0;
+    }
+    snprintf(err, errlen, "'%s' is not last, mean[:W], holt[:ALPHA,BETA] or kalman[:Q,R]", spec);
+    return -1;
+}
+
+void dy_predict_format(const dy_predict_config *c, char *out, size_t cap)
+{
+    switch (c->kind) {
+    case DY_PREDICT_MEAN: snprintf(out, cap, "mean:%d", c->window); break;
+    case DY_PREDICT_HOLT: snprintf(out, cap, "holt:%g,%g", c->alpha, c->beta); break;
+    case DY_PREDICT_KALMAN: snprintf(out, cap, "kalman:%g,%g", c->q, c->r); break;
+    default: snprintf(out, cap, "%s", dy_predict_name(c->kind));
+    }
 }

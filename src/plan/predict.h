@@ -44,4 +44,11 @@ double dy_predict_ahead(const dy_predictor *p, int steps);
 /* "last", "mean", "holt", "kalman". */
 const char *dy_predict_name(dy_predict_kind k);
 
+/* A predictor as a command line spells it: "last", "mean[:W]", "holt[:ALPHA,BETA]" or
+ * "kalman[:Q,R]"; the settings left out are `dyad plan predict`'s first candidate of the kind
+ * (mean 10, holt 0.5,0.1, kalman 0.01,1). 0, or -1 with the problem in err. */
+int dy_predict_parse(const char *spec, dy_predict_config *out, char *err, size_t errlen);
+/* The spelling dy_predict_parse reads back ("kalman:0.01,1"). */
+void dy_predict_format(const dy_predict_config *c, char *out, size_t cap);
+
 #endif

@@ -13,12 +13,19 @@
  * its block hashes, one record per sample) until its last sample ended and went to the sink;
  * the slot, buffers and all, then serves a later request. Placements (flights) are slots too,
  * freed when their last sample ends. dy_sim_run is this streamed run over an array, keeping
- * every record. */
+ * every record.
+ *
+ * With a planner (cfg.plan) the frontend also runs plan/planner.h each interval (EV_PLAN) on
+ * what it saw, and carries the decision out with plan/actuate.h's reconciler on the worker
+ * slots, as the server does: the reconciler is asked again whenever a slot changes state (a
+ * start or a switch done, EV_SLOT; a drain done, when a draining worker goes idle holding
+ * nothing), so that the moves it deferred happen then. */
 #include "sim/sim.h"
 #include "kv/block_hash.h"
 #include "kv/kv_cache.h"
 #include "sched/sched.h"
 #include "util/buf.h"
+#include "util/stats.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +34,18 @@
 
 /* ---------------------------------------------------------------- types */
 
-typedef enum { EV_ARRIVAL, EV_ITERATE, EV_STEP_END, EV_FLUSH, EV_TICK, EV_XFER_DONE } ev_kind;
+typedef enum {
+    EV_ARRIVAL, EV_ITERATE, EV_STEP_END, EV_FLUSH, EV_TICK, EV_XFER_DONE,
+    EV_PLAN, /* the planner's interval ended */
+    EV_SLOT, /* a starting (or switching) worker is ready */
+} ev_kind;
+
+/* Idle ticks, planning intervals and start-ups change nothing a request waits for (a request
+ * is only ever placed on an active worker): when only they are left, the run is over. */
+static bool is_work(int kind)
+{
+    return kind != EV_TICK && kind != EV_PLAN && kind != EV_SLOT;
+}
 
 typedef struct {
     double t;
@@ -97,6 +115,11 @@ typedef struct {
     int32_t *sampled;
     void *sampled_seqs;      /* scratch: the step's sequences that get a token */
     dy_sim_worker_totals tot;
+    /* the frontend's view of it */
+    int held;                /* samples sent to it and prompts sent it to prefill, not ended */
+    /* its slot (dy_sim's slot[]: always active without a planner); cfg.role is its role */
+    bool fresh;              /* starting: a new process (an empty cache) */
+    double since;            /* the start of the span not yet counted in worker_s */
 } sim_worker;
 
 /* One sample of a request the simulator holds. */
@@ -129,12 +152,23 @@ typedef struct {
     int first, count;
     int open;                 /* its samples not yet ended */
     int gen, prefill;         /* prefill: the planned prefill worker, -1 local */
+    int prefill_at;           /* the prefill worker its prompt was sent to; -1: none */
     dy_router_ticket ticket;
     bool has_ticket;
     dy_seq *decode_seq;       /* disaggregated: the leader's sequence on the decode worker */
     int n_ship;               /* disaggregated: blocks the decode worker set aside */
     msg xfer_done;            /* async transfer: the PREFILL_DONE frame its copy's end sends */
 } flight;
+
+/* What the frontend saw over one planning interval (dy_planner_obs's figures). */
+typedef struct {
+    double requests, prompt_tokens, output_tokens; /* arrived: their lengths as asked */
+    double prompts, cached;   /* prompt tokens of prompts prefilled (ended), of them cached */
+    double *ttft;             /* the TTFT of each first token delivered in the interval */
+    double *tpot;             /* the mean gap between the tokens (bench's TPOT) of each sample
+                               * that ended in it with more than one token */
+    size_t n_ttft, ttft_cap, n_tpot, tpot_cap;
+} plan_window;
 
 /* The free slots of a pool, as a stack of their indices. */
 typedef struct {
@@ -152,7 +186,7 @@ struct dy_sim {
     /* the event queue */
     event *heap;
     size_t n_heap, heap_cap;
-    size_t n_work;            /* events in the heap that are not idle ticks */
+    size_t n_work;            /* events in the heap that are work (is_work) */
     uint64_t next_order;
     double now;
     /* the workload, pulled as the clock reaches it */
@@ -181,6 +215,18 @@ struct dy_sim {
     bool ran;
     const char *fail;         /* a run-stopping error */
     dy_sim_totals tot;
+    /* the planner (cfg.plan.on) */
+    dy_planner planner;
+    dy_pool_sizes target;     /* the last decision's pools */
+    plan_window win;          /* what the frontend saw since the last decision */
+    double last_hit;          /* the last prefix-hit share observed */
+    dy_plan_slot *slot;       /* per worker: its slot, as plan/actuate.h describes one */
+    dy_plan_action *acts;     /* scratch: its moves */
+    dy_sim_decision *dec;
+    size_t n_dec, dec_cap;
+    dy_sim_move *mv;
+    size_t n_mv, mv_cap;
+    char plan_err[200];
 };
 
 /* ---------------------------------------------------------------- the event queue */
@@ -197,7 +243,7 @@ static void push_event(dy_sim *s, double t, int kind, int worker, int a)
         return;
     }
     event e = {t, s->next_order++, kind, worker, a};
-    s->n_work += kind != EV_TICK;
+    s->n_work += is_work(kind);
     size_t i = s->n_heap++;
     while (i > 0 && ev_before(&e, &s->heap[(i - 1) / 2])) {
         s->heap[i] = s->heap[(i - 1) / 2];
@@ -209,7 +255,7 @@ static void push_event(dy_sim *s, double t, int kind, int worker, int a)
 static event pop_event(dy_sim *s)
 {
     event top = s->heap[0], last = s->heap[--s->n_heap];
-    s->n_work -= top.kind != EV_TICK;
+    s->n_work -= is_work(top.kind);
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
@@ -506,8 +552,9 @@ static void submit(dy_sim *s, int slot)
             return;
         }
         *f = (flight){.number = f->number, .request = slot, .first = first, .count = p.samples,
-                      .open = p.samples, .gen = p.gen, .prefill = p.prefill,
+                      .open = p.samples, .gen = p.gen, .prefill = p.prefill, .prefill_at = -1,
                       .ticket = f->ticket, .has_ticket = true};
+        s->w[p.gen].held += p.samples;
         for (int k = first; k < first + p.samples; k++) {
             live_sample *m = &s->rq[slot].smp[k];
             m->flight = fi;
@@ -544,6 +591,9 @@ static void on_arrival(dy_sim *s, int slot)
     const int n = q->r.n_samples;
     for (int k = 0; k < n; k++)
         q->smp[k].rec.arrival = s->now; /* later than planned when held */
+    s->win.requests++;
+    s->win.prompt_tokens += q->r.n_prompt;
+    s->win.output_tokens += (double)q->r.max_tokens * n;
     if (!fits_context(s, &q->r)) {
         s->tot.over_context++;
         refuse(s, slot, "the prompt and max_tokens exceed the context length");
@@ -576,6 +626,16 @@ static void on_arrival(dy_sim *s, int slot)
 
 /* ---------------------------------------------------------------- the frontend reads a flush */
 
+/* One latency sample of the planning interval. */
+static void window_add(dy_sim *s, double **v, size_t *n, size_t *cap, double x)
+{
+    if (!dy_array_reserve((void **)v, cap, *n + 1, sizeof **v)) {
+        s->fail = "out of memory";
+        return;
+    }
+    (*v)[(*n)++] = x;
+}
+
 static void ticket_call(dy_sim *s, int fi, bool finished)
 {
     flight *f = &s->fl[fi];
@@ -598,6 +658,8 @@ static void front_on_token(dy_sim *s, const msg *m)
     if (r->n_tokens == 0) {
         r->first_token = s->now;
         s->waiting_sequences--;
+        if (s->cfg.plan.on)
+            window_add(s, &s->win.ttft, &s->win.n_ttft, &s->win.ttft_cap, s->now - r->arrival);
     }
     r->token_times[r->n_tokens++] = s->now;
     s->tot.output_tokens++;
@@ -614,6 +676,14 @@ static void front_on_done(dy_sim *s, const msg *m)
         ticket_call(s, m->flight, true);
     if (r->n_tokens == 0)
         s->waiting_sequences--;
+    if (m->ok && m->sample == f->first) { /* the flight's prompt, counted once */
+        s->win.prompts += r->prompt_tokens;
+        s->win.cached += r->cached_tokens;
+    }
+    if (s->cfg.plan.on && m->ok && r->n_tokens > 1)
+        window_add(s, &s->win.tpot, &s->win.n_tpot, &s->win.tpot_cap,
+                   (s->now - r->first_token) / (r->n_tokens - 1));
+    s->w[f->gen].held--;
     r->ok = m->ok;
     r->error = m->error;
     r->done = s->now;
@@ -644,6 +714,8 @@ static void front_on_kv_alloc(dy_sim *s, const msg *m)
         send_to_worker(s, f->gen, (msg){.kind = M_KV_READY, .flight = m->flight, .ok = false});
         return;
     }
+    f->prefill_at = pi;
+    s->w[pi].held++;
     send_to_worker(s, pi, (msg){.kind = M_PREFILL, .flight = m->flight, .n_blocks = m->n_blocks});
 }
 
@@ -651,6 +723,8 @@ static void front_on_kv_alloc(dy_sim *s, const msg *m)
 static void front_on_prefill_done(dy_sim *s, const msg *m)
 {
     flight *f = &s->fl[m->flight];
+    if (f->prefill_at >= 0)
+        s->w[f->prefill_at].held--;
     if (m->ok) {
         s->tot.transfers++;
         s->tot.kv_bytes += m->bytes;
@@ -856,6 +930,14 @@ static bool sim_finished(const dy_sim *s)
     return s->source_done && s->outstanding == 0;
 }
 
+/* A worker process that runs its loop: active or draining (not parked, not starting). */
+static bool serving(const dy_sim *s, int wi)
+{
+    return s->slot[wi].state == DY_SLOT_ACTIVE || s->slot[wi].state == DY_SLOT_DRAINING;
+}
+
+static void drain_check(dy_sim *s, int wi);
+
 static void go_idle(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
@@ -865,8 +947,9 @@ static void go_idle(dy_sim *s, int wi)
         return;
     }
     w->idle_gen++;
-    if (!sim_finished(s))
+    if (!sim_finished(s) && serving(s, wi))
         push_event(s, s->now + s->cfg.stats_every_s, EV_TICK, wi, (int)w->idle_gen);
+    drain_check(s, wi);
 }
 
 /* One loop turn of worker.c's dy_worker_run: frames in, then a step if there is work. */
@@ -986,22 +1069,261 @@ static void on_step_end(dy_sim *s, int wi)
     iterate(s, wi);
 }
 
+/* ---------------------------------------------------------------- the planner (cfg.plan) */
+
+static bool worker_init(sim_worker *w, const dy_sim_worker *cfg, int block_size,
+                        uint64_t fingerprint);
+static void worker_free(sim_worker *w);
+
+/* Its time in its state so far goes to its role's worker-seconds (a parked slot costs none). */
+static void account(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    if (s->slot[wi].state != DY_SLOT_PARKED && s->now > w->since)
+        s->tot.worker_s[w->cfg.role] += s->now - w->since;
+    w->since = s->now;
+}
+
+static void log_move(dy_sim *s, dy_sim_move_kind kind, dy_plan_action a)
+{
+    if (!dy_array_reserve((void **)&s->mv, &s->mv_cap, s->n_mv + 1, sizeof *s->mv)) {
+        s->fail = "out of memory";
+        return;
+    }
+    s->mv[s->n_mv++] = (dy_sim_move){.t = s->now, .kind = kind, .act = a};
+}
+
+/* Placement sees a worker only while it is active. */
+static void set_view(dy_sim *s, int wi)
+{
+    const dy_slot_state st = s->slot[wi].state;
+    s->view[wi].alive = st == DY_SLOT_ACTIVE;
+    s->view[wi].pool = st == DY_SLOT_PARKED ? DY_POOL_AGG : s->w[wi].cfg.role;
+}
+
+/* A new process: an empty KV cache and scheduler (its totals and tick generation go on). */
+static bool restart_worker(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    const dy_sim_worker cfg = w->cfg;
+    const dy_sim_worker_totals tot = w->tot;
+    const uint32_t gen = w->idle_gen;
+    const double since = w->since;
+    worker_free(w);
+    bool ok = worker_init(w, &cfg, s->cfg.block_size, s->cfg.fingerprint);
+    w->tot = tot;
+    w->idle_gen = gen;
+    w->since = since;
+    return ok;
+}
+
+/* It takes requests in its role: the router forgets what it knew of it and relearns its blocks
+ * from its first turn's snapshot and load report, as after a HELLO. */
+static void activate(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    const dy_act_kind how = w->fresh ? DY_ACT_START : DY_ACT_SWITCH;
+    if (w->fresh && !restart_worker(s, wi)) {
+        s->fail = "out of memory";
+        return;
+    }
+    account(s, wi);
+    s->slot[wi].state = DY_SLOT_ACTIVE;
+    w->fresh = false;
+    w->want_snapshot = true;
+    w->last_stats = -INFINITY;
+    set_view(s, wi);
+    dy_router_remove_worker(s->router, wi);
+    dy_router_add_worker(s->router, wi, !s->cfg.no_kv_events);
+    log_move(s, DY_SIM_READY, (dy_plan_action){how, wi, w->cfg.role});
+    wake(s, wi);
+}
+
+/* A draining worker that holds nothing any more parks, or takes its next role. */
+static void finish_drain(dy_sim *s, int wi)
+{
+    sim_worker *w = &s->w[wi];
+    dy_plan_slot *sl = &s->slot[wi];
+    account(s, wi);
+    if (sl->to_stop) {
+        sl->state = DY_SLOT_PARKED;
+        w->idle_gen++; /* its idle tick is stale */
+        set_view(s, wi);
+        dy_router_remove_worker(s->router, wi);
+        log_move(s, DY_SIM_PARKED, (dy_plan_action){DY_ACT_STOP, wi, w->cfg.role});
+        return;
+    }
+    w->cfg.role = sl->role = sl->next_role;
+    log_move(s, DY_SIM_DRAINED, (dy_plan_action){DY_ACT_SWITCH, wi, w->cfg.role});
+    if (s->cfg.plan.switch_s > 0) {
+        sl->state = DY_SLOT_STARTING;
+        set_view(s, wi);
+        push_event(s, s->now + s->cfg.plan.switch_s, EV_SLOT, wi, 0);
+        return;
+    }
+    activate(s, wi);
+}
+
+static bool drained(const dy_sim *s, int wi)
+{
+    const sim_worker *w = &s->w[wi];
+    return s->slot[wi].state == DY_SLOT_DRAINING && w->state == W_IDLE && w->held == 0;
+}
+
+/* A move on the slot's description (dy_plan_apply), and what the worker does with it: a START
+ * comes up after the start-up time; every move changes what placement sees. */
+static void make_move(dy_sim *s, const dy_plan_action *a)
+{
+    log_move(s, DY_SIM_MOVE, *a);
+    account(s, a->slot);
+    dy_plan_apply(s->slot, a);
+    if (a->kind == DY_ACT_START) {
+        s->w[a->slot].cfg.role = a->role;
+        s->w[a->slot].fresh = true;
+        push_event(s, s->now + s->cfg.plan.planner.startup_s, EV_SLOT, a->slot, 0);
+    }
+    set_view(s, a->slot);
+}
+
+/* dy_plan_reconcile's moves toward the target, made; then the drains they finished at once
+ * (an idle worker is empty already), which may let deferred moves happen, until none. */
+static void reconcile(dy_sim *s)
+{
+    const int n = s->cfg.n_workers;
+    for (bool again = true; again && !s->fail;) {
+        for (int i = 0; i < n; i++)
+            s->slot[i].in_flight = s->w[i].held;
+        int k = dy_plan_reconcile(s->slot, n, s->target, s->acts, 2 * n);
+        for (int i = 0; i < k; i++)
+            make_move(s, &s->acts[i]);
+        again = false;
+        for (int i = 0; i < n; i++)
+            if (drained(s, i)) {
+                finish_drain(s, i);
+                again = true;
+            }
+    }
+}
+
+static void drain_check(dy_sim *s, int wi)
+{
+    if (!s->cfg.plan.on || sim_finished(s) || !drained(s, wi))
+        return;
+    finish_drain(s, wi);
+    reconcile(s);
+}
+
+static void on_slot_ready(dy_sim *s, int wi)
+{
+    if (sim_finished(s) || s->slot[wi].state != DY_SLOT_STARTING)
+        return;
+    activate(s, wi);
+    reconcile(s);
+}
+
+static double mean_of(const double *v, size_t n)
+{
+    double sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += v[i];
+    return n ? sum / (double)n : 0;
+}
+
+/* The highest KV-pool use among the workers that generate (the reactive rule's signal). */
+static double generators_kv_use(const dy_sim *s)
+{
+    double top = 0;
+    for (int i = 0; i < s->cfg.n_workers; i++) {
+        const sim_worker *w = &s->w[i];
+        if (!serving(s, i) || w->cfg.role == DY_POOL_PREFILL)
+            continue;
+        const double use = 1.0 - (double)dy_kv_cache_available(w->kv) / w->pool->n_blocks;
+        top = use > top ? use : top;
+    }
+    return top;
+}
+
+/* The interval's observation, as the frontend saw it: what arrived; the prefix-hit share of
+ * the prompts whose samples ended (the last one when none did); the TTFT of the first tokens
+ * delivered and the TPOT of the samples that ended, mean and p90; the queue (sent, without a
+ * first token) and KV use now. Its latency samples are sorted on the way. */
+static dy_planner_obs observe(dy_sim *s)
+{
+    plan_window *v = &s->win;
+    if (v->prompts > 0) {
+        double hit = v->cached / v->prompts;
+        s->last_hit = hit < 0.99 ? hit : 0.99; /* the server's frontend caps it there too */
+    }
+    dy_sort_doubles(v->ttft, v->n_ttft);
+    dy_sort_doubles(v->tpot, v->n_tpot);
+    return (dy_planner_obs){.requests = v->requests, .prompt_tokens = v->prompt_tokens,
+                            .output_tokens = v->output_tokens, .prefix_hit = s->last_hit,
+                            .ttft_s = mean_of(v->ttft, v->n_ttft),
+                            .itl_s = mean_of(v->tpot, v->n_tpot),
+                            .ttft_p90_s = dy_percentile(v->ttft, v->n_ttft, 90),
+                            .itl_p90_s = dy_percentile(v->tpot, v->n_tpot, 90),
+                            .waiting = s->waiting_sequences, .kv_use = generators_kv_use(s)};
+}
+
+/* A fresh window for the next interval (its buffers kept). */
+static void window_restart(plan_window *v)
+{
+    *v = (plan_window){.ttft = v->ttft, .tpot = v->tpot, .ttft_cap = v->ttft_cap,
+                       .tpot_cap = v->tpot_cap};
+}
+
+static void log_decision(dy_sim *s, const dy_planner_obs *o, const dy_planner_decision *d)
+{
+    if (!dy_array_reserve((void **)&s->dec, &s->dec_cap, s->n_dec + 1, sizeof *s->dec)) {
+        s->fail = "out of memory";
+        return;
+    }
+    dy_sim_decision r = {.t = s->now, .d = *d, .obs = *o};
+    for (int i = 0; i < s->cfg.n_workers; i++) {
+        const dy_slot_state st = s->slot[i].state;
+        r.active[s->w[i].cfg.role] += st == DY_SLOT_ACTIVE;
+        r.starting += st == DY_SLOT_STARTING;
+        r.draining += st == DY_SLOT_DRAINING;
+    }
+    s->dec[s->n_dec++] = r;
+}
+
+/* An interval ended: the planner's decision, carried out. */
+static void on_plan(dy_sim *s)
+{
+    if (sim_finished(s))
+        return;
+    dy_planner_obs o = observe(s);
+    dy_planner_decision d;
+    if (dy_planner_step(&s->planner, &o, &d, s->plan_err, sizeof s->plan_err) != 0) {
+        s->fail = s->plan_err;
+        return;
+    }
+    log_decision(s, &o, &d);
+    window_restart(&s->win);
+    s->target = dy_plan_target_sizes(&d);
+    reconcile(s);
+    push_event(s, s->now + s->cfg.plan.planner.interval_s, EV_PLAN, -1, 0);
+}
+
 /* ---------------------------------------------------------------- the run */
 
 static void on_tick(dy_sim *s, int wi, uint32_t gen)
 {
     sim_worker *w = &s->w[wi];
-    if (w->state != W_IDLE || w->idle_gen != gen)
-        return; /* it woke up meanwhile */
+    if (w->state != W_IDLE || w->idle_gen != gen || !serving(s, wi))
+        return; /* it woke up (or parked) meanwhile */
     flush(s, wi);
     go_idle(s, wi);
 }
 
 /* An asynchronous transfer ended: its PREFILL_DONE reaches the frontend. */
-static void on_xfer_done(dy_sim *s, int fi)
+static void on_xfer_done(dy_sim *s, int wi, int fi)
 {
     msg m = s->fl[fi].xfer_done;
     front_read(s, &m);
+    if (s->w[wi].state == W_IDLE)
+        drain_check(s, wi); /* the copy was the last thing it held */
 }
 
 static void dispatch(dy_sim *s, const event *e)
@@ -1025,7 +1347,9 @@ static void dispatch(dy_sim *s, const event *e)
         iterate(s, e->worker);
         break;
     case EV_TICK: on_tick(s, e->worker, (uint32_t)e->a); break;
-    case EV_XFER_DONE: on_xfer_done(s, e->a); break;
+    case EV_XFER_DONE: on_xfer_done(s, e->worker, e->a); break;
+    case EV_PLAN: on_plan(s); break;
+    case EV_SLOT: on_slot_ready(s, e->worker); break;
     }
 }
 
@@ -1041,7 +1365,10 @@ int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errl
     /* Every worker's first turn comes before the first arrival: it publishes its (empty)
      * snapshot and its first load report, as a worker does once it has said HELLO. */
     for (int i = 0; i < s->cfg.n_workers; i++)
-        wake(s, i);
+        if (serving(s, i))
+            wake(s, i);
+    if (s->cfg.plan.on)
+        push_event(s, s->cfg.plan.planner.interval_s, EV_PLAN, -1, 0);
     int first = pull_request(s);
     if (first >= 0)
         push_event(s, s->rq[first].r.arrival, EV_ARRIVAL, -1, first);
@@ -1054,6 +1381,9 @@ int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errl
     }
     if (!s->fail && s->outstanding > 0)
         s->fail = "requests were left waiting with every worker idle (a scheduling deadlock)";
+    for (int i = 0; i < s->cfg.n_workers && !s->fail; i++)
+        if (s->w[i].held != 0) /* what a drain waits on must come back to zero */
+            s->fail = "the frontend's count of a worker's sequences did not return to zero";
     if (s->fail) {
         snprintf(err, errlen, "%s", s->fail);
         return -1;
@@ -1061,6 +1391,8 @@ int dy_sim_run_stream(dy_sim *s, const dy_sim_stream *io, char *err, size_t errl
     for (int i = 0; i < s->cfg.n_workers; i++) {
         s->tot.steps += s->w[i].tot.steps;
         s->tot.preemptions += s->w[i].tot.preemptions;
+        s->now = s->tot.duration_s; /* worker-seconds count to the run's end */
+        account(s, i);
     }
     return 0;
 }
@@ -1151,6 +1483,34 @@ dy_sim_config dy_sim_config_default(void)
     return c;
 }
 
+/* The initial deployment's pools (workers [0, n_active)) by role. */
+static dy_pool_sizes initial_pools(const dy_sim_config *c)
+{
+    dy_pool_sizes p = {{0, 0, 0}};
+    for (int i = 0; i < c->plan.n_active && i < c->n_workers; i++)
+        p.n[c->workers[i].role]++;
+    return p;
+}
+
+static const char *check_planner(const dy_sim_config *c)
+{
+    const dy_sim_planner *p = &c->plan;
+    if (p->n_active < 1 || p->n_active > c->n_workers)
+        return "planner: the initial deployment needs 1 to n_workers (the budget's) workers";
+    dy_pool_sizes init = initial_pools(c);
+    if (init.n[DY_POOL_AGG] > 0 ? init.n[DY_POOL_AGG] != p->n_active
+                                : init.n[DY_POOL_PREFILL] < 1 || init.n[DY_POOL_DECODE] < 1)
+        return "planner: the initial deployment is aggregated workers, or prefill + decode "
+               "workers (at least one of each)";
+    if (!(isfinite(p->switch_s) && p->switch_s >= 0))
+        return "planner: switch_s must be >= 0";
+    const dy_balance_hw *hw = &p->planner.hw;
+    if (hw->units_per_worker < 1 || hw->max_units != c->n_workers * hw->units_per_worker)
+        return "planner: the budget (hw.max_units) must be the slots' units: n_workers x "
+               "units_per_worker";
+    return NULL;
+}
+
 static const char *check_config(const dy_sim_config *c, const dy_step_costs *costs)
 {
     if (!costs || !costs->step_seconds || !costs->transfer_seconds)
@@ -1168,7 +1528,7 @@ static const char *check_config(const dy_sim_config *c, const dy_step_costs *cos
             w->max_running < 1)
             return "a worker needs a role, at least 2 KV blocks, max_batch_tokens and max_running";
     }
-    return NULL;
+    return c->plan.on ? check_planner(c) : NULL;
 }
 
 static bool worker_init(sim_worker *w, const dy_sim_worker *cfg, int block_size,
@@ -1203,6 +1563,29 @@ static void worker_free(sim_worker *w)
     free(w->outbox.m);
 }
 
+/* The slots past the initial deployment park; the planner starts from the initial pools. */
+static int start_planner(dy_sim *s, const dy_sim_config *cfg, char *err, size_t errlen)
+{
+    const dy_pool_sizes init = initial_pools(cfg);
+    const bool split = init.n[DY_POOL_PREFILL] > 0;
+    if (dy_planner_init(&s->planner, &cfg->plan.planner, split, init.n[DY_POOL_PREFILL],
+                        split ? init.n[DY_POOL_DECODE] : init.n[DY_POOL_AGG], err,
+                        errlen) != 0)
+        return -1;
+    s->target = init;
+    s->acts = calloc((size_t)cfg->n_workers * 2, sizeof *s->acts);
+    if (!s->acts) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = cfg->plan.n_active; i < cfg->n_workers; i++) {
+        s->slot[i].state = DY_SLOT_PARKED;
+        set_view(s, i);
+        dy_router_remove_worker(s->router, i);
+    }
+    return 0;
+}
+
 dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
                    const dy_sim_observer *obs, char *err, size_t errlen)
 {
@@ -1223,18 +1606,24 @@ dy_sim *dy_sim_new(const dy_sim_config *cfg, const dy_step_costs *costs,
         s->obs = *obs;
     s->w = calloc((size_t)cfg->n_workers, sizeof *s->w);
     s->view = calloc((size_t)cfg->n_workers, sizeof *s->view);
+    s->slot = calloc((size_t)cfg->n_workers, sizeof *s->slot);
     s->router = dy_router_new(&s->cfg.router, cfg->n_workers);
-    bool ok = s->w && s->view && s->router;
+    bool ok = s->w && s->view && s->slot && s->router;
     for (int i = 0; ok && i < cfg->n_workers; i++) {
         ok = worker_init(&s->w[i], &cfg->workers[i], cfg->block_size, cfg->fingerprint);
         s->view[i] = (dy_place_worker){.alive = true, .pool = cfg->workers[i].role,
                                        .kv_blocks = cfg->workers[i].kv_blocks};
+        s->slot[i] = (dy_plan_slot){.state = DY_SLOT_ACTIVE, .role = cfg->workers[i].role};
         ok = ok && dy_router_add_worker(s->router, i, !cfg->no_kv_events) == 0;
     }
     s->cfg.workers = NULL; /* borrowed only during dy_sim_new */
     if (!ok) {
         dy_sim_free(s);
         snprintf(err, errlen, "out of memory (or a bad router configuration)");
+        return NULL;
+    }
+    if (cfg->plan.on && start_planner(s, cfg, err, errlen) != 0) {
+        dy_sim_free(s);
         return NULL;
     }
     return s;
@@ -1266,6 +1655,12 @@ void dy_sim_free(dy_sim *s)
         free(s->rec[i].token_times);
     free(s->rec);
     free(s->first_record);
+    free(s->slot);
+    free(s->acts);
+    free(s->dec);
+    free(s->mv);
+    free(s->win.ttft);
+    free(s->win.tpot);
     free(s);
 }
 
@@ -1286,6 +1681,24 @@ dy_sim_worker_totals dy_sim_get_worker_totals(const dy_sim *s, int worker)
 {
     dy_sim_worker_totals none = {0};
     return worker >= 0 && worker < s->cfg.n_workers ? s->w[worker].tot : none;
+}
+
+const dy_sim_decision *dy_sim_decisions(const dy_sim *s, int *n)
+{
+    *n = (int)s->n_dec;
+    return s->dec;
+}
+
+const dy_sim_move *dy_sim_moves(const dy_sim *s, int *n)
+{
+    *n = (int)s->n_mv;
+    return s->mv;
+}
+
+const char *dy_sim_move_kind_name(dy_sim_move_kind k)
+{
+    static const char *const names[] = {"move", "ready", "parked", "drained"};
+    return k >= DY_SIM_MOVE && k <= DY_SIM_DRAINED ? names[k] : "?";
 }
 
 /* One sample as the load generator would have measured it. */

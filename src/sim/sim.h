@@ -36,6 +36,8 @@
 #include <stdint.h>
 
 #include "bench/bench_stats.h"
+#include "plan/actuate.h"
+#include "plan/planner.h"
 #include "route/place.h"
 #include "route/router.h"
 #include "sched/step_shape.h"
@@ -51,6 +53,23 @@ typedef struct {
     int max_running;       /* sequences in the running batch at most */
     bool no_prefix_cache;
 } dy_sim_worker;
+
+/* The planner in the loop (issue 13): every interval the simulated frontend hands what it saw
+ * to plan/planner.h's dy_planner_step and carries the decision out through plan/actuate.h's
+ * dy_plan_reconcile, as `dyad serve --planner` does. The deployment's workers are slots: the
+ * first n_active start active in their configured roles (aggregated, or prefill + decode),
+ * the rest are parked (their configured role is not used; a START gives one). A started
+ * worker takes planner.startup_s to become active, with an empty KV cache; a draining worker
+ * takes no new request but finishes what it holds (remote prefills too), then either parks
+ * (its cache is lost) or switches role (its cache stays; the router relearns its blocks from
+ * a snapshot, as after a HELLO), which takes switch_s. */
+typedef struct {
+    bool on;
+    dy_planner_config planner;  /* interval_s is the planning interval, startup_s the start-up
+                                 * time; hw.max_units must be n_workers x units_per_worker */
+    int n_active;               /* 1..n_workers */
+    double switch_s;            /* >= 0 */
+} dy_sim_planner;
 
 typedef struct {
     const dy_sim_worker *workers;
@@ -72,6 +91,7 @@ typedef struct {
      * failed), and a sample's arrival is when it was sent. All arrivals at 0 make bench's
      * closed loop. 0: every request is sent at its arrival time. */
     int max_in_flight;
+    dy_sim_planner plan;        /* off unless plan.on */
 } dy_sim_config;
 
 /* The defaults of `dyad serve` for everything but the deployment itself. */
@@ -126,7 +146,35 @@ typedef struct {
     /* the most requests (and sample records) the simulator held at once: those pulled from
      * the source and not yet ended, which bounds its memory whatever the workload's length */
     int peak_requests_held, peak_samples_held;
+    /* worker-seconds over [0, duration_s] per role (dy_route_pool): a worker counts while
+     * starting, active or draining, not while parked (without a planner: every worker, all
+     * the run) */
+    double worker_s[3];
 } dy_sim_totals;
+
+/* With a planner: each interval's decision, when it was taken, and the pools then. */
+typedef struct {
+    double t;
+    dy_planner_decision d;
+    dy_planner_obs obs;         /* what it was given */
+    int active[3];              /* active workers per role (dy_route_pool) when taken */
+    int starting, draining;     /* slots starting (or switching) and draining */
+} dy_sim_decision;
+
+/* A move made (dy_plan_reconcile's), or a slot's change it led to: */
+typedef enum {
+    DY_SIM_MOVE = 0,            /* a move: `act` */
+    DY_SIM_READY = 1,           /* a started (act.kind START) or switched (SWITCH) worker
+                                 * became active in `act.role` */
+    DY_SIM_PARKED = 2,          /* a stopping worker drained and parked */
+    DY_SIM_DRAINED = 3,         /* a switching worker drained; it takes `act.role` */
+} dy_sim_move_kind;
+
+typedef struct {
+    double t;
+    dy_sim_move_kind kind;
+    dy_plan_action act;         /* the slot, and the role (see dy_sim_move_kind) */
+} dy_sim_move;
 
 /* Watches the router's inputs and the placement decisions as they happen (for tests and
  * traces). Every field may be NULL. `placement` numbers dy_place calls from 0; the ticket of
@@ -188,6 +236,12 @@ int dy_sim_run(dy_sim *s, const dy_sim_request *reqs, int n_reqs, char *err, siz
 const dy_sim_record *dy_sim_records(const dy_sim *s, int *n);
 dy_sim_totals dy_sim_get_totals(const dy_sim *s);
 dy_sim_worker_totals dy_sim_get_worker_totals(const dy_sim *s, int worker);
+/* With a planner, after a run: its decisions and the slots' moves, in time order (NULL, 0
+ * without one). Valid until dy_sim_free. */
+const dy_sim_decision *dy_sim_decisions(const dy_sim *s, int *n);
+const dy_sim_move *dy_sim_moves(const dy_sim *s, int *n);
+/* "move", "ready", "parked", "drained". */
+const char *dy_sim_move_kind_name(dy_sim_move_kind k);
 
 /* dy_sim_run's records as `dyad bench` counts requests (bench_stats.h): one result per
  * sample, times in ms after the start. -1 when out of memory. */
