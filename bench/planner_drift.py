@@ -14,7 +14,7 @@ pool sizes against the demand ratio over time.
 Environment: MODEL (default models/generated/110m-q8_0-ctx4k.gguf), COST (a cost model of MODEL
 at 1 thread; default: fitted now with `dyad sim fit --reps 1`), PHASES (drift_trace.py
 --phases), RATE (its --rate), LENGTH_SCALE, DURATION, SLO (ttft_ms=X,tpot_ms=Y), INTERVAL (planner
-interval, s), CORES (budget), PLOT (the SVG's path), ONLY (comma-separated deployment names).
+interval, s), PREDICTOR (the SLA planner's), CORES (budget), PLOT (the SVG's path), ONLY (comma-separated deployment names).
 Standard library only."""
 import calendar
 import json
@@ -39,6 +39,7 @@ LENGTH_SCALE = os.environ.get("LENGTH_SCALE", "0.25")
 DURATION = os.environ.get("DURATION", "180")
 SLO = os.environ.get("SLO", "ttft_ms=4000,tpot_ms=120")
 INTERVAL = os.environ.get("INTERVAL", "5")
+PREDICTOR = os.environ.get("PREDICTOR", "kalman")
 MAX_INPUT = os.environ.get("MAX_INPUT", "1024")
 MAX_OUTPUT = os.environ.get("MAX_OUTPUT", "256")
 CORES = os.environ.get("CORES", "2")
@@ -96,12 +97,13 @@ def read_trace(path):
 def deployments(cost):
     plan = ["--cores", CORES, "--slo", SLO.replace("tpot_ms", "itl_ms"),
             "--planner-interval", INTERVAL]
+    sla = [*plan, "--cost-model", cost, "--planner-predictor", PREDICTOR]
     all_ = [
         ("static 1 agg", ["--workers", "1", "--cores", CORES]),
         ("static 2 agg", ["--workers", "2", "--cores", CORES]),
         ("static 1P+1D", ["--prefill-workers", "1", "--decode-workers", "1", "--cores", CORES]),
-        ("reactive", ["--workers", "1", "--planner", "reactive", *plan, "--cost-model", cost]),
-        ("sla", ["--workers", "1", "--planner", "sla", *plan, "--cost-model", cost]),
+        ("reactive", ["--workers", "1", "--planner", "reactive", *plan]),
+        ("sla", ["--workers", "1", "--planner", "sla", *sla]),
     ]
     only = os.environ.get("ONLY")
     return [d for d in all_ if not only or d[0] in only.split(",")]
@@ -268,8 +270,8 @@ def main():
         print(f"# dyad: {benchlib.binary_id(DYAD)}; cost model: {cost}; trace: drift_trace.py "
               f"--phases {PHASES} --duration {DURATION} --rate {RATE} "
               f"--length-scale {LENGTH_SCALE} --seed 1 ({len(rows)} requests); objectives "
-              f"{SLO}; planner interval {INTERVAL} s; each deployment run once, in the order "
-              f"below\n")
+              f"{SLO}; planner interval {INTERVAL} s, SLA predictor {PREDICTOR}; each deployment "
+              f"run once, in the order below\n")
         print("## Phases of the trace\n")
         print("| phase | from s | to s | requests | mean ISL | mean OSL |")
         print("|---|---|---|---|---|---|")

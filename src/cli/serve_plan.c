@@ -13,17 +13,19 @@ static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
     return dyb_slo_parse(v, ctx, err, errlen) == 0;
 }
 
+static bool set_predictor(void *ctx, const char *v, char *err, size_t errlen)
+{
+    return dy_predict_parse(v, ctx, err, errlen) == 0;
+}
+
 int serve_plan_table(serve_plan_opts *o, dy_opt *t)
 {
     static const int mode_values[] = {DY_AUTOSCALE_OFF, DY_AUTOSCALE_SLA, DY_AUTOSCALE_REACTIVE};
-    static const int predictor_values[] = {DY_PREDICT_LAST, DY_PREDICT_MEAN, DY_PREDICT_HOLT,
-                                           DY_PREDICT_KALMAN};
     for (int i = 0; i < 3; i++)
         o->modes[i] = dy_autoscale_mode_name(mode_values[i]);
     o->modes[3] = NULL;
-    for (int i = 0; i < 4; i++)
-        o->predictors[i] = dy_predict_name(predictor_values[i]);
-    o->predictors[4] = NULL;
+    /* The default: the best of `dyad plan predict` at 10 s intervals on the bundled traces. */
+    dy_predict_parse("kalman", &o->predict, NULL, 0);
     const dy_opt own[SERVE_PLAN_OPTS] = {
         {.section = "Planner: resizing the pools while serving (docs/planner.md)",
          .name = "cores", .kind = DY_OPT_INT, .dst = &o->cores, .meta = "N",
@@ -47,10 +49,11 @@ int serve_plan_table(serve_plan_opts *o, dy_opt *t)
          .given = &o->given[GIVEN_COST]},
         {.name = "planner-interval", .kind = DY_OPT_DOUBLE, .dst = &o->interval_s, .meta = "S",
          .help = "seconds between planner decisions", .min = 0.1, .max = 86400, .def = 10},
-        {.name = "planner-predictor", .kind = DY_OPT_ENUM, .dst = &o->predictor,
-         .meta = "KIND", .help = "--planner sla: how the next intervals' load is forecast "
-                                 "(docs/plan.md: `dyad plan predict` measures them on a trace)",
-         .names = o->predictors, .values = predictor_values, .def = DY_PREDICT_KALMAN},
+        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = set_predictor,
+         .ctx = &o->predict, .meta = "P",
+         .help = "--planner sla: how the next intervals' load is forecast: last, mean[:W], "
+                 "holt[:ALPHA,BETA] or kalman[:Q,R] (`dyad plan predict` compares them on a "
+                 "trace)", .shown_default = "kalman:0.01,1"},
         {.name = "planner-dwell", .kind = DY_OPT_INT, .dst = &o->min_dwell, .meta = "N",
          .help = "intervals a smaller size must be enough before the planner shrinks", .min = 1,
          .max = 1000, .def = 3},
@@ -103,13 +106,6 @@ bool serve_plan_check(serve_plan_opts *o, dy_fleet_config *w)
     w->n_workers = slots;
     w->switchable = true;
     return true;
-}
-
-static dy_predict_config predictor(int kind)
-{
-    /* The settings `dyad plan predict` found best on the bundled traces (docs/plan.md). */
-    return (dy_predict_config){.kind = kind, .window = 10, .alpha = 0.5, .beta = 0.1,
-                               .q = 0.01, .r = 1};
 }
 
 /* The cost model's view of this fleet's workers; -1 after a message. */
@@ -188,7 +184,7 @@ int serve_plan_start(const serve_plan_opts *o, const dy_fleet_config *w, dy_flee
         c.planner.hw.units_per_worker = w->worker.threads;
         c.planner.hw.max_units = o->cores;
     }
-    c.planner.predict = predictor(o->predictor);
+    c.planner.predict = o->predict;
     c.planner.slo = (dy_balance_slo){o->slo.ttft_ms / 1e3, o->slo.tpot_ms / 1e3};
     if (out->costs && objectives_possible(o, &c.planner.hw, &c.planner.slo) != 0) {
         serve_plan_stop(out);

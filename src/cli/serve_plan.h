@@ -5,6 +5,7 @@
 #define DYAD_CLI_SERVE_PLAN_H
 
 #include "bench/bench_stats.h"
+#include "plan/predict.h"
 #include "serve/front/autoscale.h"
 #include "serve/front/fleet.h"
 #include "sim/cost.h"
@@ -20,10 +21,10 @@ typedef struct {
     double startup_s;         /* < 0: what the first workers took to start */
     double reconcile_s;
     int min_dwell;
-    int predictor;            /* dy_predict_kind */
+    dy_predict_config predict;
     const char *cost_model;
     bool given[4];            /* --planner, --slo, --cost-model, --planner-startup */
-    const char *modes[4], *predictors[5];
+    const char *modes[4];
 } serve_plan_opts;
 
 #define SERVE_PLAN_OPTS 9
