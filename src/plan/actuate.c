@@ -143,39 +143,45 @@ static bool make(moves *m, dy_act_kind k, int slot, dy_route_pool role)
     return true;
 }
 
+/* The slot a move of kind k would take to make role r less short, or -1. */
+static int candidate(const dy_plan_slot *slots, int n, dy_act_kind k, dy_route_pool r,
+                     dy_pool_sizes target)
+{
+    dy_pool_sizes supply = dy_plan_supply(slots, n);
+    switch (k) {
+    case DY_ACT_RESUME: return find_slot(slots, n, DY_SLOT_DRAINING, true, r);
+    case DY_ACT_SWITCH: return pick_donor(slots, n, &supply, target);
+    case DY_ACT_START: return find_slot(slots, n, DY_SLOT_PARKED, false, r);
+    default: return -1;
+    }
+}
+
+/* Moves of kind k for each short role in turn (generating roles first), while it is short and
+ * a slot can make the move; false when out has no more room. */
+static bool close_gaps(moves *m, dy_act_kind k, dy_pool_sizes target)
+{
+    static const dy_route_pool order[] = {DY_POOL_DECODE, DY_POOL_AGG, DY_POOL_PREFILL};
+    for (size_t i = 0; i < sizeof order / sizeof order[0]; i++) {
+        const dy_route_pool r = order[i];
+        int s;
+        while (dy_plan_supply(m->slots, m->n).n[r] < target.n[r] &&
+               (s = candidate(m->slots, m->n, k, r, target)) >= 0)
+            if (!make(m, k, s, r))
+                return false;
+    }
+    return true;
+}
+
 int dy_plan_reconcile(const dy_plan_slot *in, int n, dy_pool_sizes target, dy_plan_action *out,
                       int cap)
 {
-    static const dy_route_pool order[] = {DY_POOL_DECODE, DY_POOL_AGG, DY_POOL_PREFILL};
     dy_plan_slot slots[DY_KV_INDEX_MAX_WORKERS];
     n = n < DY_KV_INDEX_MAX_WORKERS ? n : DY_KV_INDEX_MAX_WORKERS;
     memcpy(slots, in, sizeof *slots * (size_t)(n > 0 ? n : 0));
     moves m = {slots, n, out, cap, 0};
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const dy_route_pool r = order[k];
-        int s;
-        while (dy_plan_supply(slots, n).n[r] < target.n[r] &&
-               (s = find_slot(slots, n, DY_SLOT_DRAINING, true, r)) >= 0)
-            if (!make(&m, DY_ACT_RESUME, s, r))
-                return m.count;
-    }
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const dy_route_pool r = order[k];
-        dy_pool_sizes supply;
-        int s;
-        while ((supply = dy_plan_supply(slots, n)).n[r] < target.n[r] &&
-               (s = pick_donor(slots, n, &supply, target)) >= 0)
-            if (!make(&m, DY_ACT_SWITCH, s, r))
-                return m.count;
-    }
-    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
-        const dy_route_pool r = order[k];
-        int s;
-        while (dy_plan_supply(slots, n).n[r] < target.n[r] &&
-               (s = find_slot(slots, n, DY_SLOT_PARKED, false, r)) >= 0)
-            if (!make(&m, DY_ACT_START, s, r))
-                return m.count;
-    }
+    if (!close_gaps(&m, DY_ACT_RESUME, target) || !close_gaps(&m, DY_ACT_SWITCH, target) ||
+        !close_gaps(&m, DY_ACT_START, target))
+        return m.count;
     for (;;) {
         dy_pool_sizes supply = dy_plan_supply(slots, n);
         int s = pick_donor(slots, n, &supply, target);
