@@ -17,7 +17,7 @@ draining). The simulation reads no clock: the figures do not depend on the machi
   python3 bench/planner_drift_sim.py > docs/bench/planner_drift_sim.log
 
 Environment: RATE, PHASES, LENGTH_SCALE, MAX_INPUT, MAX_OUTPUT (drift_trace.py's flags), SLO,
-INTERVAL, PREDICTOR, STARTUP (a worker's start-up seconds), BUDGET. Standard library only."""
+INTERVAL, PREDICTORS (the SLA planner runs once with each), STARTUP (a worker's start-up seconds), BUDGET. Standard library only."""
 import json
 import os
 import subprocess
@@ -37,7 +37,7 @@ MAX_INPUT = os.environ.get("MAX_INPUT", "32768")
 MAX_OUTPUT = os.environ.get("MAX_OUTPUT", "8192")
 SLO = os.environ.get("SLO", "ttft_ms=1000,tpot_ms=25")
 INTERVAL = os.environ.get("INTERVAL", "30")
-PREDICTOR = os.environ.get("PREDICTOR", "kalman")
+PREDICTORS = os.environ.get("PREDICTORS", "kalman last").split()
 STARTUP = os.environ.get("STARTUP", "30")
 BUDGET = int(os.environ.get("BUDGET", "16"))
 # The splits tried (every aggregated size is): a grid, so the study takes minutes, not an hour.
@@ -96,7 +96,7 @@ def main():
         print(f"# dyad: {benchlib.binary_id(DYAD)}; trace: drift_trace.py --phases {PHASES} "
               f"--rate {RATE} --length-scale {LENGTH_SCALE} --max-input {MAX_INPUT} --max-output "
               f"{MAX_OUTPUT} --seed 1 ({n_req} requests); objectives {SLO}; planners: interval "
-              f"{INTERVAL} s, start-up {STARTUP} s, SLA predictor {PREDICTOR}\n")
+              f"{INTERVAL} s, start-up {STARTUP} s, SLA predictors {' '.join(PREDICTORS)}\n")
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as ex:
             on_first = dict(zip(statics, ex.map(lambda d: figures(sim(first, *flags(d)), sum(d)),
                                                 statics)))
@@ -112,10 +112,12 @@ def main():
             (f"static {BUDGET} agg (the whole budget)", on_whole[(BUDGET, 0)]),
         ]
         planned = {}
-        for mode, extra in (("reactive", []), ("sla", ["--planner-predictor", PREDICTOR])):
+        variants = [("reactive", "reactive", [])] + [
+            (f"sla, {p}", "sla", ["--planner-predictor", p]) for p in PREDICTORS]
+        for name, mode, extra in variants:
             r = sim(whole, "--planner", mode, *plan, *extra)
-            planned[mode] = r["planner"]
-            runs.append((f"{mode} planner (from {label(best_first)})", figures(r, 0)))
+            planned[name] = r["planner"]
+            runs.append((f"{name} planner (from {label(best_first)})", figures(r, 0)))
     print("## The best static deployments\n")
     print("| on | best | goodput / worker-s |")
     print("|---|---|---|")
@@ -126,9 +128,11 @@ def main():
     print("|---|---|---|---|---|---|")
     for name, (n, met, ws, gpw, att) in runs:
         print(f"| {name} | {n} | {met} | {ws:.0f} | {gpw:.4f} | {100 * att:.1f}% |")
-    sla, base, top = runs[4][1][3], runs[0][1][3], runs[1][1][3]
-    print(f"\nSLA planner: {sla / base if base else 0:.2f}x the first phase's best static (target "
-          f">= 1.2x), {sla / top if top else 0:.2f}x the whole trace's best static (target >= 1x).")
+    base, top = runs[0][1][3], runs[1][1][3]
+    for name, f in runs[4:]:
+        print(f"\n{name}: {f[3] / base if base else 0:.2f}x the first phase's best static (target "
+              f">= 1.2x), {f[3] / top if top else 0:.2f}x the whole trace's best static (target "
+              f">= 1x).")
     for mode, p in planned.items():
         print(f"\n### {mode}: the decisions that changed the pools (t s, action, target)\n")
         print("```")
