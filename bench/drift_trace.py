@@ -34,8 +34,9 @@ it (the trace from --offset must hold K + 1; rows closer than a millisecond at t
 shift one). Times are rounded to the millisecond; arrivals at or after --duration are dropped;
 the trace also ends where the CSV does.
 
-Phases. --phases NAME:SECONDS,... is a schedule in output time, from 0, repeated in order for
-as long as --duration lasts. A request takes its phase's lengths:
+Phases. --phases NAME:SECONDS[:SCALE],... is a schedule in output time, from 0, repeated in
+order for as long as --duration lasts (a SCALE, > 0, replaces --length-scale for that phase,
+so the demand can drift in size as well as in shape). A request takes its phase's lengths:
   conv         its own row's ContextTokens and GeneratedTokens (the conversation distribution);
   long_prompt  a prompt drawn uniformly from the CSV's prompts at or above their (1 - --band)
                quantile, and an answer drawn from its answers at or below their --band
@@ -44,7 +45,7 @@ as long as --duration lasts. A request takes its phase's lengths:
                the answers at or above the (1 - --band) quantile (short prompts, long
                answers: decode-heavy).
 The quantiles are over every row of the CSV; draws come from one generator seeded by --seed,
-in arrival order. Every length is then multiplied by --length-scale, rounded, and kept in
+in arrival order. Every length is then multiplied by its phase's scale, rounded, and kept in
 [1, --max-input] (prompts) or [1, --max-output] (answers). The defaults (1/8, 384, 128) keep
 prompt + answer within the bundled model's 512-token context (models/stories260K.bin).
 
@@ -93,17 +94,21 @@ def band(text):
 
 
 def phases(text):
-    """'conv:60,long_prompt:30' -> [('conv', 60.0), ('long_prompt', 30.0)]."""
+    """'conv:60,long_prompt:30:2' -> [('conv', 60.0, None), ('long_prompt', 30.0, 2.0)]
+    (None: --length-scale)."""
     out = []
     for part in text.split(","):
-        name, sep, secs = part.strip().partition(":")
+        name, sep, rest = part.strip().partition(":")
+        secs, _, scale = rest.partition(":")
         if name not in PHASES or not sep:
             raise argparse.ArgumentTypeError(
-                f"{part.strip()!r}: each phase is NAME:SECONDS, NAME one of {', '.join(PHASES)}")
+                f"{part.strip()!r}: each phase is NAME:SECONDS[:SCALE], NAME one of "
+                f"{', '.join(PHASES)}")
         try:
-            out.append((name, positive(secs)))
+            out.append((name, positive(secs), positive(scale) if scale else None))
         except (ValueError, argparse.ArgumentTypeError):
-            raise argparse.ArgumentTypeError(f"{part.strip()!r}: SECONDS must be a number > 0")
+            raise argparse.ArgumentTypeError(
+                f"{part.strip()!r}: SECONDS and SCALE must be numbers > 0")
     return out
 
 
@@ -117,7 +122,7 @@ def parse_args(argv):
                          "trace)")
     ap.add_argument("-o", "--output", metavar="FILE", default="-", help="trace to write (default -: stdout)")
     ap.add_argument("--phases", metavar="SPEC", type=phases, default=phases("conv:60,long_prompt:60,long_answer:60"),
-                    help="NAME:SECONDS,... in order, repeated (default "
+                    help="NAME:SECONDS[:SCALE],... in order, repeated (default "
                          "conv:60,long_prompt:60,long_answer:60)")
     ap.add_argument("--duration", metavar="S", type=positive,
                     help="output seconds of arrivals (default: one pass of --phases)")
@@ -140,7 +145,7 @@ def parse_args(argv):
     ap.add_argument("--seed", metavar="N", type=int, default=1, help="seed of the draws (default 1)")
     a = ap.parse_args(argv)
     if a.duration is None:
-        a.duration = sum(secs for _, secs in a.phases)
+        a.duration = sum(secs for _, secs, _ in a.phases)
     return a
 
 
@@ -225,13 +230,14 @@ def arrivals(rows, a):
 
 
 def phase_at(schedule, t):
-    cycle = sum(secs for _, secs in schedule)
+    """The phase (name, seconds, scale) that time t falls in."""
+    cycle = sum(secs for _, secs, _ in schedule)
     pos = math.fmod(t, cycle)
-    for name, secs in schedule:
-        if pos < secs:
-            return name
-        pos -= secs
-    return schedule[-1][0]  # rounding at the cycle's end
+    for phase in schedule:
+        if pos < phase[1]:
+            return phase
+        pos -= phase[1]
+    return schedule[-1]  # rounding at the cycle's end
 
 
 def bands(rows, share):
@@ -257,11 +263,12 @@ def requests(rows, a):
     next_id = 1
     out = []
     for ms, (_, isl, osl) in timed:
-        phase = phase_at(a.phases, ms / 1000)
+        phase, _, own_scale = phase_at(a.phases, ms / 1000)
         if phase != "conv":
             prompts, answers = draw_from[phase]
             isl, osl = rng.choice(prompts), rng.choice(answers)
-        isl, osl = fit(isl, a.length_scale, a.max_input), fit(osl, a.length_scale, a.max_output)
+        k = own_scale if own_scale else a.length_scale
+        isl, osl = fit(isl, k, a.max_input), fit(osl, k, a.max_output)
         blocks = -(-isl // BLOCK)
         out.append((phase, {"timestamp": ms, "input_length": isl,
                             "output_length": osl,

@@ -56,7 +56,7 @@ def slo_ms():
 
 def phases():
     """[(name, start_s, end_s)] over DURATION, repeating PHASES as drift_trace.py does."""
-    spec = [(n, float(s)) for n, s in (p.split(":") for p in PHASES.split(","))]
+    spec = [(n, float(s)) for n, s in (p.split(":")[:2] for p in PHASES.split(","))]
     out, t, i = [], 0.0, 0
     while t < float(DURATION):
         name, span = spec[i % len(spec)]

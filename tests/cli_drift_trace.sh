@@ -74,7 +74,21 @@ gen --offset 600 --duration 10 --phases conv:10 -o "$tmp/off.jsonl" 2>/dev/null
 
 # Bad flags (exit 2, the flag named) and bad files (exit 1, FILE:LINE named).
 expect_fail "bad phase name" 2 "--phases" gen --phases conv:10,warm:5
-expect_fail "bad phase seconds" 2 "SECONDS must be a number > 0" gen --phases conv:0
+expect_fail "bad phase seconds" 2 "SECONDS and SCALE must be numbers > 0" gen --phases conv:0
+expect_fail "bad phase scale" 2 "SECONDS and SCALE must be numbers > 0" gen --phases conv:10:0
+
+# a phase's own scale replaces --length-scale: the same rows, twice the lengths
+gen --rate 2 --phases conv:10 --duration 10 --length-scale 0.125 -o "$tmp/s1.jsonl" 2>/dev/null
+gen --rate 2 --phases conv:10:0.25 --duration 10 --length-scale 0.125 -o "$tmp/s2.jsonl" 2>/dev/null
+python3 - "$tmp/s1.jsonl" "$tmp/s2.jsonl" "$csv" <<'PY' && ok || bad "a phase's scale"
+import csv, json, sys
+one, two = ([json.loads(l) for l in open(f)] for f in sys.argv[1:3])
+azure = list(csv.DictReader(open(sys.argv[3])))
+assert len(one) == len(two) == 20
+for i, (a, b) in enumerate(zip(one, two)):
+    assert a["timestamp"] == b["timestamp"]
+    assert b["input_length"] == min(384, max(1, round(int(azure[i]["ContextTokens"]) / 4)))
+PY
 expect_fail "rate and time scale" 2 "not allowed with" gen --rate 1 --time-scale 2
 expect_fail "bad rate" 2 "--rate" gen --rate -1
 expect_fail "bad cap" 2 "--max-input" gen --max-input 0
