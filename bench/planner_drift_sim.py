@@ -40,6 +40,10 @@ INTERVAL = os.environ.get("INTERVAL", "30")
 PREDICTORS = os.environ.get("PREDICTORS", "kalman last").split()
 STARTUP = os.environ.get("STARTUP", "30")
 BUDGET = int(os.environ.get("BUDGET", "16"))
+# Goodput per worker-second alone rewards a deployment too small for the traffic that serves a
+# share of it well; the comparison is also made among the static deployments that meet the
+# objectives for at least this share of the requests.
+FLOOR = float(os.environ.get("FLOOR", "0.9"))
 # The splits tried (every aggregated size is): a grid, so the study takes minutes, not an hour.
 SPLIT_P = (1, 2, 3, 4, 6, 8)
 SPLIT_D = (1, 2, 3, 4, 6, 8, 10, 12)
@@ -104,6 +108,11 @@ def main():
                                                 statics)))
         best_first = max(statics, key=lambda d: (on_first[d][3], -sum(d)))
         best_whole = max(statics, key=lambda d: (on_whole[d][3], -sum(d)))
+        floored = [d for d in statics if on_whole[d][4] >= FLOOR]
+        floored_first = [d for d in statics if on_first[d][4] >= FLOOR]
+        best_whole_floor = max(floored, key=lambda d: (on_whole[d][3], -sum(d))) if floored else None
+        best_first_floor = (max(floored_first, key=lambda d: (on_first[d][3], -sum(d)))
+                            if floored_first else None)
         plan = ["--budget-workers", str(BUDGET), "--planner-interval", INTERVAL,
                 "--startup-s", STARTUP, *flags(best_first)]
         runs = [
@@ -111,6 +120,9 @@ def main():
             (f"static {label(best_whole)} (best for the whole trace)", on_whole[best_whole]),
             (f"static {BUDGET} agg (the whole budget)", on_whole[(BUDGET, 0)]),
         ]
+        if best_whole_floor:
+            runs.append((f"static {label(best_whole_floor)} (best for the whole trace with "
+                         f">= {100 * FLOOR:.0f}% attainment)", on_whole[best_whole_floor]))
         planned = {}
         variants = [("reactive", "reactive", [])] + [
             (f"sla, {p}", "sla", ["--planner-predictor", p]) for p in PREDICTORS]
@@ -123,16 +135,26 @@ def main():
     print("|---|---|---|")
     print(f"| first phase alone | {label(best_first)} | {on_first[best_first][3]:.4f} |")
     print(f"| whole trace | {label(best_whole)} | {on_whole[best_whole][3]:.4f} |")
+    for name, d, table in (("first phase alone", best_first_floor, on_first),
+                           ("whole trace", best_whole_floor, on_whole)):
+        if d:
+            print(f"| {name}, >= {100 * FLOOR:.0f}% attainment | {label(d)} | {table[d][3]:.4f} |")
     print("\n## The whole trace\n")
     print("| deployment | requests | met | worker-s | goodput / worker-s | SLO attainment |")
     print("|---|---|---|---|---|---|")
     for name, (n, met, ws, gpw, att) in runs:
         print(f"| {name} | {n} | {met} | {ws:.0f} | {gpw:.4f} | {100 * att:.1f}% |")
     base, top = runs[0][1][3], runs[1][1][3]
-    for name, f in runs[4:]:
-        print(f"\n{name}: {f[3] / base if base else 0:.2f}x the first phase's best static (target "
-              f">= 1.2x), {f[3] / top if top else 0:.2f}x the whole trace's best static (target "
-              f">= 1x).")
+    floor = on_whole[best_whole_floor][3] if best_whole_floor else 0
+    for name, f in runs:
+        if "planner" not in name:
+            continue
+        line = (f"\n{name}: {f[3] / base if base else 0:.2f}x the first phase's best static "
+                f"(target >= 1.2x), {f[3] / top if top else 0:.2f}x the whole trace's best "
+                f"static (target >= 1x)")
+        if floor:
+            line += f", {f[3] / floor:.2f}x the whole trace's best static with >= {100 * FLOOR:.0f}% attainment"
+        print(line + f"; attainment {100 * f[4]:.1f}%.")
     for mode, p in planned.items():
         print(f"\n### {mode}: the decisions that changed the pools (t s, action, target)\n")
         print("```")
