@@ -64,11 +64,6 @@ typedef struct {
     bool json, no_sim, no_frontier;
 } plan_opts;
 
-static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
-{
-    return dyb_slo_parse(v, ctx, err, errlen) == 0;
-}
-
 static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
 {
     const dy_opt head[] = {
@@ -82,7 +77,7 @@ static int plan_table(plan_opts *o, bool *seen, dy_opt *t)
         {.name = "tp", .kind = DY_OPT_STR, .dst = &o->tp_list, .meta = "LIST",
          .help = "roofline: the GPUs per worker to consider, of 1,2,4,8",
          .shown_default = "all that fit the model"},
-        {.name = "slo", .kind = DY_OPT_CALL, .call = set_slo, .ctx = &o->slo, .meta = "LIST",
+        {.name = "slo", .kind = DY_OPT_CALL, .call = cli_opt_slo, .ctx = &o->slo, .meta = "LIST",
          .help = "the objectives ttft_ms=X,itl_ms=Y (both required; tpot_ms is itl_ms)"},
         {.name = "percentile", .kind = DY_OPT_DOUBLE, .dst = &o->percentile, .meta = "P",
          .help = "which percentile must meet them: 50, 90 or 99", .min = 50, .max = 99,

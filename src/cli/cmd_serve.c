@@ -253,13 +253,13 @@ int cmd_serve(int argc, char **argv)
     dy_loadwin *loadwin = workers && o.plan.cores ? dy_loadwin_new() : NULL;
     serve_planner planner = {0};
     dy_http *http = NULL;
-    bool planned = workers && (!o.plan.cores || loadwin);
-    if (planned && serve_plan_start(&o.plan, &o.w, workers, loadwin, dy_now() - t_start,
+    bool ready = workers && (!o.plan.cores || loadwin);
+    if (ready && serve_plan_start(&o.plan, &o.w, workers, loadwin, dy_now() - t_start,
                                     &planner) != 0) {
-        planned = false;
+        ready = false;
         snprintf(err, sizeof err, "the planner did not start");
     }
-    if (workers && metrics && planned) {
+    if (workers && metrics && ready) {
         dy_http_config hc = {
             .host = o.host, .port = o.port, .api_key = o.api_key,
             .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,

@@ -77,16 +77,6 @@ typedef struct {
 enum { PLANNER_OFF = 0, PLANNER_SLA = 1, PLANNER_REACTIVE = 2 };
 static const char *const planner_names[] = {"off", "sla", "reactive", NULL};
 
-static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
-{
-    return dyb_slo_parse(v, ctx, err, errlen) == 0;
-}
-
-static bool set_predictor(void *ctx, const char *v, char *err, size_t errlen)
-{
-    return dy_predict_parse(v, ctx, err, errlen) == 0;
-}
-
 static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
 {
     run_opts *o = ctx;
@@ -197,7 +187,7 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
         {.name = "switch-s", .kind = DY_OPT_DOUBLE, .dst = &o->switch_s, .meta = "S",
          .help = "a worker switching roles serves S seconds after it drained", .min = 0,
          .max = 1e6, .def = 0},
-        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = set_predictor,
+        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = cli_opt_predictor,
          .ctx = &o->predict, .meta = "P",
          .help = "the load predictor of each series: last, mean[:W], holt[:ALPHA,BETA] or "
                  "kalman[:Q,R] (`dyad plan predict` compares them on a trace)",
@@ -210,7 +200,7 @@ static int run_table(run_opts *o, bool *seen, dy_opt *t)
     };
     const dy_opt tail[] = {
         {.section = "Report (as `dyad bench`)", .name = "slo", .kind = DY_OPT_CALL,
-         .call = set_slo, .ctx = &o->slo, .meta = "LIST",
+         .call = cli_opt_slo, .ctx = &o->slo, .meta = "LIST",
          .help = "goodput objectives: ttft_ms=X,tpot_ms=Y,e2e_ms=Z (any subset)"},
         {.name = "cores", .kind = DY_OPT_LONG, .dst = &o->cores, .meta = "N",
          .help = "for output tokens/s per core (per GPU for a roofline model)", .min = 1,

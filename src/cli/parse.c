@@ -1,5 +1,7 @@
 /* parse.c — see parse.h. */
 #include "cli/parse.h"
+#include "bench/bench_stats.h"
+#include "plan/predict.h"
 
 int cli_parse(const char *cmd, const char *usage, const char *epilog, const dy_opt *opts, int n,
               int argc, char **argv, dy_opt_positional *pos)
@@ -27,4 +29,14 @@ void cli_opts_track(dy_opt *t, int n, bool *seen)
         seen[i] = false;
         t[i].given = &seen[i];
     }
+}
+
+bool cli_opt_slo(void *ctx, const char *value, char *err, size_t errlen)
+{
+    return dyb_slo_parse(value, ctx, err, errlen) == 0;
+}
+
+bool cli_opt_predictor(void *ctx, const char *value, char *err, size_t errlen)
+{
+    return dy_predict_parse(value, ctx, err, errlen) == 0;
 }

@@ -18,4 +18,10 @@ int cli_opts_append(dy_opt *t, int n, const dy_opt *part, size_t n_part);
  * dy_opts_was_given and the other checks of util/opts.h. */
 void cli_opts_track(dy_opt *t, int n, bool *seen);
 
+/* DY_OPT_CALL readers of values several commands take (ctx is where the value goes):
+ * --slo "ttft_ms=X,itl_ms=Y" into a dyb_slo (bench/bench_stats.h), and a load predictor
+ * "kalman[:Q,R]", ... into a dy_predict_config (plan/predict.h). */
+bool cli_opt_slo(void *ctx, const char *value, char *err, size_t errlen);
+bool cli_opt_predictor(void *ctx, const char *value, char *err, size_t errlen);
+
 #endif

@@ -1,5 +1,6 @@
 /* serve_plan.c — see serve_plan.h. */
 #include "cli/serve_plan.h"
+#include "cli/parse.h"
 #include "plan/predict.h"
 #include "sim/deploy.h"
 
@@ -7,16 +8,6 @@
 #include <string.h>
 
 enum { GIVEN_PLANNER, GIVEN_SLO, GIVEN_COST, GIVEN_STARTUP };
-
-static bool set_slo(void *ctx, const char *v, char *err, size_t errlen)
-{
-    return dyb_slo_parse(v, ctx, err, errlen) == 0;
-}
-
-static bool set_predictor(void *ctx, const char *v, char *err, size_t errlen)
-{
-    return dy_predict_parse(v, ctx, err, errlen) == 0;
-}
 
 int serve_plan_table(serve_plan_opts *o, dy_opt *t)
 {
@@ -40,7 +31,7 @@ int serve_plan_table(serve_plan_opts *o, dy_opt *t)
                  "queue or KV use cross their thresholds; off: by hand only",
          .names = o->modes, .values = mode_values, .def = DY_AUTOSCALE_OFF,
          .given = &o->given[GIVEN_PLANNER]},
-        {.name = "slo", .kind = DY_OPT_CALL, .call = set_slo, .ctx = &o->slo, .meta = "LIST",
+        {.name = "slo", .kind = DY_OPT_CALL, .call = cli_opt_slo, .ctx = &o->slo, .meta = "LIST",
          .help = "the planner's objectives: ttft_ms=X,itl_ms=Y (a request's time to first "
                  "token and mean time between tokens)", .given = &o->given[GIVEN_SLO]},
         {.name = "cost-model", .kind = DY_OPT_STR, .dst = &o->cost_model, .meta = "FILE",
@@ -49,7 +40,7 @@ int serve_plan_table(serve_plan_opts *o, dy_opt *t)
          .given = &o->given[GIVEN_COST]},
         {.name = "planner-interval", .kind = DY_OPT_DOUBLE, .dst = &o->interval_s, .meta = "S",
          .help = "seconds between planner decisions", .min = 0.1, .max = 86400, .def = 10},
-        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = set_predictor,
+        {.name = "planner-predictor", .kind = DY_OPT_CALL, .call = cli_opt_predictor,
          .ctx = &o->predict, .meta = "P",
          .help = "--planner sla: how the next intervals' load is forecast: last, mean[:W], "
                  "holt[:ALPHA,BETA] or kalman[:Q,R] (`dyad plan predict` compares them on a "

@@ -36,7 +36,7 @@ const char *dy_autoscale_mode_name(dy_autoscale_mode m)
     return m == DY_AUTOSCALE_SLA ? "sla" : m == DY_AUTOSCALE_REACTIVE ? "reactive" : "off";
 }
 
-static const char *role_name(dy_route_pool p)
+const char *dy_autoscale_role_name(dy_route_pool p)
 {
     return p == DY_POOL_PREFILL ? "prefill" : p == DY_POOL_DECODE ? "decode" : "aggregated";
 }
@@ -131,20 +131,20 @@ static void reconcile(dy_autoscale *a)
         int rc = dy_fleet_move(a->fleet, &acts[i], err, sizeof err);
         if (rc == 1)
             break; /* the picture moved on under us: look again next time */
+        const char *what = dy_plan_action_name(acts[i].kind);
         pthread_mutex_lock(&a->mu);
         if (rc == 0)
             a->moves[acts[i].kind]++;
         else
             a->move_failures++;
         pthread_mutex_unlock(&a->mu);
-        if (rc == 0)
-            fprintf(stderr, "dyad serve: planner: %s worker %d (%s)\n",
-                    dy_plan_action_name(acts[i].kind), acts[i].slot, role_name(acts[i].role));
-        else
-            fprintf(stderr, "dyad serve: planner: cannot %s worker %d: %s\n",
-                    dy_plan_action_name(acts[i].kind), acts[i].slot, err);
-        if (rc != 0)
+        if (rc != 0) {
+            fprintf(stderr, "dyad serve: planner: cannot %s worker %d: %s\n", what,
+                    acts[i].slot, err);
             break;
+        }
+        fprintf(stderr, "dyad serve: planner: %s worker %d (%s)\n", what, acts[i].slot,
+                dy_autoscale_role_name(acts[i].role));
     }
 }
 
@@ -259,9 +259,8 @@ int dy_autoscale_set_target(dy_autoscale *a, const dy_pool_sizes *t, char *err, 
 static json_t *sizes_json(dy_jb *b, const dy_pool_sizes *t)
 {
     json_t *o = json_object();
-    dy_jb_set(b, o, "aggregated", json_integer(t->n[DY_POOL_AGG]));
-    dy_jb_set(b, o, "prefill", json_integer(t->n[DY_POOL_PREFILL]));
-    dy_jb_set(b, o, "decode", json_integer(t->n[DY_POOL_DECODE]));
+    for (int r = DY_POOL_AGG; r <= DY_POOL_DECODE; r++)
+        dy_jb_set(b, o, dy_autoscale_role_name(r), json_integer(t->n[r]));
     return o;
 }
 
@@ -302,10 +301,12 @@ char *dy_autoscale_json(dy_autoscale *a)
         dy_jb_set(&b, s, "id", json_integer(i));
         dy_jb_set(&b, s, "state", json_string(dy_plan_slot_state_name(slots[i].state)));
         if (slots[i].state != DY_SLOT_PARKED)
-            dy_jb_set(&b, s, "role", json_string(role_name(slots[i].role)));
-        if (slots[i].state == DY_SLOT_DRAINING)
-            dy_jb_set(&b, s, "then", json_string(slots[i].to_stop ? "stop"
-                                                                   : role_name(slots[i].next_role)));
+            dy_jb_set(&b, s, "role", json_string(dy_autoscale_role_name(slots[i].role)));
+        if (slots[i].state == DY_SLOT_DRAINING) {
+            const char *then = slots[i].to_stop ? "stop"
+                                                : dy_autoscale_role_name(slots[i].next_role);
+            dy_jb_set(&b, s, "then", json_string(then));
+        }
         dy_jb_set(&b, s, "in_flight", json_integer(slots[i].in_flight));
         dy_jb_append(&b, arr, s);
     }
@@ -334,7 +335,7 @@ void dy_autoscale_render(dy_autoscale *a, dy_buf *t)
             for (int i = 0; i < n; i++)
                 k += slots[i].state == states[s] && slots[i].role == roles[r];
             dy_buf_printf(t, "dyad_planner_workers{role=\"%s\",state=\"%s\"} %d\n",
-                          role_name(roles[r]), dy_plan_slot_state_name(states[s]), k);
+                          dy_autoscale_role_name(roles[r]), dy_plan_slot_state_name(states[s]), k);
         }
     dy_metrics_header(t, "dyad_planner_slots", "gauge", "Worker slots the core budget allows.");
     dy_buf_printf(t, "dyad_planner_slots %d\n", n);
@@ -343,8 +344,8 @@ void dy_autoscale_render(dy_autoscale *a, dy_buf *t)
     dy_buf_printf(t, "dyad_planner_info{mode=\"%s\"} 1\n", dy_autoscale_mode_name(a->cfg.mode));
     dy_metrics_header(t, "dyad_planner_target_workers", "gauge", "Workers the target asks for.");
     for (int r = 0; r < 3; r++)
-        dy_buf_printf(t, "dyad_planner_target_workers{role=\"%s\"} %d\n", role_name(roles[r]),
-                      a->target.n[roles[r]]);
+        dy_buf_printf(t, "dyad_planner_target_workers{role=\"%s\"} %d\n",
+                      dy_autoscale_role_name(roles[r]), a->target.n[roles[r]]);
     dy_metrics_header(t, "dyad_planner_decisions_total", "counter", "Planner decisions by action.");
     for (int k = DY_PLAN_HOLD; k <= DY_PLAN_RESHAPE; k++)
         dy_buf_printf(t, "dyad_planner_decisions_total{action=\"%s\"} %llu\n",

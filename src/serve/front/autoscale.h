@@ -47,5 +47,8 @@ char *dy_autoscale_json(dy_autoscale *a);
 /* Appends the planner's metrics in the Prometheus text format. */
 void dy_autoscale_render(dy_autoscale *a, dy_buf *out);
 const char *dy_autoscale_mode_name(dy_autoscale_mode m);
+/* A pool's name in the admin API, the logs and the metrics: "aggregated", "prefill",
+ * "decode". */
+const char *dy_autoscale_role_name(dy_route_pool p);
 
 #endif

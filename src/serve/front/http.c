@@ -193,24 +193,22 @@ static enum MHD_Result route_pools_set(dy_http *h, struct MHD_Connection *c, con
     json_error_t jerr;
     json_t *o = json_loadb(x->body ? x->body : "", x->len, 0, &jerr);
     dy_pool_sizes t = {{0, 0, 0}};
-    static const char *const keys[] = {"aggregated", "prefill", "decode"};
-    static const dy_route_pool pools[] = {DY_POOL_AGG, DY_POOL_PREFILL, DY_POOL_DECODE};
     const char *bad = !json_is_object(o) ? "the body must be a JSON object" : NULL;
     const char *key;
     json_t *v;
     if (!bad)
         json_object_foreach(o, key, v) {
             int k = -1;
-            for (int i = 0; i < 3; i++)
-                if (!strcmp(key, keys[i]))
-                    k = i;
+            for (int r = DY_POOL_AGG; r <= DY_POOL_DECODE; r++)
+                if (!strcmp(key, dy_autoscale_role_name(r)))
+                    k = r;
             if (k < 0 || !json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > 1024) {
                 bad = k < 0 ? "unknown field (use aggregated, prefill and decode)"
                             : "a pool size must be an integer in [0, 1024]";
                 break;
             }
-            t.n[pools[k]] = (int)json_integer_value(v);
+            t.n[k] = (int)json_integer_value(v);
         }
     char msg[256];
     if (!bad && dy_autoscale_set_target(h->cfg.autoscale, &t, msg, sizeof msg) != 0)
