@@ -832,6 +832,7 @@ dy_grammar *dy_grammar_parse(const char *text, size_t len, char *err, size_t err
 typedef struct {
     uint32_t child_lo, child_hi; /* children: nodes[child_lo .. child_hi) */
     uint32_t tok_lo, tok_hi;     /* tokens whose text ends here: ids[tok_lo .. tok_hi) */
+    uint32_t sub_hi;             /* the whole subtree's tokens: ids[tok_lo .. sub_hi) */
     uint8_t byte;                /* the byte on the edge into this node */
 } tnode;
 
@@ -839,6 +840,7 @@ struct dy_vocab_trie {
     int n_vocab;
     tnode *nodes;
     uint32_t n_nodes, cap_nodes;
+    byteset *below;              /* per node: every byte on an edge of its subtree */
     uint32_t *ids;               /* token ids with text, sorted by text */
     char *blob;                  /* every token's text */
     size_t *off;
@@ -874,6 +876,7 @@ static bool build_node(dy_vocab_trie *t, uint32_t u, uint32_t lo, uint32_t hi, u
         k++;
     t->nodes[u].tok_lo = lo;
     t->nodes[u].tok_hi = k;
+    t->nodes[u].sub_hi = hi;
     uint32_t n_children = 0;
     for (uint32_t j = k; j < hi; n_children++) {
         uint8_t b = byte_at(t, j, depth);
@@ -906,6 +909,7 @@ void dy_vocab_trie_free(dy_vocab_trie *t)
     if (!t)
         return;
     free(t->nodes);
+    free(t->below);
     free(t->ids);
     free(t->blob);
     free(t->off);
@@ -965,10 +969,17 @@ dy_vocab_trie *dy_vocab_trie_new(int n_vocab, const char *const *pieces, const u
     t->cap_nodes = (uint32_t)cap;
     t->n_nodes = 1;
     t->nodes[0] = (tnode){0};
-    if (!build_node(t, 0, 0, n, 0)) {
+    if (!build_node(t, 0, 0, n, 0) || !(t->below = calloc(t->n_nodes, sizeof *t->below))) {
         dy_vocab_trie_free(t);
         return NULL;
     }
+    /* children always come after their parent: one backward pass fills `below` */
+    for (uint32_t u = t->n_nodes; u-- > 0;)
+        for (uint32_t c = t->nodes[u].child_lo; c < t->nodes[u].child_hi; c++) {
+            set_add_range(&t->below[u], t->nodes[c].byte, t->nodes[c].byte);
+            for (int w = 0; w < 8; w++)
+                t->below[u].w[w] |= t->below[c].w[w];
+        }
     return t;
 }
 
@@ -1243,20 +1254,76 @@ static void allow_tokens(const dy_vocab_trie *t, const tnode *u, uint32_t *bits)
         bits[t->ids[k] >> 5] |= 1u << (t->ids[k] & 31);
 }
 
+static void allow_subtree(const dy_vocab_trie *t, const tnode *u, uint32_t *bits)
+{
+    for (uint32_t k = u->tok_lo; k < u->sub_hi; k++)
+        bits[t->ids[k] >> 5] |= 1u << (t->ids[k] & 31);
+}
+
+static bool subset(const byteset *a, const byteset *b)
+{
+    for (int w = 0; w < 8; w++)
+        if (a->w[w] & ~b->w[w])
+            return false;
+    return true;
+}
+
+/* The state a mask starts from, in scratch [0, n), and the bytes that lead from it back to
+ * itself (inside a string: almost every byte). */
+typedef struct {
+    size_t n;
+    byteset loop;
+} walk_root;
+
+static bool is_root(const dy_gmatch *m, const walk_root *r, size_t lo, size_t hi)
+{
+    return hi - lo == r->n && memcmp(m->scratch + lo, m->scratch, sizeof *m->scratch * r->n) == 0;
+}
+
+static void find_loop(dy_gmatch *m, walk_root *r)
+{
+    r->loop = (byteset){{0}};
+    for (unsigned b = 0; b < 256 && !m->full; b++) {
+        size_t out = m->n_scratch;
+        advance_byte(m, 0, r->n, (uint8_t)b);
+        if (is_root(m, r, out, m->n_scratch))
+            set_add_range(&r->loop, b, b);
+        m->n_scratch = out;
+    }
+}
+
 /* Walks the trie below node u from the state in scratch [lo, hi), allowing every token whose
  * whole text the grammar can read: a branch dies as soon as its bytes leave the grammar, so a
- * narrow state (inside a literal) visits a handful of nodes. */
-static void walk(dy_gmatch *m, const tnode *u, size_t lo, size_t hi, uint32_t *bits)
+ * narrow state (inside a literal) visits a handful of nodes. From the root state, a byte of
+ * its loop set leads back to it without an advance, and a subtree whose bytes are all in the
+ * loop set is allowed whole: inside a string, where nearly every token is allowed, the walk
+ * only descends towards the bytes that end or escape the string. */
+static void walk(dy_gmatch *m, const walk_root *r, const tnode *u, size_t lo, size_t hi,
+                 uint32_t *bits)
 {
     const dy_vocab_trie *t = m->t;
+    bool at_root = lo == 0 && hi == r->n;
     for (uint32_t c = u->child_lo; c < u->child_hi && !m->full; c++) {
         const tnode *v = &t->nodes[c];
+        if (at_root && set_has(&r->loop, v->byte)) {
+            if (subset(&t->below[c], &r->loop)) {
+                allow_subtree(t, v, bits);
+            } else {
+                allow_tokens(t, v, bits);
+                walk(m, r, v, 0, r->n, bits);
+            }
+            continue;
+        }
         size_t out = m->n_scratch;
         advance_byte(m, lo, hi, v->byte);
         if (m->n_scratch > out || m->accept)
             allow_tokens(t, v, bits);
-        if (m->n_scratch > out && v->child_lo < v->child_hi)
-            walk(m, v, out, m->n_scratch, bits);
+        if (m->n_scratch > out && v->child_lo < v->child_hi) {
+            if (is_root(m, r, out, m->n_scratch))
+                walk(m, r, v, 0, r->n, bits);
+            else
+                walk(m, r, v, out, m->n_scratch, bits);
+        }
         m->n_scratch = out;
     }
 }
@@ -1288,8 +1355,11 @@ static bool compute_mask(dy_gmatch *m, const dy_gstate *s, mask_entry *e)
     m->full = false;
     for (uint32_t k = 0; k < s->n; k++)
         push_top(m, s->tops[k]);
-    if (!m->full)
-        walk(m, &m->t->nodes[0], 0, m->n_scratch, e->bits);
+    walk_root r = {.n = m->n_scratch};
+    if (!m->full && r.n > 0) /* no stack left: only the end may come, no token */
+        find_loop(m, &r);
+    if (!m->full && r.n > 0)
+        walk(m, &r, &m->t->nodes[0], 0, r.n, e->bits);
     if (m->full)
         return false;
     uint32_t *tops = realloc(e->tops, sizeof *tops * (s->n ? s->n : 1));
