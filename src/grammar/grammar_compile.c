@@ -7,11 +7,13 @@
  * refused here, so the recognizer never loops without reading a byte. */
 #include "grammar/grammar_impl.h"
 #include "util/buf.h"
+#include "util/hashmap.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #define NIL UINT32_MAX
 #define MAX_ELEMS (1u << 22)      /* elements of a compiled grammar */
@@ -50,6 +52,8 @@ typedef struct {
     size_t n_rules, cap_rules;
     byteset *sets;
     size_t n_sets, cap_sets;
+    dy_hashmap names;     /* hash of a rule's name -> its id (a collision: the older name) */
+    dy_hashmap set_ids;   /* hash of a byte set -> its index (a collision: a second copy) */
     size_t total;         /* elements so far, against MAX_ELEMS */
     uint32_t utf8_tail;   /* the rule matching a multi-byte UTF-8 character, NIL until needed */
     char *err;
@@ -140,16 +144,32 @@ static bool add_alt(parser *p, uint32_t r, seq *q)
 
 static uint32_t rule_named(parser *p, const char *name, size_t len, size_t where)
 {
-    for (size_t k = 0; k < p->n_rules; k++)
-        if (p->rules[k].name && strlen(p->rules[k].name) == len &&
-            memcmp(p->rules[k].name, name, len) == 0)
-            return (uint32_t)k;
-    return new_rule(p, name, len, where);
+    uint64_t h = XXH3_64bits(name, len);
+    uint64_t k = dy_hashmap_get(&p->names, h);
+    if (k != DY_HASHMAP_NONE && strlen(p->rules[k].name) == len &&
+        memcmp(p->rules[k].name, name, len) == 0)
+        return (uint32_t)k;
+    for (size_t r = 0; k != DY_HASHMAP_NONE && r < p->n_rules; r++) /* a hash collision */
+        if (p->rules[r].name && strlen(p->rules[r].name) == len &&
+            memcmp(p->rules[r].name, name, len) == 0)
+            return (uint32_t)r;
+    uint32_t r = new_rule(p, name, len, where);
+    if (r != NIL && k == DY_HASHMAP_NONE && !dy_hashmap_put(&p->names, h, r)) {
+        oom(p);
+        return NIL;
+    }
+    return r;
 }
 
+/* The id of a byte set, one per distinct set (a literal's bytes repeat a lot). */
 static uint32_t add_set(parser *p, const byteset *s)
 {
-    if (!dy_array_reserve((void **)&p->sets, &p->cap_sets, p->n_sets + 1, sizeof *p->sets)) {
+    uint64_t h = XXH3_64bits(s, sizeof *s);
+    uint64_t k = dy_hashmap_get(&p->set_ids, h);
+    if (k != DY_HASHMAP_NONE && memcmp(&p->sets[k], s, sizeof *s) == 0)
+        return (uint32_t)k;
+    if (!dy_array_reserve((void **)&p->sets, &p->cap_sets, p->n_sets + 1, sizeof *p->sets) ||
+        (k == DY_HASHMAP_NONE && !dy_hashmap_put(&p->set_ids, h, p->n_sets))) {
         oom(p);
         return NIL;
     }
@@ -758,6 +778,8 @@ static void parser_free(parser *p)
     }
     free(p->rules);
     free(p->sets);
+    dy_hashmap_free(&p->names);
+    dy_hashmap_free(&p->set_ids);
 }
 
 dy_grammar *dy_grammar_parse(const char *text, size_t len, char *err, size_t errlen)
