@@ -13,6 +13,8 @@
 #include "serve/front/json.h"
 #include "serve/wire/wire.h"
 
+#include "grammar/schema.h"
+
 #include "engine/stop.h"
 
 #include <math.h>
@@ -741,19 +743,16 @@ static bool format_name_ok(const char *s, size_t len)
     return true;
 }
 
-/* Takes the malloc'd grammar text g (NULL: memory ran out) as the request's. */
-static int set_grammar(pctx *c, const char *param, char *g)
+/* The grammar text in g becomes the request's (g is left empty). */
+static int take_grammar(pctx *c, dy_buf *g)
 {
-    if (!g)
+    if (!dy_buf_cstr(g)) {
+        dy_buf_free(g);
         return oom(c);
-    size_t len = strlen(g);
-    if (len > DY_WIRE_MAX_GRAMMAR) {
-        free(g);
-        return bad(c, param, "invalid_value", "Invalid '%s': it compiles to a grammar of %zu "
-                   "bytes; the limit is %u.", param, len, DY_WIRE_MAX_GRAMMAR);
     }
-    c->r->grammar = g;
-    c->r->grammar_len = len;
+    c->r->grammar = (char *)g->data;
+    c->r->grammar_len = g->len;
+    *g = (dy_buf){0};
     return 0;
 }
 
@@ -766,7 +765,27 @@ static int compile_schema(pctx *c, const char *param, json_t *schema)
         return bad(c, param, "invalid_value", "Invalid '%s': the schema is %zu bytes as compact "
                    "JSON; this server's limit is %zu (--max-schema-bytes).", param, bytes,
                    c->lim->max_schema_bytes);
-    SCHEMA_COMPILE_HERE
+    /* The grammar must fit a REQUEST frame. */
+    dy_schema_opts opts = {.max_grammar_bytes = DY_WIRE_MAX_GRAMMAR};
+    dy_schema_error e;
+    dy_buf g = {0};
+    dy_schema_status st = dy_schema_to_grammar(schema, &opts, &g, &e);
+    if (st == DY_SCHEMA_OK)
+        return take_grammar(c, &g);
+    dy_buf_free(&g);
+    if (st == DY_SCHEMA_NOMEM)
+        return oom(c);
+    char q[MAX_PARAM];
+    pfmt(q, sizeof q, "%s%s%s", param, e.param[0] ? "." : "", e.param);
+    return bad(c, q, st == DY_SCHEMA_UNSUPPORTED ? "unsupported_parameter" : "invalid_value",
+               "Invalid '%s': %s", q, e.message);
+}
+
+static int json_object_grammar(pctx *c)
+{
+    dy_buf g = {0};
+    dy_json_object_rules("root", NULL, &g);
+    return take_grammar(c, &g);
 }
 
 static int parse_json_schema(pctx *c, const char *base, json_t *js)
@@ -823,7 +842,7 @@ static int parse_format(pctx *c, const char *base, json_t *v)
     }
     if (strcmp(t, "json_object") == 0) {
         c->r->format = DY_FORMAT_JSON_OBJECT;
-        return set_grammar(c, base, JSON_OBJECT_HERE);
+        return json_object_grammar(c);
     }
     if (strcmp(t, "json_schema") == 0) {
         c->r->format = DY_FORMAT_JSON_SCHEMA;
