@@ -12,9 +12,10 @@ declare -A allowed=(
   [route]="util kv route"
   [plan]="util kv sched route plan"
   [sim]="util kv sched route plan bench sim"
-  [serve]="util kv engine sched route plan serve"
+  [grammar]="util grammar"
+  [serve]="util kv engine sched route plan grammar serve"
   [bench]="util bench"
-  [cli]="util kv engine sched route plan serve bench sim cli"
+  [cli]="util kv engine sched route plan grammar serve bench sim cli"
 )
 bad=0
 for dir in "$src"/*/; do
