@@ -598,49 +598,49 @@ static void test_dyad_extension(void **st)
 #define PERSON "{'type':'object','properties':{'name':{'type':'string'},'age':{'type':'integer'}}," \
                "'required':['name','age']}"
 
+/* Parses `extra` and checks the format and its grammar: text has none, the JSON formats a
+ * whole grammar (with its root rule) whose length is given. */
+static void expect_format(dy_api_kind k, const char *extra, dy_api_format format)
+{
+    dy_api_request r;
+    ok(k, extra, &r);
+    assert_int_equal(r.format, format);
+    if (format == DY_FORMAT_TEXT)
+        assert_null(r.grammar);
+    else {
+        assert_non_null(r.grammar);
+        assert_int_equal(r.grammar_len, strlen(r.grammar));
+        assert_non_null(strstr(r.grammar, "root ::="));
+    }
+    dy_api_request_free(&r);
+    assert_null(r.grammar);
+}
+
 static void test_response_format(void **st)
 {
     (void)st;
+    expect_format(CHAT, "'response_format':{'type':'text'}", DY_FORMAT_TEXT);
+    expect_format(CHAT, "'response_format':null", DY_FORMAT_TEXT);
+    expect_format(CHAT, "'response_format':{'type':'json_object'}", DY_FORMAT_JSON_OBJECT);
+    expect_format(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'person-1_x',"
+                        "'description':'a person','strict':true,'schema':" PERSON "}}",
+                  DY_FORMAT_JSON_SCHEMA);
+    /* strict false and null optional fields: the schema is enforced all the same */
+    expect_format(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p',"
+                        "'strict':false,'description':null,'schema':" PERSON "}}",
+                  DY_FORMAT_JSON_SCHEMA);
+    /* the schema's own keys are in the grammar */
     dy_api_request r;
-    ok(CHAT, "'response_format':{'type':'text'}", &r);
-    assert_int_equal(r.format, DY_FORMAT_TEXT);
-    assert_null(r.grammar);
-    dy_api_request_free(&r);
-    ok(CHAT, "'response_format':{'type':'json_object'}", &r);
-    assert_int_equal(r.format, DY_FORMAT_JSON_OBJECT);
-    assert_non_null(r.grammar);
-    assert_int_equal(r.grammar_len, strlen(r.grammar));
-    assert_non_null(strstr(r.grammar, "root ::="));
-    dy_api_request_free(&r);
-    assert_null(r.grammar);
-    ok(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'person-1_x',"
-             "'description':'a person','strict':true,'schema':" PERSON "}}", &r);
-    assert_int_equal(r.format, DY_FORMAT_JSON_SCHEMA);
-    assert_non_null(r.grammar);
-    assert_non_null(strstr(r.grammar, "root ::="));
+    ok(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':" PERSON
+             "}}", &r);
     assert_non_null(strstr(r.grammar, "age"));
     dy_api_request_free(&r);
-    /* strict false and null optional fields: the schema is enforced all the same */
-    ok(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','strict':false,"
-             "'description':null,'schema':" PERSON "}}", &r);
-    assert_non_null(r.grammar);
-    dy_api_request_free(&r);
-    ok(CHAT, "'response_format':null", &r);
-    assert_null(r.grammar);
-    dy_api_request_free(&r);
     /* completions: the same object as dyad.grammar; chat's field is not one of its own */
-    ok(CMPL, "'dyad':{'grammar':{'type':'json_schema','json_schema':{'name':'p','schema':" PERSON
-             "}}}", &r);
-    assert_int_equal(r.format, DY_FORMAT_JSON_SCHEMA);
-    assert_non_null(r.grammar);
-    dy_api_request_free(&r);
-    ok(CMPL, "'dyad':{'grammar':{'type':'json_object'},'select':'logprob'},'n':3", &r);
-    assert_int_equal(r.format, DY_FORMAT_JSON_OBJECT);
-    assert_non_null(r.grammar);
-    dy_api_request_free(&r);
-    ok(CMPL, "'response_format':{'type':'json_object'}", &r);
-    assert_null(r.grammar);
-    dy_api_request_free(&r);
+    expect_format(CMPL, "'dyad':{'grammar':{'type':'json_schema','json_schema':{'name':'p',"
+                        "'schema':" PERSON "}}}", DY_FORMAT_JSON_SCHEMA);
+    expect_format(CMPL, "'dyad':{'grammar':{'type':'json_object'},'select':'logprob'},'n':3",
+                  DY_FORMAT_JSON_OBJECT);
+    expect_format(CMPL, "'response_format':{'type':'json_object'}", DY_FORMAT_TEXT);
 }
 
 static void test_response_format_errors(void **st)
