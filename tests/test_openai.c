@@ -695,6 +695,9 @@ static void test_response_format_errors(void **st)
         "response_format.json_schema.schema.minItems", "invalid_value");
     /* completions: the same errors under dyad.grammar */
     bad(CMPL, "'dyad':{'grammar':'json'}", "dyad.grammar", "invalid_type");
+    bad(CHAT, "'dyad':{'grammar':{'type':'json_object'}}", "dyad.grammar", "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_object'},'dyad':{'grammar':{'type':'json_object'}}",
+        "dyad.grammar", "invalid_value");
     bad(CMPL, "'dyad':{'grammar':{'type':'json_schema'}}", "dyad.grammar.json_schema",
         "missing_required_parameter");
     bad(CMPL, "'dyad':{'grammar':{'type':'json_schema','json_schema':{'name':'p','schema':"

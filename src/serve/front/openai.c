@@ -905,6 +905,15 @@ static int dyad_regex(pctx *c, json_t *v)
     return (c->r->answer_regex = dup_or_fail(c, s)) ? 0 : -1;
 }
 
+/* Completions' response_format. Chat has the real one, so one request cannot carry two. */
+static int dyad_grammar(pctx *c, json_t *v)
+{
+    if (c->kind == DY_API_CHAT)
+        return bad(c, "dyad.grammar", "invalid_value", "Invalid 'dyad.grammar': chat requests "
+                   "give it as 'response_format'.");
+    return parse_format(c, "dyad.grammar", v);
+}
+
 /* Our own object, so unknown keys are errors here: a misspelt option must not be ignored. */
 static int f_dyad(pctx *c, const char *name, json_t *v)
 {
@@ -918,7 +927,7 @@ static int f_dyad(pctx *c, const char *name, json_t *v)
         int rc = json_is_null(val) ? 0
                : strcmp(key, "select") == 0 ? dyad_select(c, val)
                : strcmp(key, "answer_regex") == 0 ? dyad_regex(c, val)
-               : strcmp(key, "grammar") == 0 ? parse_format(c, "dyad.grammar", val)
+               : strcmp(key, "grammar") == 0 ? dyad_grammar(c, val)
                : bad(c, q, "unknown_parameter", "Unrecognized request argument supplied: '%s'.", q);
         if (rc)
             return -1;
