@@ -1,0 +1,1943 @@
+/* schema.c — JSON Schema (a subset) and plain JSON compiled to grammar text (see schema.h).
+ *
+ * One pass over the schema: each subschema becomes a rule (or a reference to one of the shared
+ * rules every call emits first: strings, numbers, any value), its body written to a buffer of
+ * its own while the rules of its children go straight to the output. A `$ref` target is
+ * compiled once, under its own rule name registered before its body, so recursion is a plain
+ * reference. Two checks make recursion safe: a reference back into a target still being
+ * compiled must sit inside an object or array opened since (else the rule would be
+ * left-recursive), and afterwards every target must admit some finite value (a fixpoint; a
+ * required property that is its own object again never ends).
+ *
+ * The principle throughout: every text the grammar accepts validates. Where a keyword cannot
+ * be compiled exactly, it is refused with its path rather than approximated. */
+#include "grammar/schema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- grammar text */
+
+void dy_schema_literal(dy_buf *out, const char *s, size_t n)
+{
+    dy_buf_append(out, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            dy_buf_printf(out, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            dy_buf_printf(out, "\\x%02x", c);
+        else
+            dy_buf_append(out, &s[i], 1);
+    }
+    dy_buf_append(out, "\"", 1);
+}
+
+/* One byte (or range) inside [...]: letters and digits as themselves, anything else as \xHH so
+ * no member can be read as syntax. */
+static void class_byte(dy_buf *out, unsigned c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        dy_buf_printf(out, "%c", (char)c);
+    else
+        dy_buf_printf(out, "\\x%02x", c);
+}
+
+static void class_range(dy_buf *out, unsigned lo, unsigned hi)
+{
+    class_byte(out, lo);
+    if (hi > lo) {
+        dy_buf_append_str(out, "-");
+        class_byte(out, hi);
+    }
+}
+
+/* A quantifier for {min,max} (unbounded: max ignored), "" for exactly one. */
+static void quantifier(dy_buf *out, uint64_t min, uint64_t max, bool unbounded)
+{
+    if (unbounded && min == 0)
+        dy_buf_append_str(out, "*");
+    else if (unbounded && min == 1)
+        dy_buf_append_str(out, "+");
+    else if (unbounded)
+        dy_buf_printf(out, "{%llu,}", (unsigned long long)min);
+    else if (min == 0 && max == 1)
+        dy_buf_append_str(out, "?");
+    else if (min == max && min != 1)
+        dy_buf_printf(out, "{%llu}", (unsigned long long)min);
+    else if (min != max)
+        dy_buf_printf(out, "{%llu,%llu}", (unsigned long long)min, (unsigned long long)max);
+}
+
+/* The shared rules, '@' standing for the prefix and '~' for max_indent. A JSON string's
+ * characters: anything but '"', '\' and control bytes raw (the grammar's negated class only
+ * matches whole UTF-8 characters), or an escape; \u escapes exclude \u0000 and lone
+ * surrogates (a high one must be followed by a low one), which jansson refuses. */
+static const char base_rules[] =
+    "@-ws ::= ( \" \" | \"\\n\" \" \"{0,~} )?\n"
+    "@-hex ::= [0-9a-fA-F]\n"
+    "@-u4 ::= [1-9a-cA-CeEfF] @-hex @-hex @-hex | \"0\" ( [1-9a-fA-F] @-hex @-hex | \"0\" ( "
+    "[1-9a-fA-F] @-hex | \"0\" [1-9a-fA-F] ) ) | [dD] ( [0-7] @-hex @-hex | [89abAB] @-hex "
+    "@-hex \"\\\\u\" [dD] [c-fC-F] @-hex @-hex )\n"
+    "@-char ::= [^\\x22\\x5c\\x00-\\x1f] | \"\\\\\" ( [\\x22\\x5c/bfnrt] | \"u\" @-u4 )\n"
+    "@-string ::= \"\\\"\" @-char* \"\\\"\"\n"
+    "@-uint ::= \"0\" | [1-9] [0-9]*\n"
+    "@-integer ::= \"-\"? @-uint\n"
+    "@-number ::= \"-\"? @-uint ( \".\" [0-9]+ )? ( [eE] ( \"+\" | \"-\" )? [0-9]+ )?\n"
+    "@-boolean ::= \"true\" | \"false\"\n"
+    "@-null ::= \"null\"\n"
+    "@-value ::= @-object | @-array | @-string | @-number | @-boolean | @-null\n"
+    "@-object ::= \"{\" @-ws ( @-member ( \",\" @-ws @-member )* @-ws )? \"}\"\n"
+    "@-member ::= @-string \":\" @-ws @-value\n"
+    "@-array ::= \"[\" @-ws ( @-value ( \",\" @-ws @-value )* @-ws )? \"]\"\n";
+
+/* What a pattern's `.` matches, as JSON text: one character other than the line terminators
+ * \n, \r, U+2028 and U+2029 (ECMA-262's `.`), written raw (the multi-byte ones as UTF-8 byte
+ * classes, so the two terminators can be left out) or as a short escape. */
+static const char dot_rules[] =
+    "@-u8 ::= [\\xc2-\\xdf] [\\x80-\\xbf] | \"\\xe0\" [\\xa0-\\xbf] [\\x80-\\xbf] | "
+    "[\\xe1\\xe3-\\xec\\xee\\xef] [\\x80-\\xbf] [\\x80-\\xbf] | \"\\xe2\" ( [\\x81-\\xbf] "
+    "[\\x80-\\xbf] | \"\\x80\" [\\x80-\\xa7\\xaa-\\xbf] ) | \"\\xed\" [\\x80-\\x9f] [\\x80-\\xbf] | "
+    "\"\\xf0\" [\\x90-\\xbf] [\\x80-\\xbf] [\\x80-\\xbf] | [\\xf1-\\xf3] [\\x80-\\xbf] [\\x80-\\xbf] "
+    "[\\x80-\\xbf] | \"\\xf4\" [\\x80-\\x8f] [\\x80-\\xbf] [\\x80-\\xbf]\n"
+    "@-dot ::= [\\x20\\x21\\x23-\\x5b\\x5d-\\x7f] | @-u8 | \"\\\\\" [\\x22\\x5c/bft]\n";
+
+static void append_template(dy_buf *out, const char *t, const char *prefix, int indent)
+{
+    for (; *t; t++) {
+        if (*t == '@')
+            dy_buf_append_str(out, prefix);
+        else if (*t == '~')
+            dy_buf_printf(out, "%d", indent);
+        else
+            dy_buf_append(out, t, 1);
+    }
+}
+
+static dy_schema_opts resolve_opts(const dy_schema_opts *o)
+{
+    dy_schema_opts r = o ? *o : (dy_schema_opts){0};
+    if (r.max_depth <= 0)
+        r.max_depth = DY_SCHEMA_DEFAULT_MAX_DEPTH;
+    if (r.max_grammar_bytes == 0)
+        r.max_grammar_bytes = DY_SCHEMA_DEFAULT_MAX_GRAMMAR_BYTES;
+    if (r.max_indent <= 0)
+        r.max_indent = DY_SCHEMA_DEFAULT_MAX_INDENT;
+    return r;
+}
+
+void dy_json_object_rules(const char *prefix, const dy_schema_opts *opts, dy_buf *out)
+{
+    dy_schema_opts o = resolve_opts(opts);
+    append_template(out, base_rules, prefix, o.max_indent);
+    dy_buf_printf(out, "%s ::= %s-object\n", prefix, prefix);
+}
+
+/* ---------------------------------------------------------------- the compiler's state */
+
+typedef struct {
+    const json_t *schema;   /* the $ref's target */
+    char rule[64];
+    char path[256];         /* where the target is, for its errors */
+    int containers;         /* objects/arrays open when its compilation began */
+    bool in_progress;
+    bool productive;        /* admits a finite value (the fixpoint after compiling) */
+} def_entry;
+
+typedef struct {
+    const char *prefix;
+    dy_schema_opts o;
+    const json_t *root;
+    dy_buf *out;
+    size_t start;           /* out->len before the call */
+    int n_rules;
+    int depth;
+    int containers;         /* objects/arrays open around the subschema being compiled */
+    bool used_dot;
+    def_entry *defs;
+    size_t n_defs, cap_defs;
+    char path[256];
+    dy_schema_error *e;
+    bool failed;
+} ctx;
+
+static bool fail(ctx *c, dy_schema_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static bool fail(ctx *c, dy_schema_status st, const char *fmt, ...)
+{
+    if (c->failed)
+        return false;
+    c->failed = true;
+    c->e->status = st;
+    snprintf(c->e->param, sizeof c->e->param, "%s", c->path);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->e->message, sizeof c->e->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Path steps: each returns the old length for path_pop. */
+static size_t path_key(ctx *c, const char *key)
+{
+    size_t old = strlen(c->path);
+    snprintf(c->path + old, sizeof c->path - old, "%s%s", old ? "." : "", key);
+    return old;
+}
+
+static size_t path_index(ctx *c, size_t i)
+{
+    size_t old = strlen(c->path);
+    snprintf(c->path + old, sizeof c->path - old, "[%zu]", i);
+    return old;
+}
+
+static void path_pop(ctx *c, size_t old)
+{
+    c->path[old] = '\0';
+}
+
+/* A failure at path.key. */
+static bool fail_key(ctx *c, const char *key, dy_schema_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static bool fail_key(ctx *c, const char *key, dy_schema_status st, const char *fmt, ...)
+{
+    if (c->failed)
+        return false;
+    path_key(c, key);
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(c, st, "%s", msg);
+}
+
+static void new_rule_name(ctx *c, char name[64])
+{
+    snprintf(name, 64, "%s-%d", c->prefix, ++c->n_rules);
+}
+
+static bool check_size(ctx *c, size_t pending)
+{
+    if (c->out->oom)
+        return fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+    if (c->out->len - c->start + pending > c->o.max_grammar_bytes)
+        return fail(c, DY_SCHEMA_TOO_LARGE,
+                    "the schema compiles to a grammar over max_grammar_bytes (%zu bytes)",
+                    c->o.max_grammar_bytes);
+    return true;
+}
+
+/* Appends `name ::= body`; body is freed. */
+static bool emit_rule(ctx *c, const char *name, dy_buf *body)
+{
+    bool ok = !body->oom || fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+    if (ok && (ok = check_size(c, body->len + strlen(name) + 6))) {
+        dy_buf_printf(c->out, "%s ::= ", name);
+        dy_buf_append(c->out, body->data, body->len);
+        dy_buf_append_str(c->out, "\n");
+        ok = check_size(c, 0);
+    }
+    dy_buf_free(body);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- keywords */
+
+enum {
+    T_STRING = 1, T_INTEGER = 2, T_NUMBER = 4, T_BOOLEAN = 8, T_NULL = 16, T_OBJECT = 32,
+    T_ARRAY = 64, T_ALL = 127,
+};
+
+static const struct {
+    const char *name;
+    int type;
+} type_names[] = {
+    {"string", T_STRING}, {"integer", T_INTEGER}, {"number", T_NUMBER}, {"boolean", T_BOOLEAN},
+    {"null", T_NULL}, {"object", T_OBJECT}, {"array", T_ARRAY},
+};
+
+/* Every keyword compiled, with the types it constrains (0: not type-specific). */
+enum { K_ANNOTATION, K_TYPED, K_TYPE, K_COMBINATOR, K_VALUES };
+
+static const struct {
+    const char *name;
+    int kind;
+    int types;
+} keywords[] = {
+    {"title", K_ANNOTATION, 0}, {"description", K_ANNOTATION, 0}, {"$schema", K_ANNOTATION, 0},
+    {"$id", K_ANNOTATION, 0}, {"default", K_ANNOTATION, 0}, {"examples", K_ANNOTATION, 0},
+    {"$comment", K_ANNOTATION, 0}, {"deprecated", K_ANNOTATION, 0},
+    {"readOnly", K_ANNOTATION, 0}, {"writeOnly", K_ANNOTATION, 0},
+    {"$defs", K_ANNOTATION, 0}, {"definitions", K_ANNOTATION, 0},
+    {"type", K_TYPE, 0},
+    {"properties", K_TYPED, T_OBJECT}, {"required", K_TYPED, T_OBJECT},
+    {"additionalProperties", K_TYPED, T_OBJECT},
+    {"items", K_TYPED, T_ARRAY}, {"minItems", K_TYPED, T_ARRAY}, {"maxItems", K_TYPED, T_ARRAY},
+    {"minLength", K_TYPED, T_STRING}, {"maxLength", K_TYPED, T_STRING},
+    {"pattern", K_TYPED, T_STRING}, {"format", K_TYPED, T_STRING},
+    {"minimum", K_TYPED, T_NUMBER | T_INTEGER}, {"maximum", K_TYPED, T_NUMBER | T_INTEGER},
+    {"exclusiveMinimum", K_TYPED, T_NUMBER | T_INTEGER},
+    {"exclusiveMaximum", K_TYPED, T_NUMBER | T_INTEGER},
+    {"$ref", K_COMBINATOR, 0}, {"anyOf", K_COMBINATOR, 0}, {"oneOf", K_COMBINATOR, 0},
+    {"allOf", K_COMBINATOR, 0}, {"enum", K_VALUES, 0}, {"const", K_VALUES, 0},
+};
+
+static int keyword_index(const char *key)
+{
+    for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
+        if (strcmp(keywords[i].name, key) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* The types a keyword constrains; 0 for one that is not type-specific or not known. */
+static int keyword_types(const char *key)
+{
+    int k = keyword_index(key);
+    return k < 0 ? 0 : keywords[k].types;
+}
+
+/* Every key of the schema is a keyword compiled here. */
+static bool check_keywords(ctx *c, const json_t *s)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        if (keyword_index(key) < 0)
+            return fail_key(c, key, DY_SCHEMA_UNSUPPORTED,
+                            "the keyword '%s' is not supported", key);
+    }
+    return true;
+}
+
+/* For $ref, anyOf, oneOf, allOf, enum and const: no sibling but annotations (and `type`
+ * where allow_type), since a sibling would intersect with them. */
+static bool only_annotations_beside(ctx *c, const json_t *s, const char *self, bool allow_type)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        int k = keywords[keyword_index(key)].kind;
+        if (strcmp(key, self) == 0 || k == K_ANNOTATION || (allow_type && k == K_TYPE))
+            continue;
+        return fail_key(c, key, DY_SCHEMA_UNSUPPORTED,
+                        "'%s' beside '%s' is not supported", key, self);
+    }
+    return true;
+}
+
+/* The types a schema allows: its `type`, or else the types its keywords constrain (a schema
+ * with `properties` and no `type` is an object), or else every type. */
+static bool schema_types(ctx *c, const json_t *s, int *types)
+{
+    const json_t *t = json_object_get(s, "type");
+    *types = 0;
+    if (!t) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)s, key, v)
+            *types |= keyword_types(key);
+        if (*types & T_NUMBER)
+            *types &= ~T_INTEGER;
+        if (!*types)
+            *types = T_ALL;
+        return true;
+    }
+    size_t n = json_is_array(t) ? json_array_size(t) : 1;
+    if (!json_is_string(t) && (!json_is_array(t) || n == 0))
+        return fail_key(c, "type", DY_SCHEMA_INVALID,
+                        "'type' must be a type name or a non-empty list of them");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *name = json_is_array(t) ? json_array_get(t, i) : t;
+        int bit = 0;
+        for (size_t k = 0; json_is_string(name) && k < sizeof type_names / sizeof type_names[0];
+             k++)
+            if (strcmp(json_string_value(name), type_names[k].name) == 0)
+                bit = type_names[k].type;
+        if (!bit)
+            return fail_key(c, "type", DY_SCHEMA_INVALID,
+                            "'type' names an unknown type (string, number, integer, boolean, "
+                            "null, object, array)");
+        *types |= bit;
+    }
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)s, key, v) {
+        int applies = keyword_types(key);
+        if (applies && !(applies & *types))
+            return fail_key(c, key, DY_SCHEMA_INVALID,
+                            "'%s' does not apply to the schema's type", key);
+    }
+    return true;
+}
+
+/* A non-negative integer keyword; *present false if absent. */
+static bool count_keyword(ctx *c, const json_t *s, const char *key, uint64_t *v, bool *present)
+{
+    const json_t *x = json_object_get(s, key);
+    *present = x != NULL;
+    if (!x)
+        return true;
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+        return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a non-negative integer", key);
+    *v = (uint64_t)json_integer_value(x);
+    return true;
+}
+
+/* ---------------------------------------------------------------- canonical JSON values */
+
+/* The shortest %g text that reads back as the same double. */
+static void append_real(dy_buf *b, double d)
+{
+    char tmp[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+        if (strtod(tmp, NULL) == d)
+            break;
+    }
+    dy_buf_append_str(b, tmp);
+}
+
+static bool append_json_string(dy_buf *b, const char *s, size_t n)
+{
+    json_t *str = json_stringn(s, n);
+    char *text = str ? json_dumps(str, JSON_ENCODE_ANY) : NULL;
+    json_decref(str);
+    if (!text)
+        return false;
+    dy_buf_append_str(b, text);
+    free(text);
+    return true;
+}
+
+/* v as compact JSON text, object members in their order. */
+static bool append_canonical(dy_buf *b, const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        const char *key;
+        json_t *x;
+        bool first = true, ok = true;
+        dy_buf_append_str(b, "{");
+        json_object_foreach((json_t *)v, key, x) {
+            if (!first)
+                dy_buf_append_str(b, ",");
+            first = false;
+            ok = ok && append_json_string(b, key, strlen(key));
+            dy_buf_append_str(b, ":");
+            ok = ok && append_canonical(b, x);
+        }
+        dy_buf_append_str(b, "}");
+        return ok;
+    }
+    case JSON_ARRAY: {
+        bool ok = true;
+        dy_buf_append_str(b, "[");
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                dy_buf_append_str(b, ",");
+            ok = ok && append_canonical(b, json_array_get(v, i));
+        }
+        dy_buf_append_str(b, "]");
+        return ok;
+    }
+    case JSON_STRING:
+        return append_json_string(b, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER:
+        dy_buf_printf(b, "%lld", (long long)json_integer_value(v));
+        return true;
+    case JSON_REAL:
+        append_real(b, json_real_value(v));
+        return true;
+    case JSON_TRUE:
+        dy_buf_append_str(b, "true");
+        return true;
+    case JSON_FALSE:
+        dy_buf_append_str(b, "false");
+        return true;
+    default:
+        dy_buf_append_str(b, "null");
+        return true;
+    }
+}
+
+static int value_type(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return T_OBJECT;
+    case JSON_ARRAY: return T_ARRAY;
+    case JSON_STRING: return T_STRING;
+    case JSON_INTEGER: return T_INTEGER | T_NUMBER;
+    case JSON_REAL: {
+        double d = json_real_value(v);
+        return d == floor(d) ? T_INTEGER | T_NUMBER : T_NUMBER;
+    }
+    case JSON_TRUE: case JSON_FALSE: return T_BOOLEAN;
+    default: return T_NULL;
+    }
+}
+
+/* One value's literal (const) or the alternatives of all (enum). */
+static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
+{
+    const char *key = json_object_get(s, "enum") ? "enum" : "const";
+    if (json_object_get(s, "enum") && json_object_get(s, "const"))
+        return fail_key(c, "const", DY_SCHEMA_UNSUPPORTED, "'const' beside 'enum' is not supported");
+    if (!only_annotations_beside(c, s, key, true))
+        return false;
+    int types = T_ALL;
+    if (json_object_get(s, "type") && !schema_types(c, s, &types))
+        return false;
+    const json_t *v = json_object_get(s, key);
+    bool is_enum = key[0] == 'e';
+    if (is_enum && (!json_is_array(v) || json_array_size(v) == 0))
+        return fail_key(c, key, DY_SCHEMA_INVALID, "'enum' must be a non-empty array");
+    size_t n = is_enum ? json_array_size(v) : 1;
+    size_t old = path_key(c, key);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *x = is_enum ? json_array_get(v, i) : v;
+        if (!(value_type(x) & types)) {
+            if (is_enum)
+                path_index(c, i);
+            return fail(c, DY_SCHEMA_INVALID, "this value does not have the schema's type");
+        }
+        dy_buf text = {0};
+        bool ok = append_canonical(&text, x);
+        if (i)
+            dy_buf_append_str(body, " | ");
+        dy_schema_literal(body, (const char *)text.data, text.len);
+        dy_buf_free(&text);
+        if (!ok)
+            return fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+        if (!check_size(c, body->len))
+            return false;
+    }
+    path_pop(c, old);
+    return true;
+}
+
+/* ---------------------------------------------------------------- numbers */
+
+/* One bound: minimum/maximum inclusive, exclusiveMinimum/exclusiveMaximum (a number, or the
+ * draft-4 boolean that makes minimum/maximum exclusive). */
+typedef struct {
+    bool set, excl;
+    bool is_int;       /* the value is an integer within int64 */
+    int64_t i;         /* is_int: the value */
+    double d;
+} bound;
+
+#define INT64_LIMIT 9223372036854775807.0 /* 2^63 - 1 rounds to 2^63 as a double */
+
+static bool read_bound(ctx *c, const json_t *s, const char *key, bound *b)
+{
+    const json_t *v = json_object_get(s, key);
+    *b = (bound){0};
+    if (!v || json_is_boolean(v))
+        return true;
+    if (!json_is_number(v))
+        return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a number", key);
+    b->set = true;
+    b->d = json_number_value(v);
+    if (json_is_integer(v)) {
+        b->is_int = true;
+        b->i = json_integer_value(v);
+    } else if (b->d == floor(b->d) && fabs(b->d) < INT64_LIMIT) {
+        b->is_int = true;
+        b->i = (int64_t)b->d;
+    }
+    return true;
+}
+
+/* The stricter of an inclusive and an exclusive bound on one side (lower: the larger). */
+static bound stricter(bound incl, bound excl, bool lower)
+{
+    if (!incl.set)
+        return excl;
+    if (!excl.set)
+        return incl;
+    if (excl.d == incl.d)
+        return excl;
+    return (excl.d > incl.d) == lower ? excl : incl;
+}
+
+static bool read_bounds(ctx *c, const json_t *s, bound *lo, bound *hi)
+{
+    bound mn, mx, xmn, xmx;
+    if (!read_bound(c, s, "minimum", &mn) || !read_bound(c, s, "maximum", &mx) ||
+        !read_bound(c, s, "exclusiveMinimum", &xmn) || !read_bound(c, s, "exclusiveMaximum", &xmx))
+        return false;
+    if (json_is_true(json_object_get(s, "exclusiveMinimum")))
+        mn.excl = true;
+    if (json_is_true(json_object_get(s, "exclusiveMaximum")))
+        mx.excl = true;
+    xmn.excl = xmx.excl = true;
+    *lo = stricter(mn, xmn, true);
+    *hi = stricter(mx, xmx, false);
+    return true;
+}
+
+static const char nines[] = "9999999999999999999999";
+static const char zeros[] = "0000000000000000000000";
+
+static void digit_range(dy_buf *b, char lo, char hi)
+{
+    if (lo == hi)
+        dy_buf_printf(b, "\"%c\"", lo);
+    else
+        dy_buf_printf(b, "[%c-%c]", lo, hi);
+}
+
+/* The decimal strings of n digits from x to y (x <= y, same length), digit by digit. */
+static void same_length_range(dy_buf *b, const char *x, const char *y, size_t n)
+{
+    size_t k = 0;
+    while (k < n && x[k] == y[k])
+        k++;
+    if (k)
+        dy_schema_literal(b, x, k);
+    if (k == n)
+        return;
+    if (k)
+        dy_buf_append_str(b, " ");
+    x += k, y += k, n -= k;
+    if (n == 1) {
+        digit_range(b, x[0], y[0]);
+        return;
+    }
+    bool x_zeros = strncmp(x + 1, zeros, n - 1) == 0;
+    bool y_nines = strncmp(y + 1, nines, n - 1) == 0;
+    char mid_lo = x_zeros ? x[0] : (char)(x[0] + 1);
+    char mid_hi = y_nines ? y[0] : (char)(y[0] - 1);
+    bool first = true;
+    dy_buf_append_str(b, "( ");
+    if (!x_zeros) {
+        dy_buf_printf(b, "\"%c\" ", x[0]);
+        same_length_range(b, x + 1, nines, n - 1);
+        first = false;
+    }
+    if (mid_lo <= mid_hi) {
+        dy_buf_append_str(b, first ? "" : " | ");
+        digit_range(b, mid_lo, mid_hi);
+        dy_buf_append_str(b, " [0-9]");
+        quantifier(b, n - 1, n - 1, false);
+        first = false;
+    }
+    if (!y_nines) {
+        dy_buf_append_str(b, first ? "" : " | ");
+        dy_buf_printf(b, "\"%c\" ", y[0]);
+        same_length_range(b, zeros, y + 1, n - 1);
+    }
+    dy_buf_append_str(b, " )");
+}
+
+/* The canonical decimal strings (no leading zero) of lo..hi, or lo.. with no upper end. */
+static void digits_range(dy_buf *b, uint64_t lo, uint64_t hi, bool unbounded)
+{
+    char x[24], y[24];
+    int nx = snprintf(x, sizeof x, "%llu", (unsigned long long)lo);
+    int ny = unbounded ? nx : snprintf(y, sizeof y, "%llu", (unsigned long long)hi);
+    dy_buf_append_str(b, "( ");
+    for (int len = nx; len <= ny; len++) {
+        char from[24], to[24];
+        if (len == nx)
+            memcpy(from, x, (size_t)nx + 1);
+        else
+            snprintf(from, sizeof from, "1%.*s", len - 1, zeros);
+        if (len == ny && !unbounded)
+            memcpy(to, y, (size_t)ny + 1);
+        else
+            snprintf(to, sizeof to, "%.*s", len, nines);
+        if (len > nx)
+            dy_buf_append_str(b, " | ");
+        same_length_range(b, from, to, (size_t)len);
+    }
+    if (unbounded)
+        dy_buf_printf(b, " | [1-9] [0-9]{%d,}", nx);
+    dy_buf_append_str(b, " )");
+}
+
+/* |v| of an int64 without overflow. */
+static uint64_t magnitude(int64_t v)
+{
+    return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+}
+
+/* Integers lo..hi (each end optional): a '-' and magnitudes for the negative ones, then the
+ * non-negative ones; "-0" is never written. */
+static void integer_range(dy_buf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi)
+{
+    bool neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
+    dy_buf_append_str(b, "( ");
+    if (neg) {
+        uint64_t from = has_hi && hi < 0 ? magnitude(hi) : 1;
+        dy_buf_append_str(b, "\"-\" ");
+        digits_range(b, from, has_lo ? magnitude(lo) : 0, !has_lo);
+    }
+    if (neg && pos)
+        dy_buf_append_str(b, " | ");
+    if (pos)
+        digits_range(b, has_lo && lo > 0 ? (uint64_t)lo : 0, has_hi ? (uint64_t)hi : 0, !has_hi);
+    dy_buf_append_str(b, " )");
+}
+
+#define FRAC_ANY "( \".\" [0-9]+ )?"
+#define FRAC_ZERO "( \".\" \"0\"+ )?"
+#define FRAC_NONZERO "\".\" \"0\"* [1-9] [0-9]*"
+
+/* Decimal numbers (an integer part and an optional fraction, no exponent) whose value m lies
+ * between the integers a and b (b absent: no upper end), each end inclusive or not: by the
+ * integer part, a fraction is free strictly inside, must be non-zero at an exclusive a and
+ * zero at an inclusive b. Requires a non-empty interval. */
+static void magnitude_range(dy_buf *b, uint64_t a, bool a_excl, uint64_t hi, bool hi_excl,
+                            bool unbounded)
+{
+    char t[24];
+    dy_buf_append_str(b, "( ");
+    if (!unbounded && a == hi) {
+        snprintf(t, sizeof t, "%llu", (unsigned long long)a);
+        dy_schema_literal(b, t, strlen(t));
+        dy_buf_append_str(b, " " FRAC_ZERO " )");
+        return;
+    }
+    snprintf(t, sizeof t, "%llu", (unsigned long long)a);
+    dy_schema_literal(b, t, strlen(t));
+    dy_buf_append_str(b, a_excl ? " " FRAC_NONZERO : " " FRAC_ANY);
+    if (unbounded || a + 1 < hi) {
+        dy_buf_append_str(b, " | ");
+        digits_range(b, a + 1, unbounded ? 0 : hi - 1, unbounded);
+        dy_buf_append_str(b, " " FRAC_ANY);
+    }
+    if (!unbounded && !hi_excl) {
+        snprintf(t, sizeof t, "%llu", (unsigned long long)hi);
+        dy_buf_append_str(b, " | ");
+        dy_schema_literal(b, t, strlen(t));
+        dy_buf_append_str(b, " " FRAC_ZERO);
+    }
+    dy_buf_append_str(b, " )");
+}
+
+/* Numbers between integer-valued bounds: non-negative values by magnitude_range, negative ones
+ * as '-' and the magnitude range mirrored (0 excluded there: it belongs to the other side). */
+static void number_range(dy_buf *b, const bound *lo, const bound *hi)
+{
+    bool pos = !hi->set || hi->i > 0 || (hi->i == 0 && !hi->excl);
+    bool neg = !lo->set || lo->i < 0;
+    dy_buf_append_str(b, "( ");
+    if (pos) {
+        bool from_zero = !lo->set || lo->i < 0;
+        magnitude_range(b, from_zero ? 0 : (uint64_t)lo->i, from_zero ? false : lo->excl,
+                        hi->set ? (uint64_t)hi->i : 0, hi->excl, !hi->set);
+    }
+    if (pos && neg)
+        dy_buf_append_str(b, " | ");
+    if (neg) {
+        bool to_zero = !hi->set || hi->i >= 0;
+        dy_buf_append_str(b, "\"-\" ");
+        magnitude_range(b, to_zero ? 0 : magnitude(hi->i), to_zero ? true : hi->excl,
+                        lo->set ? magnitude(lo->i) : 0, lo->excl, !lo->set);
+    }
+    dy_buf_append_str(b, " )");
+}
+
+/* An integer bound as an inclusive int64: a fractional bound rounds inwards. */
+static bool integer_bound(ctx *c, const bound *bd, bool lower, int64_t *out)
+{
+    double d = bd->d;
+    if (bd->is_int && !bd->excl) {
+        *out = bd->i;
+        return true;
+    }
+    double r = lower ? (bd->excl ? floor(d) + 1 : ceil(d)) : (bd->excl ? ceil(d) - 1 : floor(d));
+    if (bd->is_int && bd->excl) {
+        if (lower ? bd->i == INT64_MAX : bd->i == INT64_MIN)
+            return fail(c, DY_SCHEMA_INVALID, "no integer lies within the bounds");
+        *out = lower ? bd->i + 1 : bd->i - 1;
+        return true;
+    }
+    if (fabs(r) >= INT64_LIMIT)
+        return fail(c, DY_SCHEMA_UNSUPPORTED, "bounds beyond 64-bit integers are not supported");
+    *out = (int64_t)r;
+    return true;
+}
+
+static bool compile_integer(ctx *c, const json_t *s, dy_buf *body)
+{
+    bound lo, hi;
+    if (!read_bounds(c, s, &lo, &hi))
+        return false;
+    if (!lo.set && !hi.set) {
+        dy_buf_printf(body, "%s-integer", c->prefix);
+        return true;
+    }
+    int64_t l = 0, h = 0;
+    if ((lo.set && !integer_bound(c, &lo, true, &l)) || (hi.set && !integer_bound(c, &hi, false, &h)))
+        return false;
+    if (lo.set && hi.set && l > h)
+        return fail(c, DY_SCHEMA_INVALID, "no integer lies within the bounds");
+    integer_range(body, lo.set, l, hi.set, h);
+    return true;
+}
+
+static bool compile_number(ctx *c, const json_t *s, dy_buf *body)
+{
+    bound lo, hi;
+    if (!read_bounds(c, s, &lo, &hi))
+        return false;
+    if (!lo.set && !hi.set) {
+        dy_buf_printf(body, "%s-number", c->prefix);
+        return true;
+    }
+    if ((lo.set && !lo.is_int) || (hi.set && !hi.is_int))
+        return fail(c, DY_SCHEMA_UNSUPPORTED,
+                    "bounds of a 'number' must be integers (or use type 'integer')");
+    if (lo.set && hi.set && (lo.i > hi.i || (lo.i == hi.i && (lo.excl || hi.excl))))
+        return fail(c, DY_SCHEMA_INVALID, "no number lies within the bounds");
+    number_range(body, &lo, &hi);
+    return true;
+}
+
+/* ---------------------------------------------------------------- strings and patterns */
+
+static const struct {
+    const char *name;
+    const char *text; /* '@' for the prefix */
+} formats[] = {
+    {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
+             "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) "
+             "| \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"},
+    {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]+ )? "
+             "( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
+    {"uuid", "@-hex{8} \"-\" @-hex{4} \"-\" @-hex{4} \"-\" @-hex{4} \"-\" @-hex{12}"},
+};
+
+static bool append_format(ctx *c, const char *name, dy_buf *body)
+{
+    if (strcmp(name, "date-time") == 0) {
+        append_format(c, "date", body);
+        dy_buf_append_str(body, " \"T\" ");
+        return append_format(c, "time", body);
+    }
+    for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++)
+        if (strcmp(formats[i].name, name) == 0) {
+            append_template(body, formats[i].text, c->prefix, 0);
+            return true;
+        }
+    return fail_key(c, "format", DY_SCHEMA_UNSUPPORTED,
+                    "the format '%s' is not supported (date, time, date-time and uuid are)", name);
+}
+
+/* A regular expression's parser: the pattern's characters (UTF-8) to grammar text over the
+ * JSON text of the string's characters. */
+typedef struct {
+    ctx *c;
+    const char *s;
+    size_t i, n;
+} regex;
+
+static bool regex_fail(regex *r, size_t at, const char *what)
+{
+    return fail_key(r->c, "pattern", DY_SCHEMA_UNSUPPORTED,
+                    "pattern: %s at offset %zu is not supported", what, at);
+}
+
+/* Decodes one UTF-8 character of the pattern; -1 if the bytes are not UTF-8. */
+static long regex_utf8(regex *r)
+{
+    const unsigned char *p = (const unsigned char *)r->s + r->i;
+    size_t left = r->n - r->i;
+    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 : (p[0] >> 3) == 30 ? 4 : 0;
+    if (!len || (size_t)len > left)
+        return -1;
+    long cp = len == 1 ? p[0] : p[0] & (0x3f >> (len - 1));
+    for (int k = 1; k < len; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return -1;
+        cp = cp << 6 | (p[k] & 0x3f);
+    }
+    r->i += (size_t)len;
+    return cp;
+}
+
+/* One character as its JSON text: raw where JSON allows it, else its short escape. */
+static void json_char(dy_buf *b, long cp)
+{
+    static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
+                                     ['\t'] = 't'};
+    char t[8];
+    int n;
+    if (cp == '"' || cp == '\\')
+        n = snprintf(t, sizeof t, "\\%c", (char)cp);
+    else if (cp < (long)sizeof short_esc && short_esc[cp])
+        n = snprintf(t, sizeof t, "\\%c", short_esc[cp]);
+    else if (cp < 0x20)
+        n = snprintf(t, sizeof t, "\\u%04lx", cp);
+    else if (cp < 0x80)
+        t[0] = (char)cp, n = 1;
+    else if (cp < 0x800)
+        t[0] = (char)(0xc0 | cp >> 6), t[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+    else if (cp < 0x10000)
+        t[0] = (char)(0xe0 | cp >> 12), t[1] = (char)(0x80 | (cp >> 6 & 0x3f)),
+        t[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+    else
+        t[0] = (char)(0xf0 | cp >> 18), t[1] = (char)(0x80 | (cp >> 12 & 0x3f)),
+        t[2] = (char)(0x80 | (cp >> 6 & 0x3f)), t[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+    dy_schema_literal(b, t, (size_t)n);
+}
+
+/* A set of characters from a class: ASCII as a bitmap, others listed. */
+typedef struct {
+    bool ascii[128];
+    long other[32];
+    int n_other;
+    bool negated;
+} charset;
+
+static void set_range(charset *cs, long lo, long hi)
+{
+    for (long c = lo; c <= hi; c++)
+        cs->ascii[c] = true;
+}
+
+/* \d \w \s as ASCII sets (ECMA-262's \d and \w are ASCII; its \s also holds non-ASCII spaces,
+ * so \s is a subset here, and refused inside a negated class). */
+static bool class_escape(charset *cs, char e)
+{
+    switch (e) {
+    case 'd': set_range(cs, '0', '9'); return true;
+    case 'w': set_range(cs, '0', '9'); set_range(cs, 'a', 'z'); set_range(cs, 'A', 'Z');
+              cs->ascii['_'] = true; return true;
+    case 's': set_range(cs, '\t', '\r'); cs->ascii[' '] = true; return true;
+    default: return false;
+    }
+}
+
+/* An escape that stands for one character: its code point, or -1 (not such an escape). */
+static long char_escape(regex *r)
+{
+    char e = r->s[r->i];
+    static const char syntax[] = "^$\\.*+?()[]{}|/-";
+    switch (e) {
+    case 'n': r->i++; return '\n';
+    case 'r': r->i++; return '\r';
+    case 't': r->i++; return '\t';
+    case 'f': r->i++; return '\f';
+    case 'v': r->i++; return '\v';
+    case '0':
+        if (r->i + 1 < r->n && r->s[r->i + 1] >= '0' && r->s[r->i + 1] <= '9')
+            return -1;
+        r->i++;
+        return 0;
+    case 'x': case 'u': {
+        int digits = e == 'x' ? 2 : 4;
+        long v = 0;
+        if (r->i + (size_t)digits >= r->n)
+            return -1;
+        for (int k = 1; k <= digits; k++) {
+            char h = r->s[r->i + (size_t)k];
+            int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                  : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+            if (d < 0)
+                return -1;
+            v = v * 16 + d;
+        }
+        if (v >= 0xd800 && v <= 0xdfff)
+            return -1;
+        r->i += (size_t)digits + 1;
+        return v;
+    }
+    default:
+        if (e && strchr(syntax, e)) {
+            r->i++;
+            return (unsigned char)e;
+        }
+        return -1;
+    }
+}
+
+/* One member of a class (a character, an escape), its code point in *cp or -2 for a class
+ * escape already added. */
+static bool class_member(regex *r, charset *cs, long *cp)
+{
+    size_t at = r->i;
+    if (r->s[r->i] != '\\') {
+        *cp = regex_utf8(r);
+        return *cp >= 0 || regex_fail(r, at, "a byte that is not UTF-8");
+    }
+    r->i++;
+    if (r->i >= r->n)
+        return regex_fail(r, at, "a trailing backslash");
+    if (class_escape(cs, r->s[r->i])) {
+        if (cs->negated)
+            return regex_fail(r, at, "\\d, \\w or \\s inside a negated class");
+        r->i++;
+        *cp = -2;
+        return true;
+    }
+    if (r->s[r->i] == 'b') { /* inside a class \b is the backspace */
+        r->i++;
+        *cp = '\b';
+        return true;
+    }
+    *cp = char_escape(r);
+    return *cp >= 0 || regex_fail(r, at, "this escape");
+}
+
+static bool parse_charset(regex *r, charset *cs)
+{
+    size_t start = r->i++;
+    if (r->i < r->n && r->s[r->i] == '^') {
+        cs->negated = true;
+        r->i++;
+    }
+    bool any = false;
+    while (r->i < r->n && r->s[r->i] != ']') {
+        long lo, hi;
+        if (!class_member(r, cs, &lo))
+            return false;
+        hi = lo;
+        if (lo != -2 && r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
+            r->i++;
+            if (!class_member(r, cs, &hi))
+                return false;
+            if (hi == -2 || hi < lo)
+                return regex_fail(r, start, "this class range");
+        }
+        any = true;
+        if (lo == -2)
+            continue;
+        if (hi >= 0x80 && hi != lo)
+            return regex_fail(r, start, "a class range outside ASCII");
+        if (lo >= 0x80) {
+            if (cs->negated)
+                return regex_fail(r, start, "a character outside ASCII in a negated class");
+            if (cs->n_other == (int)(sizeof cs->other / sizeof cs->other[0]))
+                return regex_fail(r, start, "a class with this many characters outside ASCII");
+            cs->other[cs->n_other++] = lo;
+        } else {
+            set_range(cs, lo, hi);
+        }
+    }
+    if (r->i >= r->n)
+        return regex_fail(r, start, "an unclosed [");
+    r->i++;
+    if (!any)
+        return regex_fail(r, start, "an empty class");
+    return true;
+}
+
+/* Appends one byte class of the ASCII characters in `want` that JSON writes raw. */
+static bool raw_ascii_class(dy_buf *b, const bool want[128])
+{
+    dy_buf cls = {0};
+    for (int c = 0x20; c < 0x80; c++) {
+        bool in = want[c] && c != '"' && c != '\\';
+        if (!in)
+            continue;
+        int hi = c;
+        while (hi + 1 < 0x80 && want[hi + 1] && hi + 1 != '"' && hi + 1 != '\\')
+            hi++;
+        class_range(&cls, (unsigned)c, (unsigned)hi);
+        c = hi;
+    }
+    bool any = cls.len > 0;
+    if (any) {
+        dy_buf_append_str(b, "[");
+        dy_buf_append(b, cls.data, cls.len);
+        dy_buf_append_str(b, "]");
+    }
+    dy_buf_free(&cls);
+    return any;
+}
+
+/* A class as alternatives over JSON text. Negated: any character JSON writes raw except the
+ * listed ones (the grammar's negated class matches whole UTF-8 characters), and the short
+ * escapes of those not listed. */
+static void emit_charset(dy_buf *b, const charset *cs)
+{
+    bool first = true;
+    dy_buf_append_str(b, "( ");
+    if (cs->negated) {
+        dy_buf_append_str(b, "[^\\x22\\x5c\\x00-\\x1f");
+        for (int c = 0x20; c < 0x80; c++)
+            if (cs->ascii[c] && c != '"' && c != '\\')
+                class_byte(b, (unsigned)c);
+        dy_buf_append_str(b, "]");
+        first = false;
+        static const char escaped[] = "\"\\\b\f\n\r\t";
+        for (const char *e = escaped; *e; e++)
+            if (!cs->ascii[(int)*e]) {
+                dy_buf_append_str(b, " | ");
+                json_char(b, *e);
+            }
+    } else {
+        first = !raw_ascii_class(b, cs->ascii);
+        for (int c = 0; c < 0x80; c++)
+            if (cs->ascii[c] && (c < 0x20 || c == '"' || c == '\\')) {
+                dy_buf_append_str(b, first ? "" : " | ");
+                json_char(b, c);
+                first = false;
+            }
+        for (int k = 0; k < cs->n_other; k++) {
+            dy_buf_append_str(b, first ? "" : " | ");
+            json_char(b, cs->other[k]);
+            first = false;
+        }
+    }
+    dy_buf_append_str(b, " )");
+}
+
+static bool regex_alternatives(regex *r, dy_buf *b, int depth, bool top);
+
+/* One atom into b (empty text: it matches only the empty string). */
+static bool regex_atom(regex *r, dy_buf *b, int depth)
+{
+    size_t at = r->i;
+    char ch = r->s[r->i];
+    if (ch == '(') {
+        r->i++;
+        if (r->i < r->n && r->s[r->i] == '?') {
+            if (r->i + 1 < r->n && r->s[r->i + 1] == ':')
+                r->i += 2;
+            else if (r->i + 2 < r->n && r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' &&
+                     r->s[r->i + 2] != '!') {
+                while (r->i < r->n && r->s[r->i] != '>')
+                    r->i++;
+                if (r->i++ >= r->n)
+                    return regex_fail(r, at, "an unclosed group name");
+            } else {
+                return regex_fail(r, at, "a lookaround");
+            }
+        }
+        if (depth > 64)
+            return regex_fail(r, at, "groups nested this deep");
+        if (!regex_alternatives(r, b, depth + 1, false))
+            return false;
+        if (r->i >= r->n || r->s[r->i] != ')')
+            return regex_fail(r, at, "an unclosed (");
+        r->i++;
+        return true;
+    }
+    if (ch == '[') {
+        charset cs = {0};
+        if (!parse_charset(r, &cs))
+            return false;
+        emit_charset(b, &cs);
+        return true;
+    }
+    if (ch == '.') {
+        r->i++;
+        r->c->used_dot = true;
+        dy_buf_printf(b, "%s-dot", r->c->prefix);
+        return true;
+    }
+    if (ch == '\\') {
+        r->i++;
+        if (r->i >= r->n)
+            return regex_fail(r, at, "a trailing backslash");
+        charset cs = {0};
+        if (class_escape(&cs, r->s[r->i])) {
+            r->i++;
+            emit_charset(b, &cs);
+            return true;
+        }
+        long cp = char_escape(r);
+        if (cp < 0)
+            return regex_fail(r, at, "this escape");
+        json_char(b, cp);
+        return true;
+    }
+    if (ch == '*' || ch == '+' || ch == '?' || ch == ')' || ch == ']' || ch == '{' || ch == '}')
+        return regex_fail(r, at, "this character unescaped");
+    if (ch == '^' || ch == '$')
+        return regex_fail(r, at, "an anchor inside the pattern (only at its ends)");
+    long cp = regex_utf8(r);
+    if (cp < 0)
+        return regex_fail(r, at, "a byte that is not UTF-8");
+    json_char(b, cp);
+    return true;
+}
+
+/* Reads a quantifier if one is next: *min, *max, *unbounded; false with *none if none. */
+static bool regex_quantifier(regex *r, uint64_t *min, uint64_t *max, bool *unbounded, bool *none)
+{
+    size_t at = r->i;
+    *none = false, *unbounded = false;
+    char ch = r->i < r->n ? r->s[r->i] : 0;
+    if (ch == '*' || ch == '+' || ch == '?') {
+        r->i++;
+        *min = ch == '+';
+        *max = 1;
+        *unbounded = ch != '?';
+    } else if (ch == '{') {
+        unsigned long m = 0, n = 0;
+        int used = 0;
+        char close = 0;
+        if (sscanf(r->s + r->i, "{%lu%n", &m, &used) < 1 || used < 2)
+            return regex_fail(r, at, "a '{' that is not a quantifier");
+        r->i += (size_t)used;
+        n = m;
+        if (r->i < r->n && r->s[r->i] == ',') {
+            r->i++;
+            if (r->i < r->n && r->s[r->i] == '}')
+                *unbounded = true;
+            else if (sscanf(r->s + r->i, "%lu%n", &n, &used) < 1)
+                return regex_fail(r, at, "this quantifier");
+            else
+                r->i += (size_t)used;
+        }
+        close = r->i < r->n ? r->s[r->i] : 0;
+        if (close != '}' || (!*unbounded && n < m) || m > 10000 || n > 10000)
+            return regex_fail(r, at, "this quantifier");
+        r->i++;
+        *min = m, *max = n;
+    } else {
+        *none = true;
+        return true;
+    }
+    if (r->i < r->n && r->s[r->i] == '?') /* lazy: the same set of whole matches */
+        r->i++;
+    return true;
+}
+
+/* A sequence of quantified atoms up to '|', ')' or the end. */
+static bool regex_sequence(regex *r, dy_buf *b, int depth, bool top)
+{
+    bool first = true;
+    while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
+        if (top && r->s[r->i] == '$' &&
+            (r->i + 1 == r->n || r->s[r->i + 1] == '|'))
+            break;
+        dy_buf atom = {0};
+        uint64_t min = 1, max = 1;
+        bool unbounded = false, none = true;
+        bool ok = regex_atom(r, &atom, depth) &&
+                  regex_quantifier(r, &min, &max, &unbounded, &none);
+        if (ok && atom.len && (unbounded || max > 0)) {
+            dy_buf_append_str(b, first ? "" : " ");
+            first = false;
+            if (none) {
+                dy_buf_append(b, atom.data, atom.len);
+            } else {
+                dy_buf_append_str(b, "( ");
+                dy_buf_append(b, atom.data, atom.len);
+                dy_buf_append_str(b, " )");
+                quantifier(b, min, max, unbounded);
+            }
+        }
+        dy_buf_free(&atom);
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+/* Alternatives; at the top each may start with '^' and end with '$', and an unanchored end
+ * lets any characters come before or after (patterns are not anchored). An alternative that
+ * matches only the empty string makes the group optional. */
+static bool regex_alternatives(regex *r, dy_buf *b, int depth, bool top)
+{
+    dy_buf alts = {0};
+    bool empty = false, ok = true;
+    int n = 0;
+    for (;;) {
+        bool start = false;
+        if (top && r->i < r->n && r->s[r->i] == '^')
+            start = true, r->i++;
+        dy_buf seq = {0};
+        ok = regex_sequence(r, &seq, depth, top);
+        bool end = false;
+        if (ok && top && r->i < r->n && r->s[r->i] == '$')
+            end = true, r->i++;
+        if (ok && top) {
+            dy_buf wrapped = {0};
+            if (!start)
+                dy_buf_printf(&wrapped, "%s-char*", r->c->prefix);
+            if (seq.len)
+                dy_buf_printf(&wrapped, "%s%.*s", wrapped.len ? " " : "", (int)seq.len,
+                              (const char *)seq.data);
+            if (!end)
+                dy_buf_printf(&wrapped, "%s%s-char*", wrapped.len ? " " : "", r->c->prefix);
+            dy_buf_free(&seq);
+            seq = wrapped;
+        }
+        if (ok && seq.len) {
+            dy_buf_append_str(&alts, n++ ? " | " : "");
+            dy_buf_append(&alts, seq.data, seq.len);
+        } else if (ok) {
+            empty = true;
+        }
+        dy_buf_free(&seq);
+        if (!ok || r->i >= r->n || r->s[r->i] != '|')
+            break;
+        r->i++;
+    }
+    if (ok && top && r->i < r->n)
+        ok = regex_fail(r, r->i, "an unmatched )");
+    if (ok && n) {
+        dy_buf_append_str(b, "( ");
+        dy_buf_append(b, alts.data, alts.len);
+        dy_buf_append_str(b, empty ? " )?" : " )");
+    }
+    dy_buf_free(&alts);
+    return ok;
+}
+
+static bool compile_pattern(ctx *c, const char *pattern, size_t n, dy_buf *body)
+{
+    regex r = {c, pattern, 0, n};
+    dy_buf inner = {0};
+    bool ok = regex_alternatives(&r, &inner, 0, true);
+    dy_buf_append_str(body, "\"\\\"\" ");
+    if (inner.len)
+        dy_buf_append(body, inner.data, inner.len);
+    dy_buf_append_str(body, inner.len ? " \"\\\"\"" : "\"\\\"\"");
+    dy_buf_free(&inner);
+    return ok;
+}
+
+static bool compile_string(ctx *c, const json_t *s, dy_buf *body)
+{
+    uint64_t min = 0, max = 0;
+    bool has_min, has_max;
+    if (!count_keyword(c, s, "minLength", &min, &has_min) ||
+        !count_keyword(c, s, "maxLength", &max, &has_max))
+        return false;
+    if (has_min && has_max && min > max)
+        return fail_key(c, "minLength", DY_SCHEMA_INVALID, "'minLength' is over 'maxLength'");
+    if (min > 10000 || max > 10000)
+        return fail_key(c, min > 10000 ? "minLength" : "maxLength", DY_SCHEMA_UNSUPPORTED,
+                        "string lengths over 10000 are not supported");
+    const json_t *pattern = json_object_get(s, "pattern"), *format = json_object_get(s, "format");
+    if (pattern && !json_is_string(pattern))
+        return fail_key(c, "pattern", DY_SCHEMA_INVALID, "'pattern' must be a string");
+    if (format && !json_is_string(format))
+        return fail_key(c, "format", DY_SCHEMA_INVALID, "'format' must be a string");
+    if ((pattern || format) && (has_min || has_max))
+        return fail_key(c, has_min ? "minLength" : "maxLength", DY_SCHEMA_UNSUPPORTED,
+                        "'%s' beside '%s' is not supported", has_min ? "minLength" : "maxLength",
+                        pattern ? "pattern" : "format");
+    if (pattern && format)
+        return fail_key(c, "format", DY_SCHEMA_UNSUPPORTED,
+                        "'format' beside 'pattern' is not supported");
+    if (pattern)
+        return compile_pattern(c, json_string_value(pattern), json_string_length(pattern), body);
+    if (format) {
+        dy_buf_append_str(body, "\"\\\"\" ");
+        bool ok = append_format(c, json_string_value(format), body);
+        dy_buf_append_str(body, " \"\\\"\"");
+        return ok;
+    }
+    if (!has_min && !has_max) {
+        dy_buf_printf(body, "%s-string", c->prefix);
+        return true;
+    }
+    if (has_max && max == 0) {
+        dy_schema_literal(body, "\"\"", 2);
+        return true;
+    }
+    dy_buf_printf(body, "\"\\\"\" %s-char", c->prefix);
+    quantifier(body, min, max, !has_max);
+    dy_buf_append_str(body, " \"\\\"\"");
+    return true;
+}
+
+/* ---------------------------------------------------------------- objects, arrays, unions */
+
+static bool compile(ctx *c, const json_t *s, char name[64]);
+
+/* Compiles the subschema s at path.key (and .index if index >= 0). */
+static bool compile_at(ctx *c, const json_t *s, const char *key, long index, char name[64])
+{
+    size_t old = key ? path_key(c, key) : strlen(c->path);
+    if (index >= 0)
+        path_index(c, (size_t)index);
+    bool ok = compile(c, s, name);
+    if (ok)
+        path_pop(c, old);
+    return ok;
+}
+
+/* A map: every member's value matches `values` (additionalProperties as a schema). */
+static bool compile_map(ctx *c, const json_t *values, dy_buf *body)
+{
+    char v[64];
+    if (!compile_at(c, values, "additionalProperties", -1, v))
+        return false;
+    const char *p = c->prefix;
+    dy_buf_printf(body, "\"{\" %s-ws ( %s-string \":\" %s-ws %s ( \",\" %s-ws %s-string \":\" "
+                        "%s-ws %s )* %s-ws )? \"}\"", p, p, p, v, p, p, p, v, p);
+    return true;
+}
+
+/* Whether `name` is in the `required` array (already checked to hold strings). */
+static bool is_required(const json_t *required, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(required); i++)
+        if (strcmp(json_string_value(json_array_get(required, i)), name) == 0)
+            return true;
+    return false;
+}
+
+static bool check_required(ctx *c, const json_t *required, const json_t *props)
+{
+    if (!required)
+        return true;
+    if (!json_is_array(required))
+        return fail_key(c, "required", DY_SCHEMA_INVALID, "'required' must be an array of names");
+    for (size_t i = 0; i < json_array_size(required); i++) {
+        const json_t *x = json_array_get(required, i);
+        const char *why = !json_is_string(x) ? "'required' must hold property names"
+                        : !json_object_get(props, json_string_value(x))
+                              ? "a required property that is not in 'properties' (other "
+                                "properties are not allowed)" : NULL;
+        if (why) {
+            size_t old = path_key(c, "required");
+            path_index(c, i);
+            fail(c, DY_SCHEMA_INVALID, "%s", why);
+            path_pop(c, old);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Properties in the schema's order, each optional one skippable. With n properties:
+ *   A_i (i >= 1): the members from i on after at least one member: ( "," ws m_i )? A_{i+1}
+ *   N_i: the members from i on, none before, at least one: m_i A_{i+1} | N_{i+1} (optional i)
+ * and the object is "{" ws N_0 ws "}", or "{" ws ( N_0 ws )? "}" when nothing is required. */
+static bool compile_properties(ctx *c, const json_t *props, const json_t *required, dy_buf *body)
+{
+    size_t n = json_object_size(props);
+    const char *p = c->prefix;
+    if (n == 0) {
+        dy_buf_printf(body, "\"{\" %s-ws \"}\"", p);
+        return true;
+    }
+    char (*member)[64] = calloc(n, sizeof *member);     /* the member's text: key, ':', value */
+    char (*after)[64] = calloc(n + 1, sizeof *after);   /* A_i */
+    bool *req = calloc(n, sizeof *req);
+    bool ok = member && after && req;
+    if (!ok)
+        fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+    const char *key;
+    json_t *v;
+    size_t i = 0;
+    size_t old = ok ? path_key(c, "properties") : 0;
+    json_object_foreach((json_t *)props, key, v) {
+        if (!ok)
+            break;
+        char value[64];
+        dy_buf m = {0};
+        ok = compile_at(c, v, key, -1, value);
+        dy_buf text = {0};
+        if (ok && !append_json_string(&text, key, strlen(key)))
+            ok = fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+        dy_buf_append_str(&text, ":");
+        if (ok) {
+            dy_schema_literal(&m, (const char *)text.data, text.len);
+            dy_buf_printf(&m, " %s-ws %s", p, value);
+            new_rule_name(c, member[i]);
+            ok = emit_rule(c, member[i], &m);
+        }
+        dy_buf_free(&m);
+        dy_buf_free(&text);
+        req[i] = is_required(required, key);
+        i++;
+    }
+    if (ok)
+        path_pop(c, old);
+    for (size_t k = n - 1; ok && k >= 1; k--) {
+        dy_buf a = {0};
+        dy_buf_printf(&a, "( \",\" %s-ws %s )%s%s%s", p, member[k], req[k] ? "" : "?",
+                      after[k + 1][0] ? " " : "", after[k + 1]);
+        new_rule_name(c, after[k]);
+        ok = emit_rule(c, after[k], &a);
+    }
+    /* N_i: a chain of names from the first required property back to 0. */
+    char next[64] = "";
+    size_t last = 0;
+    while (last + 1 < n && !req[last])
+        last++;
+    for (size_t k = last + 1; ok && k-- > 0;) {
+        dy_buf nb = {0};
+        char name[64];
+        dy_buf_printf(&nb, "%s%s%s", member[k], after[k + 1][0] ? " " : "", after[k + 1]);
+        if (!req[k] && next[0])
+            dy_buf_printf(&nb, " | %s", next);
+        new_rule_name(c, name);
+        ok = emit_rule(c, name, &nb);
+        memcpy(next, name, sizeof next);
+    }
+    bool all_optional = true;
+    for (size_t k = 0; k < n && req; k++)
+        all_optional = all_optional && !req[k];
+    if (ok)
+        dy_buf_printf(body, all_optional ? "\"{\" %s-ws ( %s %s-ws )? \"}\""
+                                         : "\"{\" %s-ws %s %s-ws \"}\"", p, next, p);
+    free(member);
+    free(after);
+    free(req);
+    return ok;
+}
+
+/* Objects. `additionalProperties` missing counts as false beside `properties` (the strict
+ * meaning, which OpenAI's strict mode requires be written out); without `properties`, a
+ * missing or true one is any object and a schema one a map. */
+static bool compile_object(ctx *c, const json_t *s, dy_buf *body)
+{
+    const json_t *props = json_object_get(s, "properties");
+    const json_t *required = json_object_get(s, "required");
+    const json_t *extra = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props))
+        return fail_key(c, "properties", DY_SCHEMA_INVALID, "'properties' must be an object");
+    if (extra && !json_is_boolean(extra) && !json_is_object(extra))
+        return fail_key(c, "additionalProperties", DY_SCHEMA_INVALID,
+                        "'additionalProperties' must be a boolean or a schema");
+    if (!check_required(c, required, props))
+        return false;
+    if (props && extra && !json_is_false(extra))
+        return fail_key(c, "additionalProperties", DY_SCHEMA_UNSUPPORTED,
+                        "'additionalProperties' other than false beside 'properties' is not "
+                        "supported");
+    if (props)
+        return compile_properties(c, props, required, body);
+    if (extra && json_is_false(extra)) {
+        dy_buf_printf(body, "\"{\" %s-ws \"}\"", c->prefix);
+        return true;
+    }
+    if (extra && json_is_object(extra))
+        return compile_map(c, extra, body);
+    dy_buf_printf(body, "%s-object", c->prefix);
+    return true;
+}
+
+static bool compile_array(ctx *c, const json_t *s, dy_buf *body)
+{
+    uint64_t min = 0, max = 0;
+    bool has_min, has_max;
+    if (!count_keyword(c, s, "minItems", &min, &has_min) ||
+        !count_keyword(c, s, "maxItems", &max, &has_max))
+        return false;
+    if (has_min && has_max && min > max)
+        return fail_key(c, "minItems", DY_SCHEMA_INVALID, "'minItems' is over 'maxItems'");
+    if (min > 10000 || max > 10000)
+        return fail_key(c, min > 10000 ? "minItems" : "maxItems", DY_SCHEMA_UNSUPPORTED,
+                        "item counts over 10000 are not supported");
+    const json_t *items = json_object_get(s, "items");
+    if (items && !json_is_object(items) && !json_is_true(items))
+        return fail_key(c, "items", DY_SCHEMA_UNSUPPORTED,
+                        "'items' must be one schema (a list of schemas is not supported)");
+    char item[64];
+    if (items) {
+        if (!compile_at(c, items, "items", -1, item))
+            return false;
+    } else {
+        snprintf(item, sizeof item, "%s-value", c->prefix);
+    }
+    const char *p = c->prefix;
+    if (has_max && max == 0) {
+        dy_buf_printf(body, "\"[\" %s-ws \"]\"", p);
+        return true;
+    }
+    dy_buf_printf(body, "\"[\" %s-ws %s%s", p, min == 0 ? "( " : "", item);
+    uint64_t rmin = min ? min - 1 : 0, rmax = max - 1;
+    if (!has_max || rmax > 0) {
+        dy_buf_printf(body, " ( \",\" %s-ws %s )", p, item);
+        quantifier(body, rmin, rmax, !has_max);
+    }
+    dy_buf_printf(body, " %s-ws%s \"]\"", p, min == 0 ? " )?" : "");
+    return true;
+}
+
+/* The types each branch may produce (integer and number overlapping), for oneOf. */
+static int branch_types(ctx *c, const json_t *s, int depth);
+
+static int ref_target_types(ctx *c, const json_t *s, int depth);
+
+static int branch_types(ctx *c, const json_t *s, int depth)
+{
+    if (!json_is_object(s) || depth > c->o.max_depth)
+        return T_ALL;
+    const json_t *v;
+    if ((v = json_object_get(s, "const")))
+        return value_type(v);
+    if ((v = json_object_get(s, "enum"))) {
+        int t = 0;
+        for (size_t i = 0; i < json_array_size(v); i++)
+            t |= value_type(json_array_get(v, i));
+        return t;
+    }
+    if (json_object_get(s, "$ref"))
+        return ref_target_types(c, s, depth);
+    const char *combos[] = {"anyOf", "oneOf", "allOf"};
+    for (size_t k = 0; k < 3; k++)
+        if ((v = json_object_get(s, combos[k]))) {
+            int t = 0;
+            for (size_t i = 0; i < json_array_size(v); i++)
+                t |= branch_types(c, json_array_get(v, i), depth + 1);
+            return t;
+        }
+    int t = 0;
+    ctx quiet = *c;  /* a copy: any error is reported when the branch is compiled */
+    dy_schema_error ignored;
+    quiet.e = &ignored;
+    if (!schema_types(&quiet, s, &t))
+        return T_ALL;
+    return t & T_NUMBER ? t | T_INTEGER : t;
+}
+
+static const json_t *resolve_pointer(const json_t *root, const char *ref, char *path, size_t len);
+
+static int ref_target_types(ctx *c, const json_t *s, int depth)
+{
+    const json_t *ref = json_object_get(s, "$ref");
+    char path[256];
+    const json_t *t = json_is_string(ref) ? resolve_pointer(c->root, json_string_value(ref),
+                                                            path, sizeof path) : NULL;
+    return t ? branch_types(c, t, depth + 1) : T_ALL;
+}
+
+/* anyOf, and oneOf where its branches cannot match the same value (their types are
+ * disjoint), which makes "exactly one" the same as "at least one". */
+static bool compile_union(ctx *c, const json_t *s, const char *key, dy_buf *body)
+{
+    if (!only_annotations_beside(c, s, key, false))
+        return false;
+    const json_t *list = json_object_get(s, key);
+    if (!json_is_array(list) || json_array_size(list) == 0)
+        return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a non-empty array of schemas",
+                        key);
+    bool one = strcmp(key, "oneOf") == 0;
+    int seen = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        const json_t *branch = json_array_get(list, i);
+        if (one) {
+            int t = branch_types(c, branch, 0);
+            if (t & seen) {
+                size_t old = path_key(c, key);
+                path_index(c, i);
+                fail(c, DY_SCHEMA_UNSUPPORTED, "oneOf branches whose types overlap are not "
+                                               "supported (use anyOf)");
+                path_pop(c, old);
+                return false;
+            }
+            seen |= t;
+        }
+        char name[64];
+        if (!compile_at(c, branch, key, (long)i, name))
+            return false;
+        dy_buf_printf(body, "%s%s", i ? " | " : "", name);
+    }
+    return true;
+}
+
+static bool compile_all_of(ctx *c, const json_t *s, dy_buf *body)
+{
+    if (!only_annotations_beside(c, s, "allOf", false))
+        return false;
+    const json_t *list = json_object_get(s, "allOf");
+    if (!json_is_array(list) || json_array_size(list) == 0)
+        return fail_key(c, "allOf", DY_SCHEMA_INVALID, "'allOf' must be a non-empty array");
+    if (json_array_size(list) > 1)
+        return fail_key(c, "allOf", DY_SCHEMA_UNSUPPORTED,
+                        "'allOf' with more than one schema is not supported");
+    char name[64];
+    if (!compile_at(c, json_array_get(list, 0), "allOf", 0, name))
+        return false;
+    dy_buf_append_str(body, name);
+    return true;
+}
+
+/* ---------------------------------------------------------------- $ref */
+
+/* A JSON pointer within the document ("#", "#/$defs/a"): its target or NULL, and its place as
+ * a param path. */
+static const json_t *resolve_pointer(const json_t *root, const char *ref, char *path, size_t len)
+{
+    path[0] = '\0';
+    if (ref[0] != '#' || (ref[1] && ref[1] != '/'))
+        return NULL;
+    const json_t *at = root;
+    const char *p = ref + 1;
+    while (*p == '/' && at) {
+        p++;
+        char seg[256];
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            char ch = *p;
+            if (ch == '~' && (p[1] == '0' || p[1] == '1'))
+                ch = *++p == '0' ? '~' : '/';
+            if (n + 1 < sizeof seg)
+                seg[n++] = ch;
+        }
+        seg[n] = '\0';
+        size_t used = strlen(path);
+        if (json_is_array(at)) {
+            char *end;
+            unsigned long i = strtoul(seg, &end, 10);
+            at = *seg && !*end ? json_array_get(at, i) : NULL;
+            snprintf(path + used, len - used, "[%s]", seg);
+        } else {
+            at = json_is_object(at) ? json_object_get(at, seg) : NULL;
+            snprintf(path + used, len - used, "%s%s", used ? "." : "", seg);
+        }
+    }
+    return at;
+}
+
+static long find_def(const ctx *c, const json_t *target)
+{
+    for (size_t i = 0; i < c->n_defs; i++)
+        if (c->defs[i].schema == target)
+            return (long)i;
+    return -1;
+}
+
+static bool compile_ref(ctx *c, const json_t *s, char name[64])
+{
+    if (!only_annotations_beside(c, s, "$ref", false))
+        return false;
+    const json_t *ref = json_object_get(s, "$ref");
+    if (!json_is_string(ref))
+        return fail_key(c, "$ref", DY_SCHEMA_INVALID, "'$ref' must be a string");
+    const char *text = json_string_value(ref);
+    char path[256];
+    if (text[0] != '#')
+        return fail_key(c, "$ref", DY_SCHEMA_UNSUPPORTED,
+                        "'$ref' to another document ('%s') is not supported", text);
+    const json_t *target = resolve_pointer(c->root, text, path, sizeof path);
+    if (!target)
+        return fail_key(c, "$ref", DY_SCHEMA_INVALID, "'$ref' '%s' points to nothing", text);
+    long d = find_def(c, target);
+    if (d >= 0) {
+        if (c->defs[d].in_progress && c->defs[d].containers == c->containers)
+            return fail_key(c, "$ref", DY_SCHEMA_INVALID,
+                            "'$ref' '%s' recurses without bound (a recursion must pass "
+                            "through an object or array)", text);
+        memcpy(name, c->defs[d].rule, 64);
+        return true;
+    }
+    if (!dy_array_reserve((void **)&c->defs, &c->cap_defs, c->n_defs + 1, sizeof *c->defs))
+        return fail(c, DY_SCHEMA_NOMEM, "out of memory compiling the schema");
+    d = (long)c->n_defs++;
+    def_entry *e = &c->defs[d];
+    *e = (def_entry){.schema = target, .containers = c->containers, .in_progress = true};
+    new_rule_name(c, e->rule);
+    memcpy(e->path, path, sizeof e->path);
+    memcpy(name, e->rule, 64);
+    char saved[256], inner[64];
+    memcpy(saved, c->path, sizeof saved);
+    memcpy(c->path, path, sizeof c->path);
+    bool ok = compile(c, target, inner);
+    if (!ok)
+        return false;
+    memcpy(c->path, saved, sizeof c->path);
+    c->defs[d].in_progress = false;
+    dy_buf alias = {0};
+    dy_buf_append_str(&alias, inner);
+    return emit_rule(c, name, &alias);
+}
+
+/* ---------------------------------------------------------------- one subschema */
+
+static bool compile_typed(ctx *c, const json_t *s, dy_buf *body)
+{
+    int types;
+    if (!schema_types(c, s, &types))
+        return false;
+    if (types == T_ALL) {
+        dy_buf_printf(body, "%s-value", c->prefix);
+        return true;
+    }
+    bool ok = true, first = true;
+    static const int order[] = {T_STRING, T_NUMBER, T_INTEGER, T_BOOLEAN, T_NULL, T_OBJECT,
+                                T_ARRAY};
+    for (size_t k = 0; ok && k < sizeof order / sizeof order[0]; k++) {
+        int t = order[k];
+        if (!(types & t) || (t == T_INTEGER && (types & T_NUMBER)))
+            continue; /* an integer is a number already */
+        dy_buf_append_str(body, first ? "" : " | ");
+        first = false;
+        c->containers += t == T_OBJECT || t == T_ARRAY;
+        switch (t) {
+        case T_STRING: ok = compile_string(c, s, body); break;
+        case T_NUMBER: ok = compile_number(c, s, body); break;
+        case T_INTEGER: ok = compile_integer(c, s, body); break;
+        case T_BOOLEAN: dy_buf_printf(body, "%s-boolean", c->prefix); break;
+        case T_NULL: dy_buf_printf(body, "%s-null", c->prefix); break;
+        case T_OBJECT: ok = compile_object(c, s, body); break;
+        default: ok = compile_array(c, s, body); break;
+        }
+        c->containers -= t == T_OBJECT || t == T_ARRAY;
+    }
+    return ok;
+}
+
+/* Compiles one subschema into a new rule, its name in `name`. */
+static bool compile(ctx *c, const json_t *s, char name[64])
+{
+    if (json_is_true(s)) {
+        snprintf(name, 64, "%s-value", c->prefix);
+        return true;
+    }
+    if (json_is_false(s))
+        return fail(c, DY_SCHEMA_INVALID, "the schema false admits no value");
+    if (!json_is_object(s))
+        return fail(c, DY_SCHEMA_INVALID, "a schema must be an object or a boolean");
+    if (c->depth >= c->o.max_depth)
+        return fail(c, DY_SCHEMA_TOO_DEEP, "the schema nests deeper than max_depth (%d)",
+                    c->o.max_depth);
+    if (!check_keywords(c, s))
+        return false;
+    c->depth++;
+    bool ok;
+    if (json_object_get(s, "$ref")) {
+        ok = compile_ref(c, s, name);
+        c->depth--;
+        return ok;
+    }
+    dy_buf body = {0};
+    if (json_object_get(s, "enum") || json_object_get(s, "const"))
+        ok = compile_values(c, s, &body);
+    else if (json_object_get(s, "anyOf"))
+        ok = compile_union(c, s, "anyOf", &body);
+    else if (json_object_get(s, "oneOf"))
+        ok = compile_union(c, s, "oneOf", &body);
+    else if (json_object_get(s, "allOf"))
+        ok = compile_all_of(c, s, &body);
+    else
+        ok = compile_typed(c, s, &body);
+    c->depth--;
+    if (!ok) {
+        dy_buf_free(&body);
+        return false;
+    }
+    new_rule_name(c, name);
+    return emit_rule(c, name, &body);
+}
+
+/* ---------------------------------------------------------------- termination */
+
+static bool productive(const ctx *c, const json_t *s);
+
+static bool any_productive(const ctx *c, const json_t *list)
+{
+    for (size_t i = 0; i < json_array_size(list); i++)
+        if (productive(c, json_array_get(list, i)))
+            return true;
+    return false;
+}
+
+/* Whether s admits a finite value, given what is known of the $ref targets so far. Only
+ * called on compiled (so well-formed) schemas. */
+static bool productive(const ctx *c, const json_t *s)
+{
+    if (!json_is_object(s))
+        return true;
+    const json_t *v;
+    if ((v = json_object_get(s, "$ref"))) {
+        char path[256];
+        long d = find_def(c, resolve_pointer(c->root, json_string_value(v), path, sizeof path));
+        return d < 0 || c->defs[d].productive;
+    }
+    if ((v = json_object_get(s, "anyOf")) || (v = json_object_get(s, "oneOf")) ||
+        (v = json_object_get(s, "allOf")))
+        return any_productive(c, v);
+    if (json_object_get(s, "enum") || json_object_get(s, "const"))
+        return true;
+    const json_t *t = json_object_get(s, "type");
+    bool object_only = json_is_string(t) && strcmp(json_string_value(t), "object") == 0;
+    bool array_only = json_is_string(t) && strcmp(json_string_value(t), "array") == 0;
+    if (!t && (json_object_get(s, "properties") || json_object_get(s, "required")))
+        object_only = true;
+    if (object_only) {
+        const json_t *props = json_object_get(s, "properties");
+        const json_t *req = json_object_get(s, "required");
+        for (size_t i = 0; i < json_array_size(req); i++)
+            if (!productive(c, json_object_get(props, json_string_value(json_array_get(req, i)))))
+                return false;
+        return true;
+    }
+    if (array_only) {
+        const json_t *min = json_object_get(s, "minItems");
+        return !min || json_integer_value(min) == 0 ||
+               productive(c, json_object_get(s, "items"));
+    }
+    return true; /* a list of types, or a scalar type */
+}
+
+/* Every $ref target must admit a finite value, else the model could never finish one. */
+static bool check_termination(ctx *c)
+{
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < c->n_defs; i++)
+            if (!c->defs[i].productive && productive(c, c->defs[i].schema))
+                c->defs[i].productive = changed = true;
+    }
+    for (size_t i = 0; i < c->n_defs; i++)
+        if (!c->defs[i].productive) {
+            memcpy(c->path, c->defs[i].path, sizeof c->path);
+            return fail(c, DY_SCHEMA_INVALID,
+                        "this schema recurses without bound (every value of it would contain "
+                        "another)");
+        }
+    return true;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static bool valid_prefix(const char *p)
+{
+    size_t n = strlen(p);
+    if (n == 0 || n > 32 || !((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z')))
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') ||
+              (p[i] >= '0' && p[i] <= '9') || p[i] == '-'))
+            return false;
+    return true;
+}
+
+dy_schema_status dy_schema_rules(const json_t *schema, const char *prefix,
+                                 const dy_schema_opts *opts, dy_buf *out, dy_schema_error *e)
+{
+    *e = (dy_schema_error){0};
+    ctx c = {.prefix = prefix, .o = resolve_opts(opts), .root = schema, .out = out,
+             .start = out->len, .e = e};
+    bool ok = valid_prefix(prefix) ||
+              fail(&c, DY_SCHEMA_INVALID, "the rule prefix '%s' is not a name", prefix);
+    if (ok) {
+        append_template(out, base_rules, prefix, c.o.max_indent);
+        ok = check_size(&c, 0);
+    }
+    char top[64];
+    ok = ok && compile(&c, schema, top) && check_termination(&c);
+    if (ok && c.used_dot)
+        append_template(out, dot_rules, prefix, 0);
+    if (ok) {
+        dy_buf_printf(out, "%s ::= %s\n", prefix, top);
+        ok = check_size(&c, 0);
+    }
+    free(c.defs);
+    if (!ok) {
+        out->len = c.start;
+        return e->status;
+    }
+    return DY_SCHEMA_OK;
+}
+
+dy_schema_status dy_schema_to_grammar(const json_t *schema, const dy_schema_opts *opts,
+                                      dy_buf *out, dy_schema_error *e)
+{
+    return dy_schema_rules(schema, "root", opts, out, e);
+}
