@@ -202,7 +202,7 @@ def test_disaggregated(agg, dis):
     check_all_stop_and_valid(r, PERSON)
     assert all(c["prefill_worker"] == 0 for c in r["dyad"]["choices"]), r["dyad"]
     r = complete(dis, prompt=unique_prompt(24), dyad={"grammar": {"type": "json_object"}},
-                 temperature=0, max_tokens=400)
+                 temperature=0, max_tokens=300)
     assert r["dyad"]["choices"][0]["prefill_worker"] == 0, r["dyad"]
     c = r["choices"][0]
     if c["finish_reason"] == "stop":
