@@ -457,7 +457,9 @@ static void test_integer_ranges(void **state)
                  "no integer lies within");
     expect_error("{'type':'integer','exclusiveMinimum':4,'exclusiveMaximum':5}",
                  DY_SCHEMA_INVALID, "", "no integer lies within");
-    expect_error("{'type':'integer','minimum':1e30}", DY_SCHEMA_UNSUPPORTED, "", "64-bit");
+    expect_error("{'type':'integer','minimum':1e30}", DY_SCHEMA_UNSUPPORTED, "minimum", "64-bit");
+    expect_error("{'type':'integer','exclusiveMaximum':-1e19}", DY_SCHEMA_UNSUPPORTED,
+                 "exclusiveMaximum", "64-bit");
     expect_error("{'type':'integer','minimum':'3'}", DY_SCHEMA_INVALID, "minimum",
                  "must be a number");
 }
@@ -511,8 +513,10 @@ static void test_number_ranges(void **state)
     check_texts(g, ">0", TEXTS("0.001", "0.0000000001", "1", "12345678901234567890.5"),
                 TEXTS("0", "0.0", "0.000", "-0.001"));
     dy_grammar_free(g);
-    expect_error("{'type':'number','minimum':0.5}", DY_SCHEMA_UNSUPPORTED, "",
+    expect_error("{'type':'number','minimum':0.5}", DY_SCHEMA_UNSUPPORTED, "minimum",
                  "must be integers");
+    expect_error("{'type':'number','minimum':0,'exclusiveMaximum':2.5}", DY_SCHEMA_UNSUPPORTED,
+                 "exclusiveMaximum", "must be integers");
     expect_error("{'type':'number','minimum':3,'exclusiveMaximum':3}", DY_SCHEMA_INVALID, "",
                  "no number lies within");
 }

@@ -530,6 +530,7 @@ static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
  * draft-4 boolean that makes minimum/maximum exclusive). */
 typedef struct {
     bool set, excl;
+    const char *key;   /* the keyword that set it, for errors */
     bool is_int;       /* the value is an integer within int64 */
     int64_t i;         /* is_int: the value */
     double d;
@@ -546,6 +547,7 @@ static bool read_bound(ctx *c, const json_t *s, const char *key, bound *b)
     if (!json_is_number(v))
         return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a number", key);
     b->set = true;
+    b->key = key;
     b->d = json_number_value(v);
     if (json_is_integer(v)) {
         b->is_int = true;
@@ -764,7 +766,8 @@ static bool integer_bound(ctx *c, const bound *bd, bool lower, int64_t *out)
         return true;
     }
     if (fabs(r) >= INT64_LIMIT)
-        return fail(c, DY_SCHEMA_UNSUPPORTED, "bounds beyond 64-bit integers are not supported");
+        return fail_key(c, bd->key, DY_SCHEMA_UNSUPPORTED,
+                        "bounds beyond 64-bit integers are not supported");
     *out = (int64_t)r;
     return true;
 }
@@ -796,9 +799,10 @@ static bool compile_number(ctx *c, const json_t *s, dy_buf *body)
         dy_buf_printf(body, "%s-number", c->prefix);
         return true;
     }
-    if ((lo.set && !lo.is_int) || (hi.set && !hi.is_int))
-        return fail(c, DY_SCHEMA_UNSUPPORTED,
-                    "bounds of a 'number' must be integers (or use type 'integer')");
+    const bound *fractional = lo.set && !lo.is_int ? &lo : hi.set && !hi.is_int ? &hi : NULL;
+    if (fractional)
+        return fail_key(c, fractional->key, DY_SCHEMA_UNSUPPORTED,
+                        "bounds of a 'number' must be integers (or use type 'integer')");
     if (lo.set && hi.set && (lo.i > hi.i || (lo.i == hi.i && (lo.excl || hi.excl))))
         return fail(c, DY_SCHEMA_INVALID, "no number lies within the bounds");
     number_range(body, &lo, &hi);
@@ -1397,8 +1401,7 @@ static bool check_required(ctx *c, const json_t *required, const json_t *props)
         const json_t *x = json_array_get(required, i);
         const char *why = !json_is_string(x) ? "'required' must hold property names"
                         : !json_object_get(props, json_string_value(x))
-                              ? "a required property that is not in 'properties' (other "
-                                "properties are not allowed)" : NULL;
+                              ? "a required property that is not in 'properties'" : NULL;
         if (why) {
             size_t old = path_key(c, "required");
             path_index(c, i);
