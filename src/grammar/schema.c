@@ -1609,8 +1609,84 @@ static int ref_target_types(ctx *c, const json_t *s, int depth)
     return t ? branch_types(c, t, depth + 1) : T_ALL;
 }
 
-/* anyOf, and oneOf where its branches cannot match the same value (their types are
- * disjoint), which makes "exactly one" the same as "at least one". */
+/* A schema with its $refs followed (a few, for a chain of aliases). */
+static const json_t *follow_refs(const ctx *c, const json_t *s)
+{
+    for (int k = 0; k < 8 && json_is_object(s) && json_is_string(json_object_get(s, "$ref")); k++) {
+        char path[256];
+        const json_t *t = resolve_pointer(c->root, json_string_value(json_object_get(s, "$ref")),
+                                          path, sizeof path);
+        if (!t)
+            break;
+        s = t;
+    }
+    return s;
+}
+
+/* The values a schema is limited to by enum or const (a const as a one-value array, to be
+ * freed by the caller), or NULL. */
+static json_t *listed_values(const json_t *s)
+{
+    const json_t *v;
+    if ((v = json_object_get(s, "const")))
+        return json_pack("[O]", v);
+    if (json_is_array(v = json_object_get(s, "enum")))
+        return json_incref((json_t *)v);
+    return NULL;
+}
+
+static bool names_required(const json_t *s, const char *name)
+{
+    const json_t *req = json_object_get(s, "required");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const json_t *x = json_array_get(req, i);
+        if (json_is_string(x) && strcmp(json_string_value(x), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether two object schemas share a required property whose listed values (enum/const) have
+ * none in common: a discriminator, so no value matches both. */
+static bool discriminated(const ctx *c, const json_t *a, const json_t *b)
+{
+    a = follow_refs(c, a);
+    b = follow_refs(c, b);
+    const json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+    const char *key;
+    json_t *sa;
+    json_object_foreach((json_t *)pa, key, sa) {
+        const json_t *sb = json_object_get(pb, key);
+        if (!sb || !names_required(a, key) || !names_required(b, key))
+            continue;
+        json_t *va = listed_values(follow_refs(c, sa)), *vb = listed_values(follow_refs(c, sb));
+        bool common = !va || !vb;
+        for (size_t i = 0; !common && i < json_array_size(va); i++)
+            for (size_t j = 0; !common && j < json_array_size(vb); j++)
+                common = json_equal(json_array_get(va, i), json_array_get(vb, j));
+        json_decref(va);
+        json_decref(vb);
+        if (!common)
+            return true;
+    }
+    return false;
+}
+
+/* For oneOf: the first branch that may match a value an earlier one matches, or -1. Branches
+ * are apart when their types are disjoint or they are objects with a discriminator. */
+static long overlapping_branch(ctx *c, const json_t *list)
+{
+    for (size_t i = 1; i < json_array_size(list); i++)
+        for (size_t j = 0; j < i; j++) {
+            const json_t *a = json_array_get(list, i), *b = json_array_get(list, j);
+            if ((branch_types(c, a, 0) & branch_types(c, b, 0)) && !discriminated(c, a, b))
+                return (long)i;
+        }
+    return -1;
+}
+
+/* anyOf, and oneOf where its branches cannot match the same value, which makes "exactly one"
+ * the same as "at least one". */
 static bool compile_union(ctx *c, const json_t *s, const char *key, dy_buf *body)
 {
     if (!only_annotations_beside(c, s, key, false))
@@ -1619,22 +1695,17 @@ static bool compile_union(ctx *c, const json_t *s, const char *key, dy_buf *body
     if (!json_is_array(list) || json_array_size(list) == 0)
         return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a non-empty array of schemas",
                         key);
-    bool one = strcmp(key, "oneOf") == 0;
-    int seen = 0;
+    long overlap = strcmp(key, "oneOf") == 0 ? overlapping_branch(c, list) : -1;
+    if (overlap >= 0) {
+        path_key(c, key);
+        path_index(c, (size_t)overlap);
+        return fail(c, DY_SCHEMA_UNSUPPORTED,
+                    "oneOf branches that can match the same value are not supported (their "
+                    "types overlap and no required property tells them apart by enum or const; "
+                    "use anyOf)");
+    }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *branch = json_array_get(list, i);
-        if (one) {
-            int t = branch_types(c, branch, 0);
-            if (t & seen) {
-                size_t old = path_key(c, key);
-                path_index(c, i);
-                fail(c, DY_SCHEMA_UNSUPPORTED, "oneOf branches whose types overlap are not "
-                                               "supported (use anyOf)");
-                path_pop(c, old);
-                return false;
-            }
-            seen |= t;
-        }
         char name[64];
         if (!compile_at(c, branch, key, (long)i, name))
             return false;
