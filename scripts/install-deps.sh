@@ -8,9 +8,9 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev libcmocka-dev
       libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev xz-utils)
 [ "${DYAD_WITH_FUZZ:-0}" = 1 ] && pkgs+=(clang)
-# Tests: Python 3 (server tests, standard library only); Node.js + npm (the OpenAI SDK test),
-# unless a Node.js is already installed.
-pkgs+=(python3)
+# Tests: Python 3 (server tests: the standard library, and jsonschema to validate structured
+# outputs); Node.js + npm (the OpenAI SDK test), unless a Node.js is already installed.
+pkgs+=(python3 python3-jsonschema)
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do

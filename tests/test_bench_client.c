@@ -226,7 +226,7 @@ static void on_done(void *user, dyb_result *r)
 
 static dyb_client_config client_config(const char *url, const char *model)
 {
-    return (dyb_client_config){url, "secret", {model, DYB_EP_COMPLETIONS, false, true}, 30};
+    return (dyb_client_config){url, "secret", {model, DYB_EP_COMPLETIONS, false, true, NULL}, 30};
 }
 
 static void drain(dyb_client *c, sink *s)
@@ -411,7 +411,7 @@ static void test_pure_helpers(void **st)
     free(ta);
     free(tb);
     /* chat requests carry the words as one user message */
-    dyb_body_config cc = {"m", DYB_EP_CHAT, false, false};
+    dyb_body_config cc = {"m", DYB_EP_CHAT, false, false, NULL};
     dyb_request r = {4, 9, a};
     char *body = dyb_request_body(&cc, &r);
     json_t *o = json_loads(body, 0, NULL);
@@ -422,6 +422,22 @@ static void test_pure_helpers(void **st)
     assert_null(json_object_get(o, "prompt"));
     json_decref(o);
     free(body);
+    /* --response-format: chat's response_format, completions' dyad.grammar */
+    json_t *rf = json_pack("{s:s}", "type", "json_object");
+    cc.response_format = rf;
+    body = dyb_request_body(&cc, &r);
+    o = json_loads(body, 0, NULL);
+    assert_true(json_equal(json_object_get(o, "response_format"), rf));
+    json_decref(o);
+    free(body);
+    cc.endpoint = DYB_EP_COMPLETIONS;
+    body = dyb_request_body(&cc, &r);
+    o = json_loads(body, 0, NULL);
+    assert_true(json_equal(json_object_get(json_object_get(o, "dyad"), "grammar"), rf));
+    assert_null(json_object_get(o, "response_format"));
+    json_decref(o);
+    free(body);
+    json_decref(rf);
     /* error bodies: the server's message, whatever shape it has */
     const char *bodies[5][2] = {
         {"{\"error\":{\"message\":\"bad\\nthing\",\"code\":400}}", "bad thing"},

@@ -556,8 +556,7 @@ static void test_unsupported_params(void **st)
     bad(CHAT, "'tools':[{'type':'function','function':{'name':'f'}}]", "tools",
         "unsupported_parameter");
     bad(CHAT, "'tool_choice':'required'", "tool_choice", "unsupported_parameter");
-    bad(CHAT, "'response_format':{'type':'json_object'}", "response_format",
-        "unsupported_parameter");
+    bad(CHAT, "'response_format':{'type':'json'}", "response_format.type", "invalid_value");
     bad(CMPL, "'suffix':'end'", "suffix", "unsupported_parameter");
 }
 
@@ -592,6 +591,141 @@ static void test_dyad_extension(void **st)
     big[1025] = 0;
     snprintf(extra, sizeof extra, "'dyad':{'select':'majority','answer_regex':'%s'}", big);
     bad(CMPL, extra, "dyad.answer_regex", "string_above_max_length");
+}
+
+/* ==== structured output ==== */
+
+#define PERSON "{'type':'object','properties':{'name':{'type':'string'},'age':{'type':'integer'}}," \
+               "'required':['name','age']}"
+
+/* Parses `extra` and checks the format and its grammar: text has none, the JSON formats a
+ * whole grammar (with its root rule) whose length is given. */
+static void expect_format(dy_api_kind k, const char *extra, dy_api_format format)
+{
+    dy_api_request r;
+    ok(k, extra, &r);
+    assert_int_equal(r.format, format);
+    if (format == DY_FORMAT_TEXT)
+        assert_null(r.grammar);
+    else {
+        assert_non_null(r.grammar);
+        assert_int_equal(r.grammar_len, strlen(r.grammar));
+        assert_non_null(strstr(r.grammar, "root ::="));
+    }
+    dy_api_request_free(&r);
+    assert_null(r.grammar);
+}
+
+static void test_response_format(void **st)
+{
+    (void)st;
+    expect_format(CHAT, "'response_format':{'type':'text'}", DY_FORMAT_TEXT);
+    expect_format(CHAT, "'response_format':null", DY_FORMAT_TEXT);
+    expect_format(CHAT, "'response_format':{'type':'json_object'}", DY_FORMAT_JSON_OBJECT);
+    expect_format(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'person-1_x',"
+                        "'description':'a person','strict':true,'schema':" PERSON "}}",
+                  DY_FORMAT_JSON_SCHEMA);
+    /* strict false and null optional fields: the schema is enforced all the same */
+    expect_format(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p',"
+                        "'strict':false,'description':null,'schema':" PERSON "}}",
+                  DY_FORMAT_JSON_SCHEMA);
+    /* the schema's own keys are in the grammar */
+    dy_api_request r;
+    ok(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':" PERSON
+             "}}", &r);
+    assert_non_null(strstr(r.grammar, "age"));
+    dy_api_request_free(&r);
+    /* completions: the same object as dyad.grammar; chat's field is not one of its own */
+    expect_format(CMPL, "'dyad':{'grammar':{'type':'json_schema','json_schema':{'name':'p',"
+                        "'schema':" PERSON "}}}", DY_FORMAT_JSON_SCHEMA);
+    expect_format(CMPL, "'dyad':{'grammar':{'type':'json_object'},'select':'logprob'},'n':3",
+                  DY_FORMAT_JSON_OBJECT);
+    expect_format(CMPL, "'response_format':{'type':'json_object'}", DY_FORMAT_TEXT);
+}
+
+static void test_response_format_errors(void **st)
+{
+    (void)st;
+    const char *rf = "response_format", *js = "response_format.json_schema";
+    bad(CHAT, "'response_format':'json'", rf, "invalid_type");
+    bad(CHAT, "'response_format':{}", "response_format.type", "missing_required_parameter");
+    bad(CHAT, "'response_format':{'type':3}", "response_format.type", "invalid_type");
+    bad(CHAT, "'response_format':{'type':'yaml'}", "response_format.type", "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_schema'}", js, "missing_required_parameter");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':[]}", js, "invalid_type");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'schema':" PERSON "}}",
+        "response_format.json_schema.name", "missing_required_parameter");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':7,'schema':{}}}",
+        "response_format.json_schema.name", "invalid_type");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'','schema':{}}}",
+        "response_format.json_schema.name", "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'a b','schema':{}}}",
+        "response_format.json_schema.name", "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'caf\\u00e9',"
+              "'schema':{}}}", "response_format.json_schema.name", "invalid_value");
+    char name[80], extra[256];
+    memset(name, 'n', 65);
+    name[65] = 0;
+    snprintf(extra, sizeof extra, "'response_format':{'type':'json_schema','json_schema':"
+             "{'name':'%s','schema':{}}}", name);
+    bad(CHAT, extra, "response_format.json_schema.name", "invalid_value");
+    name[64] = 0; /* 64 is allowed */
+    snprintf(extra, sizeof extra, "'response_format':{'type':'json_schema','json_schema':"
+             "{'name':'%s','schema':{'type':'object'}}}", name);
+    dy_api_request r;
+    ok(CHAT, extra, &r);
+    dy_api_request_free(&r);
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p'}}",
+        "response_format.json_schema.schema", "missing_required_parameter");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':'x'}}",
+        "response_format.json_schema.schema", "invalid_type");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','strict':'yes',"
+              "'schema':{}}}", "response_format.json_schema.strict", "invalid_type");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','description':1,"
+              "'schema':{}}}", "response_format.json_schema.description", "invalid_type");
+    /* the compiler's refusals, with the keyword's path */
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
+              "{'type':'object','properties':{'age':{'type':'integer','multipleOf':7}}}}}",
+        "response_format.json_schema.schema.properties.age.multipleOf", NULL);
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
+              "{'type':'object','required':3}}}", "response_format.json_schema.schema.required",
+        "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
+              "{'type':'array','items':{'type':'string'},'minItems':3,'maxItems':1}}}",
+        "response_format.json_schema.schema.minItems", "invalid_value");
+    /* completions: the same errors under dyad.grammar */
+    bad(CMPL, "'dyad':{'grammar':'json'}", "dyad.grammar", "invalid_type");
+    bad(CHAT, "'dyad':{'grammar':{'type':'json_object'}}", "dyad.grammar", "invalid_value");
+    bad(CHAT, "'response_format':{'type':'json_object'},'dyad':{'grammar':{'type':'json_object'}}",
+        "dyad.grammar", "invalid_value");
+    bad(CMPL, "'dyad':{'grammar':{'type':'json_schema'}}", "dyad.grammar.json_schema",
+        "missing_required_parameter");
+    bad(CMPL, "'dyad':{'grammar':{'type':'json_schema','json_schema':{'name':'p','schema':"
+              "{'type':'object','properties':{'age':{'type':'integer','multipleOf':7}}}}}}",
+        "dyad.grammar.json_schema.schema.properties.age.multipleOf", NULL);
+}
+
+/* --max-schema-bytes counts the schema as compact JSON, whatever the body's spacing. */
+static void test_max_schema_bytes(void **st)
+{
+    (void)st;
+    dy_api_limits l = lim();
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\"}}}";
+    l.max_schema_bytes = strlen(schema);
+    char body[1024];
+    snprintf(body, sizeof body, "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":"
+             "\"hi\"}],\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":"
+             "\"p\",\"schema\":{ \"type\" : \"object\",  \"properties\": {\"a\":{\"type\":"
+             "\"string\"}}}}}}");
+    dy_api_request r;
+    dy_api_error e;
+    assert_int_equal(parse_raw(CHAT, body, strlen(body), &l, &r, &e), 0);
+    assert_non_null(r.grammar);
+    dy_api_request_free(&r);
+    l.max_schema_bytes--;
+    expect_error_raw(CHAT, body, strlen(body), &l, 400, "response_format.json_schema.schema",
+                     "invalid_value");
+    assert_int_equal(dy_api_limits_default(0).max_schema_bytes, 65536);
 }
 
 static void test_unknown_fields_ignored(void **st)
@@ -1113,6 +1247,9 @@ int main(void)
         cmocka_unit_test(test_echo_user_ignore_eos),
         cmocka_unit_test(test_unsupported_params),
         cmocka_unit_test(test_dyad_extension),
+        cmocka_unit_test(test_response_format),
+        cmocka_unit_test(test_response_format_errors),
+        cmocka_unit_test(test_max_schema_bytes),
         cmocka_unit_test(test_unknown_fields_ignored),
         cmocka_unit_test(test_bad_json),
         cmocka_unit_test(test_deep_nesting),

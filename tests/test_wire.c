@@ -71,6 +71,100 @@ static void test_request_round_trip(void **st)
     dy_buf_free(&b);
 }
 
+/* A request's grammar text travels as a NUL-terminated copy; the last byte of the payload
+ * before the prompt is the grammar's, so every cut through it is caught. */
+static void test_request_grammar(void **st)
+{
+    (void)st;
+    int32_t prompt[4] = {1, 403, 407, 261};
+    const char *gram = "root ::= \"{\" ws \"}\"\nws ::= [ \\t\\n]*\n";
+    dy_msg_request m = sample_request(prompt), d;
+    m.grammar = (char *)gram;
+    m.grammar_len = (uint32_t)strlen(gram);
+    dy_buf b = {0};
+    assert_true(dy_wire_request(&b, &m));
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    one_frame(&b, &t, &p, &len);
+    char err[128];
+    assert_true(dy_wire_decode_request(p, len, &d, err, sizeof err));
+    assert_int_equal(d.grammar_len, strlen(gram));
+    assert_string_equal(d.grammar, gram);
+    assert_int_equal(d.n_prompt, 4);
+    assert_memory_equal(d.prompt, prompt, sizeof prompt);
+    dy_msg_request_free(&d);
+    assert_null(d.grammar);
+    for (uint32_t n = 0; n < len; n++) {
+        assert_false(dy_wire_decode_request(p, n, &d, err, sizeof err));
+        dy_msg_request_free(&d);
+    }
+    dy_buf_free(&b);
+
+    /* No grammar is length 0 on the wire and NULL after decoding. */
+    m.grammar = NULL;
+    m.grammar_len = 5; /* ignored without text */
+    assert_true(dy_wire_request(&b, &m));
+    one_frame(&b, &t, &p, &len);
+    assert_true(dy_wire_decode_request(p, len, &d, err, sizeof err));
+    assert_null(d.grammar);
+    assert_int_equal(d.grammar_len, 0);
+    dy_msg_request_free(&d);
+    dy_buf_free(&b);
+}
+
+/* Past DY_WIRE_MAX_GRAMMAR the encoder refuses, and so does the decoder given such a length;
+ * a NUL inside the text is refused too. */
+static void test_request_grammar_limits(void **st)
+{
+    (void)st;
+    int32_t prompt[4] = {1, 403, 407, 261};
+    size_t big = (size_t)DY_WIRE_MAX_GRAMMAR + 1;
+    char *text = malloc(big + 1);
+    assert_non_null(text);
+    memset(text, 'a', big);
+    text[big] = 0;
+    dy_msg_request m = sample_request(prompt), d;
+    m.grammar = text;
+    m.grammar_len = (uint32_t)big;
+    dy_buf b = {0};
+    assert_false(dy_wire_request(&b, &m));
+    assert_int_equal(b.len, 0);
+
+    /* Encode at the limit, then raise the length field by one on the wire. */
+    m.grammar_len = DY_WIRE_MAX_GRAMMAR;
+    assert_true(dy_wire_request(&b, &m));
+    dy_msg_type t;
+    const uint8_t *p;
+    uint32_t len;
+    one_frame(&b, &t, &p, &len);
+    char err[128];
+    assert_true(dy_wire_decode_request(p, len, &d, err, sizeof err));
+    assert_int_equal(d.grammar_len, DY_WIRE_MAX_GRAMMAR);
+    dy_msg_request_free(&d);
+    size_t at = len - 4 * 4 - 4 - DY_WIRE_MAX_GRAMMAR - 4; /* the grammar's length field */
+    uint32_t got;
+    memcpy(&got, p + at, 4);
+    assert_int_equal(got, DY_WIRE_MAX_GRAMMAR);
+    uint8_t *q = malloc(len);
+    memcpy(q, p, len);
+    uint32_t more = DY_WIRE_MAX_GRAMMAR + 1;
+    memcpy(q + at, &more, 4);
+    assert_false(dy_wire_decode_request(q, len, &d, err, sizeof err));
+    assert_non_null(strstr(err, "exceeds"));
+    dy_msg_request_free(&d);
+
+    /* A NUL byte inside the text. */
+    q[at + 4 + 10] = 0;
+    memcpy(q + at, &got, 4);
+    assert_false(dy_wire_decode_request(q, len, &d, err, sizeof err));
+    assert_non_null(strstr(err, "NUL"));
+    dy_msg_request_free(&d);
+    free(q);
+    free(text);
+    dy_buf_free(&b);
+}
+
 static void test_other_messages_round_trip(void **st)
 {
     (void)st;
@@ -499,6 +593,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_round_trip),
+        cmocka_unit_test(test_request_grammar),
+        cmocka_unit_test(test_request_grammar_limits),
         cmocka_unit_test(test_other_messages_round_trip),
         cmocka_unit_test(test_disagg_messages_round_trip),
         cmocka_unit_test(test_bad_headers_and_fields),

@@ -30,6 +30,7 @@ typedef struct {
     dyb_opts o;
     dyb_workload *wl;
     dyb_client *client;
+    json_t *response_format; /* --response-format's object, or NULL */
     char *model;           /* the model name sent (owned copy) */
     char *url;             /* the endpoint URL (for reports) */
     char workload[512];
@@ -44,6 +45,7 @@ static void bench_free(bench *b)
         dyb_point_free(&b->pts[i]);
     dyb_client_free(b->client);
     dyb_workload_free(b->wl);
+    json_decref(b->response_format);
     if (b->csv)
         fclose(b->csv);
     if (b->plot)
@@ -91,6 +93,11 @@ static int setup(bench *b)
     char err[1024];
     if (open_outputs(b) != 0)
         return -1;
+    if (b->o.response_format &&
+        !(b->response_format = dyb_response_format_load(b->o.response_format, err, sizeof err))) {
+        fprintf(stderr, "dyad bench: --response-format %s\n", err);
+        return -1;
+    }
     if (!(b->wl = dyb_workload_new(&b->o.wl, err, sizeof err))) {
         fprintf(stderr, "dyad bench: %s\n", err);
         return -1;
@@ -104,7 +111,8 @@ static int setup(bench *b)
     if (resolve_model(b) != 0)
         return -1;
     dyb_client_config cc = {b->o.url, b->o.api_key,
-                            {b->model, b->o.endpoint, b->o.text_prompt, b->o.ignore_eos},
+                            {b->model, b->o.endpoint, b->o.text_prompt, b->o.ignore_eos,
+                             b->response_format},
                             b->o.timeout_s};
     b->url = dyb_endpoint_url(b->o.url, b->o.endpoint == DYB_EP_CHAT ? "/v1/chat/completions"
                                                                       : "/v1/completions");

@@ -85,7 +85,7 @@ static bool set_sweep(void *ctx, const char *v, char *err, size_t errlen)
     return dyb_sweep_parse(v, &o->sweep, o->sweep_values, &o->n_sweep, err, errlen);
 }
 
-#define N_OPTS 34
+#define N_OPTS 35
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
 int dyb_workload_opts(dyb_workload_config *w, dy_opt *out)
@@ -166,6 +166,10 @@ static void table(dyb_opts *o, bool *seen, dy_opt *t)
         {.name = "no-ignore-eos", .kind = DY_OPT_FLAG, .dst = &o->ignore_eos, .def = 1,
          .help = "do not send \"ignore_eos\": true (for servers that reject it; the output "
                  "length is then only an upper bound)"},
+        {.name = "response-format", .kind = DY_OPT_STR, .dst = &o->response_format,
+         .meta = "FILE", .help = "send the response_format object in FILE with every request "
+                                 "(completions: as dyad.grammar), e.g. to measure decoding under "
+                                 "a JSON Schema"},
         {.name = "timeout", .kind = DY_OPT_DOUBLE, .dst = &o->timeout_s, .meta = "S",
          .help = "per-request timeout in seconds", .min = 0.001, .max = 86400,
          .shown_default = "none"},

@@ -22,6 +22,7 @@ typedef struct {
     const char *url, *model, *api_key;
     dyb_endpoint endpoint;
     bool text_prompt, ignore_eos;
+    const char *response_format; /* --response-format FILE, or NULL */
     double timeout_s;
     /* load */
     long concurrency;       /* 0: not given */

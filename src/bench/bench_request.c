@@ -61,6 +61,36 @@ static json_t *prompt_json(const dyb_body_config *c, const dyb_request *r)
     return a;
 }
 
+/* Each body gets its own copy: the configuration's object is only borrowed. */
+static int set_response_format(json_t *o, const dyb_body_config *c)
+{
+    json_t *rf = json_deep_copy(c->response_format);
+    if (!rf)
+        return -1;
+    if (c->endpoint == DYB_EP_CHAT)
+        return json_object_set_new(o, "response_format", rf);
+    json_t *dyad = json_pack("{s:o}", "grammar", rf);
+    return dyad ? json_object_set_new(o, "dyad", dyad) : -1;
+}
+
+json_t *dyb_response_format_load(const char *path, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *o = json_load_file(path, JSON_REJECT_DUPLICATES, &je), *t = json_object_get(o, "type");
+    if (!o)
+        snprintf(err, errlen, "%s: not JSON: %s (line %d, column %d)", path, je.text, je.line,
+                 je.column);
+    else if (!json_is_object(o))
+        snprintf(err, errlen, "%s: not a JSON object (a response_format such as "
+                 "{\"type\": \"json_object\"})", path);
+    else if (!json_is_string(t))
+        snprintf(err, errlen, "%s: no string \"type\" (json_object, json_schema or text)", path);
+    else
+        return o;
+    json_decref(o);
+    return NULL;
+}
+
 char *dyb_request_body(const dyb_body_config *c, const dyb_request *r)
 {
     json_t *prompt = prompt_json(c, r);
@@ -73,6 +103,10 @@ char *dyb_request_body(const dyb_body_config *c, const dyb_request *r)
                           "include_usage", 1, "temperature", 0.0);
     if (o && c->ignore_eos)
         json_object_set_new(o, "ignore_eos", json_true());
+    if (o && c->response_format && set_response_format(o, c) != 0) {
+        json_decref(o);
+        o = NULL;
+    }
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;

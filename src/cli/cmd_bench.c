@@ -345,13 +345,15 @@ static int bench_engine(int argc, char **argv)
 }
 
 /* `dyad bench engine` measures the engine in-process, `dyad bench xfer` the KV transfer
- * backends; every other `dyad bench` is the HTTP load generator (src/bench/). */
+ * backends, `dyad bench grammar` structured outputs' masks; every other `dyad bench` is the HTTP load generator (src/bench/). */
 int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "engine"))
         return bench_engine(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "xfer"))
         return cmd_bench_xfer(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "grammar"))
+        return cmd_bench_grammar(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "router"))
         return cmd_bench_router(argc - 1, argv + 1);
     return dy_bench_serve_main(argc, argv);

@@ -23,7 +23,7 @@ static const char serve_epilog[] =
 
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
-    int port, max_body, max_connections, timeout, drain;
+    int port, max_body, max_schema, max_connections, timeout, drain;
     int chat;                 /* a dy_chat_family, or -1: detect it from the model */
     int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
     int prefill_busy_tokens;
@@ -127,6 +127,9 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "max-body", .kind = DY_OPT_INT, .dst = &o->max_body, .meta = "BYTES",
          .help = "request body limit", .min = 1024, .max = 1 << 30,
          .def = (double)dy_api_limits_default(0).max_body_bytes},
+        {.name = "max-schema-bytes", .kind = DY_OPT_INT, .dst = &o->max_schema, .meta = "N",
+         .help = "a response_format's JSON Schema, as compact JSON (docs/api.md)", .min = 2,
+         .max = 1 << 30, .def = (double)dy_api_limits_default(0).max_schema_bytes},
         {.name = "max-connections", .kind = DY_OPT_INT, .dst = &o->max_connections,
          .meta = "N", .help = "concurrent HTTP connections", .min = 1, .max = 65536,
          .def = 256},
@@ -268,6 +271,7 @@ int cmd_serve(int argc, char **argv)
             .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
             .started = (int64_t)time(NULL)};
         hc.limits.max_body_bytes = (size_t)o.max_body;
+        hc.limits.max_schema_bytes = (size_t)o.max_schema;
         hc.limits.vocab_size = m->hp.vocab_size;
         http = dy_http_start(&hc, err, sizeof err);
     }

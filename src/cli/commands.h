@@ -14,6 +14,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_bench_xfer(int argc, char **argv);
 int cmd_bench_router(int argc, char **argv);
+int cmd_bench_grammar(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 int cmd_sim(int argc, char **argv);

@@ -106,3 +106,17 @@ bool dy_array_reserve(void **a, size_t *cap, size_t need, size_t elem)
     *cap = c;
     return true;
 }
+
+bool dy_buf_append_file(dy_buf *b, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        dy_buf_append(b, chunk, n);
+    bool ok = !ferror(f) && !b->oom;
+    fclose(f);
+    return ok;
+}

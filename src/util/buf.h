@@ -22,6 +22,8 @@ void dy_buf_append_str(dy_buf *b, const char *s);
 void dy_buf_printf(dy_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The contents as a NUL-terminated string (the NUL is not counted in len); NULL if oom. */
 const char *dy_buf_cstr(dy_buf *b);
+/* Appends the whole of a file; false (errno set) if it cannot be read, or memory is short. */
+bool dy_buf_append_file(dy_buf *b, const char *path);
 /* Empties the buffer, keeping its memory and clearing oom. */
 void dy_buf_clear(dy_buf *b);
 /* Frees the memory and leaves an empty buffer. */

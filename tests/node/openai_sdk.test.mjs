@@ -1,5 +1,6 @@
 // openai_sdk.test.mjs — the official OpenAI Node SDK against a real `dyad serve`:
-// completions, chat, streaming (both APIs) and n > 1. Run by ctest as
+// completions, chat, streaming (both APIs), n > 1 and structured outputs (parse, streamed
+// json_schema, a bad schema). Run by ctest as
 //   node --test tests/node/openai_sdk.test.mjs   (DYAD_BIN names the dyad binary)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -92,4 +93,72 @@ test('errors surface as SDK errors', async () => {
     (e) => e.status === 404);
   const bad = new OpenAI({ apiKey: 'wrong', baseURL: client.baseURL, maxRetries: 0 });
   await assert.rejects(bad.models.list(), (e) => e.status === 401);
+});
+
+// Structured outputs: a plain JSON Schema (no zod), checked field by field.
+const PERSON = {
+  type: 'object',
+  properties: {
+    name: { type: 'string', minLength: 1, maxLength: 12 },
+    age: { type: 'integer', minimum: 0, maximum: 120 },
+    pets: { type: 'array', items: { type: 'string', enum: ['cat', 'dog', 'fish'] }, maxItems: 3 },
+  },
+  required: ['name', 'age', 'pets'],
+  additionalProperties: false,
+};
+const personFormat = { type: 'json_schema', json_schema: { name: 'person', strict: true, schema: PERSON } };
+
+function assertPerson(p) {
+  assert.deepEqual(Object.keys(p).sort(), ['age', 'name', 'pets']);
+  assert.equal(typeof p.name, 'string');
+  assert.ok(p.name.length >= 1 && [...p.name].length <= 12, p.name);
+  assert.ok(Number.isInteger(p.age) && p.age >= 0 && p.age <= 120, String(p.age));
+  assert.ok(Array.isArray(p.pets) && p.pets.length <= 3);
+  for (const pet of p.pets) assert.ok(['cat', 'dog', 'fish'].includes(pet), pet);
+}
+
+test('structured output: beta.chat.completions.parse with a json_schema', async () => {
+  const r = await client.beta.chat.completions.parse({
+    model: 'stories260K', temperature: 1, seed: 7, n: 2,
+    messages: [{ role: 'user', content: 'Describe a person.' }],
+    response_format: personFormat,
+  });
+  assert.equal(r.choices.length, 2);
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, 'stop');
+    assert.deepEqual(c.message.parsed, JSON.parse(c.message.content));
+    assertPerson(c.message.parsed);
+  }
+});
+
+test('structured output: a streamed json_schema request', async () => {
+  const stream = client.beta.chat.completions.stream({
+    model: 'stories260K', temperature: 0,
+    messages: [{ role: 'user', content: 'Describe a person.' }],
+    response_format: personFormat,
+  });
+  let deltas = 0;
+  stream.on('content.delta', () => { deltas++; });
+  const done = await stream.finalChatCompletion();
+  assert.ok(deltas > 1, `only ${deltas} deltas`);
+  assert.equal(done.choices[0].finish_reason, 'stop');
+  assertPerson(done.choices[0].message.parsed);
+  // the same through the plain streaming API
+  let content = '';
+  const cs = await client.chat.completions.create({
+    model: 'stories260K', temperature: 0, stream: true,
+    messages: [{ role: 'user', content: 'Describe a person.' }],
+    response_format: personFormat,
+  });
+  for await (const c of cs) content += c.choices[0]?.delta?.content ?? '';
+  assert.equal(content, done.choices[0].message.content);
+});
+
+test('structured output: a bad schema is a 400 naming the keyword', async () => {
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'stories260K', messages: [{ role: 'user', content: 'x' }],
+      response_format: { type: 'json_schema', json_schema: { name: 'bad name', schema: PERSON } },
+    }),
+    (e) => e.status === 400 && e.param === 'response_format.json_schema.name');
 });

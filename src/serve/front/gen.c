@@ -109,6 +109,9 @@ static dy_msg_request wire_request(const gen *g, int32_t *ids, int n, int max_ne
     m.n_stops = (uint8_t)r->n_stop;
     for (int i = 0; i < r->n_stop; i++)
         snprintf(m.stops[i], sizeof m.stops[i], "%s", r->stop[i]);
+    /* Every sample gets the same text; the worker gives each its own place in it. */
+    m.grammar = r->grammar;
+    m.grammar_len = (uint32_t)r->grammar_len;
     m.n_prompt = (uint32_t)n;
     m.prompt = ids;
     return m;

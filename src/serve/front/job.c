@@ -37,10 +37,20 @@ bool dy_job_set_request(dy_job *j, int i, const dy_msg_request *tmpl, uint32_t s
     c->req = *tmpl;
     c->req.stream = stream;
     c->req.n_samples = 1;
+    c->req.grammar = NULL;
+    c->req.grammar_len = 0;
     c->req.prompt = malloc(sizeof(int32_t) * (tmpl->n_prompt ? tmpl->n_prompt : 1));
     if (!c->req.prompt)
         return false;
     memcpy(c->req.prompt, tmpl->prompt, sizeof(int32_t) * tmpl->n_prompt);
+    /* Each choice owns its grammar text as it owns its prompt (dy_msg_request_free). */
+    if (tmpl->grammar && tmpl->grammar_len) {
+        if (!(c->req.grammar = malloc((size_t)tmpl->grammar_len + 1)))
+            return false;
+        memcpy(c->req.grammar, tmpl->grammar, tmpl->grammar_len);
+        c->req.grammar[tmpl->grammar_len] = 0;
+        c->req.grammar_len = tmpl->grammar_len;
+    }
     return true;
 }
 

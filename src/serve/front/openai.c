@@ -11,6 +11,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "serve/front/openai.h"
 #include "serve/front/json.h"
+#include "serve/wire/wire.h"
+
+#include "grammar/schema.h"
 
 #include "engine/stop.h"
 
@@ -27,6 +30,8 @@ enum {
     MAX_REGEX_LEN = 1024,       /* bytes in dyad.answer_regex */
     MAX_CMPL_LOGPROBS = 5,      /* completions' "logprobs", as OpenAI */
     MAX_TOP_LOGPROBS = 20,      /* chat's "top_logprobs", as OpenAI */
+    MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name, as OpenAI */
+    MAX_PARAM = 256,            /* bytes of a parameter path (dy_api_error.param) */
 };
 
 /* ==== errors ==== */
@@ -695,14 +700,10 @@ static int f_penalty(pctx *c, const char *name, json_t *v)
     return 0;
 }
 
-/* A field that only makes sense with features we lack (tools, logit bias, JSON mode, suffix):
+/* A field that only makes sense with features we lack (tools, logit bias, suffix):
  * its empty or neutral values are accepted, anything else is a 400. */
 static bool is_neutral(const char *name, json_t *v)
 {
-    if (json_is_object(v) && strcmp(name, "response_format") == 0) {
-        json_t *t = json_object_get(v, "type");
-        return json_is_string(t) && strcmp(json_string_value(t), "text") == 0;
-    }
     if (json_is_array(v) || json_is_object(v))
         return json_is_array(v) ? json_array_size(v) == 0 : json_object_size(v) == 0;
     if (!json_is_string(v))
@@ -719,6 +720,141 @@ static int f_unsupported(pctx *c, const char *name, json_t *v)
         return 0;
     return bad(c, name, "unsupported_parameter", "Unsupported parameter: '%s' is not supported "
                "by this server.", name);
+}
+
+/* ==== structured output: response_format (chat) and dyad.grammar (completions) ==== */
+
+static int missing(pctx *c, const char *param)
+{
+    return bad(c, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+}
+
+/* OpenAI's rule for json_schema.name: ^[a-zA-Z0-9_-]{1,64}$. */
+static bool format_name_ok(const char *s, size_t len)
+{
+    if (len == 0 || len > MAX_FORMAT_NAME)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* The grammar text in g becomes the request's (g is left empty). */
+static int take_grammar(pctx *c, dy_buf *g)
+{
+    if (!dy_buf_cstr(g)) {
+        dy_buf_free(g);
+        return oom(c);
+    }
+    c->r->grammar = (char *)g->data;
+    c->r->grammar_len = g->len;
+    *g = (dy_buf){0};
+    return 0;
+}
+
+/* The schema (already known to be an object) compiled to grammar text; an error names the
+ * keyword's path under `param`. */
+static int compile_schema(pctx *c, const char *param, json_t *schema)
+{
+    size_t bytes = json_dumpb(schema, NULL, 0, JSON_COMPACT);
+    if (bytes > c->lim->max_schema_bytes)
+        return bad(c, param, "invalid_value", "Invalid '%s': the schema is %zu bytes as compact "
+                   "JSON; this server's limit is %zu (--max-schema-bytes).", param, bytes,
+                   c->lim->max_schema_bytes);
+    /* The grammar must fit a REQUEST frame. */
+    dy_schema_opts opts = {.max_grammar_bytes = DY_WIRE_MAX_GRAMMAR};
+    dy_schema_error e;
+    dy_buf g = {0};
+    dy_schema_status st = dy_schema_to_grammar(schema, &opts, &g, &e);
+    if (st == DY_SCHEMA_OK)
+        return take_grammar(c, &g);
+    dy_buf_free(&g);
+    if (st == DY_SCHEMA_NOMEM)
+        return oom(c);
+    char q[MAX_PARAM];
+    pfmt(q, sizeof q, "%s%s%s", param, e.param[0] ? "." : "", e.param);
+    return bad(c, q, st == DY_SCHEMA_UNSUPPORTED ? "unsupported_parameter" : "invalid_value",
+               "Invalid '%s': %s", q, e.message);
+}
+
+static int json_object_grammar(pctx *c)
+{
+    dy_buf g = {0};
+    dy_json_object_rules("root", NULL, &g);
+    return take_grammar(c, &g);
+}
+
+static int parse_json_schema(pctx *c, const char *base, json_t *js)
+{
+    char p[MAX_PARAM], q[MAX_PARAM];
+    const char *s = NULL;
+    bool strict = false;
+    pfmt(p, sizeof p, "%s.json_schema", base);
+    if (!js || json_is_null(js))
+        return missing(c, p);
+    if (!json_is_object(js))
+        return bad_type(c, p, "an object", js);
+    json_t *name = json_object_get(js, "name"), *desc = json_object_get(js, "description"),
+           *st = json_object_get(js, "strict"), *schema = json_object_get(js, "schema");
+    pfmt(q, sizeof q, "%s.name", p);
+    if (!name || json_is_null(name))
+        return missing(c, q);
+    if (get_string(c, q, name, &s))
+        return -1;
+    if (!format_name_ok(s, json_string_length(name)))
+        return bad(c, q, "invalid_value", "Invalid '%s': '%.64s' is not a valid name: it must be "
+                   "1 to %d letters, digits, '_' or '-'.", q, s, MAX_FORMAT_NAME);
+    pfmt(q, sizeof q, "%s.description", p);
+    if (desc && !json_is_null(desc) && get_string(c, q, desc, &s))
+        return -1;
+    /* The schema is enforced either way: strict only says whether the client asked for it. */
+    pfmt(q, sizeof q, "%s.strict", p);
+    if (st && !json_is_null(st) && get_bool(c, q, st, &strict))
+        return -1;
+    pfmt(q, sizeof q, "%s.schema", p);
+    if (!schema || json_is_null(schema))
+        return missing(c, q);
+    if (!json_is_object(schema))
+        return bad_type(c, q, "an object", schema);
+    return compile_schema(c, q, schema);
+}
+
+/* {"type": "text" | "json_object" | "json_schema", "json_schema": {...}} at `base`. */
+static int parse_format(pctx *c, const char *base, json_t *v)
+{
+    char q[MAX_PARAM];
+    const char *t = NULL;
+    if (!json_is_object(v))
+        return bad_type(c, base, "an object", v);
+    pfmt(q, sizeof q, "%s.type", base);
+    json_t *type = json_object_get(v, "type");
+    if (!type || json_is_null(type))
+        return missing(c, q);
+    if (get_string(c, q, type, &t))
+        return -1;
+    if (strcmp(t, "text") == 0) {
+        c->r->format = DY_FORMAT_TEXT;
+        return 0;
+    }
+    if (strcmp(t, "json_object") == 0) {
+        c->r->format = DY_FORMAT_JSON_OBJECT;
+        return json_object_grammar(c);
+    }
+    if (strcmp(t, "json_schema") == 0) {
+        c->r->format = DY_FORMAT_JSON_SCHEMA;
+        return parse_json_schema(c, base, json_object_get(v, "json_schema"));
+    }
+    return bad(c, q, "invalid_value", "Invalid value: '%.64s'. Supported values are: 'text', "
+               "'json_object' and 'json_schema'.", t);
+}
+
+static int f_response_format(pctx *c, const char *name, json_t *v)
+{
+    return parse_format(c, name, v);
 }
 
 /* ==== the "dyad" extension object ==== */
@@ -769,6 +905,15 @@ static int dyad_regex(pctx *c, json_t *v)
     return (c->r->answer_regex = dup_or_fail(c, s)) ? 0 : -1;
 }
 
+/* Completions' response_format. Chat has the real one, so one request cannot carry two. */
+static int dyad_grammar(pctx *c, json_t *v)
+{
+    if (c->kind == DY_API_CHAT)
+        return bad(c, "dyad.grammar", "invalid_value", "Invalid 'dyad.grammar': chat requests "
+                   "give it as 'response_format'.");
+    return parse_format(c, "dyad.grammar", v);
+}
+
 /* Our own object, so unknown keys are errors here: a misspelt option must not be ignored. */
 static int f_dyad(pctx *c, const char *name, json_t *v)
 {
@@ -782,6 +927,7 @@ static int f_dyad(pctx *c, const char *name, json_t *v)
         int rc = json_is_null(val) ? 0
                : strcmp(key, "select") == 0 ? dyad_select(c, val)
                : strcmp(key, "answer_regex") == 0 ? dyad_regex(c, val)
+               : strcmp(key, "grammar") == 0 ? dyad_grammar(c, val)
                : bad(c, q, "unknown_parameter", "Unrecognized request argument supplied: '%s'.", q);
         if (rc)
             return -1;
@@ -825,7 +971,7 @@ static const field fields[] = {
     {"frequency_penalty", K_BOTH, f_penalty},
     {"repetition_penalty", K_BOTH, f_penalty},
     {"logit_bias", K_BOTH, f_unsupported},
-    {"response_format", K_CHAT, f_unsupported},
+    {"response_format", K_CHAT, f_response_format},
     {"tools", K_CHAT, f_unsupported},
     {"tool_choice", K_CHAT, f_unsupported},
     {"functions", K_CHAT, f_unsupported},
@@ -976,6 +1122,7 @@ void dy_api_request_free(dy_api_request *r)
     free(r->model);
     free(r->user);
     free(r->answer_regex);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -991,6 +1138,7 @@ dy_api_limits dy_api_limits_default(int context)
         .max_context = context > 0 ? context : 2048,
         .max_messages = 512,
         .vocab_size = 0,
+        .max_schema_bytes = 64u << 10,
     };
 }
 

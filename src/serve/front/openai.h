@@ -26,7 +26,7 @@ typedef enum { DY_API_COMPLETIONS = 1, DY_API_CHAT = 2 } dy_api_kind;
 typedef struct {
     int status;
     char message[256];
-    char param[64];
+    char param[256]; /* a path into a schema can be long */
     char type[48];
     char code[48];
 } dy_api_error;
@@ -59,6 +59,7 @@ typedef struct {
     int max_context;       /* the model's context length, in tokens */
     int max_messages;      /* chat messages */
     int vocab_size;        /* token-id prompts must be below it; 0 = not checked */
+    size_t max_schema_bytes; /* a response_format's JSON Schema, serialized compactly */
 } dy_api_limits;
 
 /* The defaults docs/api.md lists, for a model with `context` tokens of context. */
@@ -72,6 +73,9 @@ typedef struct {
 } dy_api_prompt;
 
 typedef enum { DY_SELECT_NONE = 0, DY_SELECT_MAJORITY, DY_SELECT_LOGPROB } dy_api_select;
+
+/* response_format's type (chat), or dyad.grammar's (completions). */
+typedef enum { DY_FORMAT_TEXT = 0, DY_FORMAT_JSON_OBJECT, DY_FORMAT_JSON_SCHEMA } dy_api_format;
 
 /* A validated request. It owns every pointer in it; free with dy_api_request_free. */
 typedef struct {
@@ -104,6 +108,11 @@ typedef struct {
     /* the "dyad" extension object */
     dy_api_select select;
     char *answer_regex; /* NULL if not given */
+    /* structured output: response_format (chat) or dyad.grammar (completions) */
+    dy_api_format format;
+    char *grammar;      /* the grammar every sample follows (grammar/grammar.h's notation),
+                         * compiled from the schema; NULL for text */
+    size_t grammar_len;
 } dy_api_request;
 
 /* Parses and validates a request body for /v1/completions or /v1/chat/completions. Unknown

@@ -75,6 +75,9 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
 {
     if (m->n_stops > DY_WIRE_MAX_STOPS || m->n_logprobs > DY_WIRE_MAX_TOP)
         return false;
+    uint32_t grammar_len = m->grammar ? m->grammar_len : 0;
+    if (grammar_len > DY_WIRE_MAX_GRAMMAR)
+        return false;
     size_t at = begin_frame(b, DY_MSG_REQUEST);
     put_u64(b, m->id);
     put_u32(b, m->max_tokens);
@@ -92,6 +95,7 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
     put_u8(b, m->remote_prefill);
     for (int i = 0; i < m->n_stops; i++)
         put_bytes(b, m->stops[i], (uint32_t)strnlen(m->stops[i], DY_WIRE_MAX_STOP_LEN));
+    put_bytes(b, m->grammar, grammar_len);
     put_u32(b, m->n_prompt);
     put(b, m->prompt, sizeof(int32_t) * m->n_prompt);
     return end_frame(b, at);
@@ -442,6 +446,26 @@ bool dy_wire_decode_hello(const uint8_t *p, size_t n, dy_msg_hello *m, char *err
     return get_name(&r, m->shm_name) && get_name(&r, m->tcp_addr) && finish(&r);
 }
 
+/* The request's grammar text: length 0 is none (NULL); otherwise a NUL-terminated copy, so
+ * that it outlives the frame buffer. */
+static bool get_grammar(reader *r, dy_msg_request *m)
+{
+    uint32_t len;
+    const char *s = get_bytes(r, &len, DY_WIRE_MAX_GRAMMAR);
+    if (!s)
+        return false;
+    if (len == 0)
+        return true;
+    if (memchr(s, 0, len))
+        return bad(r, "grammar with a NUL byte");
+    if (!(m->grammar = malloc((size_t)len + 1)))
+        return bad(r, "out of memory for a grammar of %u bytes", len);
+    memcpy(m->grammar, s, len);
+    m->grammar[len] = 0;
+    m->grammar_len = len;
+    return true;
+}
+
 bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char *err, size_t errlen)
 {
     reader r = READER(p, n, err, errlen);
@@ -476,6 +500,8 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
         memcpy(m->stops[i], s, len);
         m->stops[i][len] = 0;
     }
+    if (!get_grammar(&r, m))
+        return false;
     m->n_prompt = get_u32(&r);
     if (r.bad)
         return false;
@@ -494,6 +520,9 @@ void dy_msg_request_free(dy_msg_request *m)
 {
     free(m->prompt);
     m->prompt = NULL;
+    free(m->grammar);
+    m->grammar = NULL;
+    m->grammar_len = 0;
 }
 
 bool dy_wire_decode_cancel(const uint8_t *p, size_t n, dy_msg_cancel *m, char *err, size_t errlen)

@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 2
+#define DY_WIRE_VERSION 3
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
@@ -22,6 +22,7 @@
 #define DY_WIRE_MAX_TOP 20
 #define DY_WIRE_MAX_TEXT 4096
 #define DY_WIRE_MAX_SAMPLES 128 /* samples of one request (n, best_of) */
+#define DY_WIRE_MAX_GRAMMAR (1u << 20) /* bytes of a request's grammar text */
 #define DY_WIRE_MAX_KV_EVENTS 65536 /* events in one KV_EVENTS frame (18 bytes each) */
 #define DY_WIRE_MAX_KV_BLOCKS 65536 /* blocks in one KV_SNAPSHOT part (17 bytes each) */
 #define DY_WIRE_MAX_KV_PARTS 65536  /* parts of one snapshot */
@@ -122,6 +123,9 @@ typedef struct {
     uint8_t n_stops;
     uint8_t remote_prefill; /* decode worker: set blocks aside and wait for KV_READY */
     char stops[DY_WIRE_MAX_STOPS][DY_WIRE_MAX_STOP_LEN + 1];
+    uint32_t grammar_len; /* 0: unconstrained */
+    char *grammar;       /* the grammar every sample follows (grammar.h's notation), or NULL;
+                          * decode: a malloc'd NUL-terminated copy, freed by dy_msg_request_free */
     uint32_t n_prompt;
     int32_t *prompt;     /* decode: malloc'd copy, freed by dy_msg_request_free */
 } dy_msg_request;

@@ -85,6 +85,7 @@ void dy_worker_drop_req(worker *w, wreq *r)
     if (r->awaiting_kv)
         w->n_awaiting--;
     dy_stop_free(&r->stop);
+    dy_guide_end(&w->guides, &r->guide);
     free(r->dest);
     free(r);
 }
@@ -122,6 +123,14 @@ wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
     if (!r || !dy_stop_init(&r->stop, stops, m->n_stops)) {
         free(r);
         dy_worker_send_error(w, m->id, "out of memory");
+        return NULL;
+    }
+    char why[256];
+    if (m->grammar_len && !dy_guide_start(&w->guides, &r->guide, m->grammar, m->grammar_len,
+                                          why, sizeof why)) {
+        dy_stop_free(&r->stop);
+        free(r);
+        dy_worker_send_error(w, m->id, why);
         return NULL;
     }
     r->id = m->id;
@@ -275,17 +284,40 @@ static bool read_frames(worker *w)
 
 /* ---------------------------------------------------------------- the step */
 
+/* The answer cannot go on (its grammar left no token): the error goes out in deliver, and the
+ * sequence commits a harmless token meanwhile. */
+static void sample_dead(wreq *r, sample_out *o)
+{
+    *o = (sample_out){.req = r, .token = r->seq->tokens[r->seq->n_tokens - 1], .dead = true};
+}
+
 static void sample_item(worker *w, wreq *r, float *logits, sample_out *o)
 {
+    char why[128];
+    if (r->guide.e && !dy_guide_mask(&w->guides, &r->guide, logits, !r->ignore_eos, why,
+                                     sizeof why)) {
+        fprintf(stderr, "dyad worker %d: request %llu: %s\n", w->cfg.worker_id,
+                (unsigned long long)r->id, why);
+        sample_dead(r, o);
+        return;
+    }
     if (r->ignore_eos)
         for (int i = 0; i < w->n_eog; i++)
             logits[w->eog_ids[i]] = -INFINITY;
     o->req = r;
+    o->dead = false;
     o->token = dy_sample(w->sampler, &r->sampling, &r->rng, logits);
     o->n_top = r->want_logprobs ? r->n_logprobs : 0;
     o->logprob = r->want_logprobs ? dy_logprob(w->sampler, logits, o->token, o->n_top,
                                                o->top_ids, o->top_lps)
                                   : 0.0f;
+}
+
+/* How a stop string ends an answer: "stop", except that an answer whose grammar it cuts short
+ * reports "length" — it was cut off, and never claims to be whole. */
+static dy_end guided_cut(const wreq *r)
+{
+    return r->guide.e ? DY_END_LENGTH : DY_END_STOP;
 }
 
 /* Sends the token (its text released through the stop filter) or finishes the request. */
@@ -297,6 +329,11 @@ static void deliver(worker *w, const sample_out *o)
     dy_end fin = DY_END_NONE;
     char text[2 * DY_WIRE_MAX_TEXT];
     size_t text_len = 0;
+    if (o->dead) {
+        dy_worker_send_error(w, r->id, "the answer's grammar admits no token here");
+        dy_worker_drop_req(w, r);
+        return;
+    }
     if (!r->ignore_eos && dy_tokenizer_is_eog(w->model->tok, o->token)) {
         fin = DY_END_STOP;
     } else {
@@ -305,10 +342,18 @@ static void deliver(worker *w, const sample_out *o)
         int n = dy_token_to_piece(w->model->tok, prev, o->token, piece, sizeof piece);
         if (n > (int)sizeof piece)
             n = (int)sizeof piece;
+        char why[128];
+        if (r->guide.e && !dy_guide_advance(&r->guide, piece, (size_t)n, why, sizeof why)) {
+            dy_worker_send_error(w, r->id, why);
+            dy_worker_drop_req(w, r);
+            return;
+        }
         const char *out;
         size_t out_len;
         if (dy_stop_feed(&r->stop, piece, (size_t)n, &out, &out_len))
-            fin = DY_END_STOP;
+            fin = guided_cut(r);
+        else if (r->guide.e && !dy_gstate_can_continue(&r->guide.st))
+            fin = DY_END_STOP; /* the grammar is whole and nothing may follow: no end token needed */
         release_text(r, out, out_len, text, &text_len);
         dy_msg_token m = {.id = r->id, .token = o->token, .logprob = o->logprob,
                           .n_top = (uint8_t)o->n_top, .text = text, .text_len = (uint32_t)text_len};
@@ -490,6 +535,10 @@ static int setup(worker *w, char *err, size_t errlen)
     for (int i = 0; i < hp->vocab_size; i++)
         if (dy_tokenizer_is_eog(w->model->tok, i))
             w->eog_ids[w->n_eog++] = i;
+    if (!dy_guides_init(&w->guides, w->model->tok, hp->vocab_size, w->eog_ids, w->n_eog)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     w->engine = dy_engine_new(w->model, w->pool, c->threads, c->max_batch_tokens, err, errlen);
     return w->engine ? 0 : -1;
 }
@@ -506,6 +555,7 @@ static void teardown(worker *w)
     dy_kv_cache_free(w->kv);
     dy_kv_pool_free(w->pool);
     dy_sampler_free(w->sampler);
+    dy_guides_free(&w->guides);
     dy_model_free(w->model);
     free(w->logits);
     free(w->spans);

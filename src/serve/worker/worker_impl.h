@@ -9,6 +9,7 @@
 #include "engine/sampler.h"
 #include "engine/stop.h"
 #include "sched/sched.h"
+#include "serve/worker/guide.h"
 #include "serve/worker/kv_publish.h"
 #include "serve/wire/wire_io.h"
 #include "serve/worker/worker.h"
@@ -25,6 +26,7 @@ typedef struct wreq {
     bool ignore_eos;
     uint8_t want_logprobs, n_logprobs;
     dy_stop stop;
+    dy_guide guide;             /* the grammar its answer follows (guide.e NULL: none) */
     char hold[8]; /* an incomplete UTF-8 character waiting for its next bytes */
     int n_hold;
     dy_seq *seq;
@@ -43,6 +45,7 @@ typedef struct wreq {
 typedef struct {
     wreq *req;
     int32_t token;
+    bool dead;                  /* the grammar left no token: the answer ends in an error */
     float logprob;
     int n_top;
     int32_t top_ids[DY_WIRE_MAX_TOP];
@@ -58,6 +61,7 @@ typedef struct {
     dy_kv_publisher kvpub;      /* KV events for the frontend's global prefix index */
     dy_engine *engine;
     dy_sampler *sampler;
+    dy_guides guides;           /* the grammars of structured outputs */
     float *logits;
     dy_span *spans;
     int32_t *sampled;

@@ -1,0 +1,284 @@
+/* cmd_bench_grammar.c — `dyad bench grammar`: what structured outputs cost outside the model.
+ * Compiles a grammar (a JSON Schema, any JSON object, or grammar text), builds a tokenizer's
+ * prefix tree, then follows random answers through the grammar token by token, as a worker
+ * would: a mask per token (timed, cache hit or miss), a token drawn uniformly from those it
+ * allows, the advance. Prints compile times, mask times and the matcher's memory. A
+ * benchmark: prints, asserts nothing. */
+#include "cli/commands.h"
+#include "cli/parse.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "grammar/grammar.h"
+#include "grammar/schema.h"
+#include "util/clock.h"
+#include "util/stats.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char grammar_usage[] =
+    "usage: dyad bench grammar --model M.gguf (--schema FILE | --json-object | --grammar FILE)\n"
+    "                          [--tokens N] [--seed S] [--json]\n"
+    "Times the grammar's compile, the vocabulary's prefix tree and a mask per token over\n"
+    "random answers the grammar allows.\n";
+
+typedef struct {
+    const char *model, *tokenizer, *schema, *grammar;
+    bool json_object, json;
+    int tokens;
+    uint64_t seed;
+} gopts;
+
+typedef struct {
+    double trie_ms, schema_ms, parse_ms;
+    size_t grammar_bytes;
+    int vocab, answers, tokens;
+    double *hit_us, *miss_us, *token_us;
+    int n_hit, n_miss;
+    size_t matcher_bytes;
+    double state_bytes; /* mean over tokens: what one sequence's dy_gstate holds */
+} gresult;
+
+/* The grammar text the options ask for, into out; false (reported) on a bad file. */
+static bool grammar_text(const gopts *o, dy_buf *out, double *schema_ms)
+{
+    *schema_ms = 0;
+    if (o->json_object) {
+        dy_json_object_rules("root", NULL, out);
+        return !out->oom;
+    }
+    if (o->grammar) {
+        if (!dy_buf_append_file(out, o->grammar)) {
+            fprintf(stderr, "dyad bench grammar: cannot read %s: %s\n", o->grammar,
+                    strerror(errno));
+            return false;
+        }
+        return true;
+    }
+    json_error_t je;
+    json_t *schema = json_load_file(o->schema, 0, &je);
+    if (!schema) {
+        fprintf(stderr, "dyad bench grammar: %s: line %d, column %d: %s\n", o->schema, je.line,
+                je.column, je.text);
+        return false;
+    }
+    dy_schema_error e;
+    double t0 = dy_now();
+    dy_schema_status st = dy_schema_to_grammar(schema, NULL, out, &e);
+    *schema_ms = (dy_now() - t0) * 1e3;
+    json_decref(schema);
+    if (st != DY_SCHEMA_OK) {
+        fprintf(stderr, "dyad bench grammar: %s: %s%s%s\n", o->schema, e.message,
+                e.param[0] ? " at " : "", e.param);
+        return false;
+    }
+    return true;
+}
+
+static dy_vocab_trie *vocab_trie(const dy_tokenizer *tok, int n)
+{
+    char **pieces = calloc((size_t)n, sizeof *pieces);
+    uint32_t *lens = calloc((size_t)n, sizeof *lens);
+    dy_vocab_trie *t = NULL;
+    bool ok = pieces && lens;
+    for (int i = 0; ok && i < n; i++) {
+        char buf[1024];
+        int k = dy_token_to_piece(tok, -1, i, buf, sizeof buf);
+        k = k > (int)sizeof buf ? (int)sizeof buf : k;
+        ok = (pieces[i] = malloc((size_t)k + 1)) != NULL;
+        if (ok)
+            memcpy(pieces[i], buf, (size_t)k);
+        lens[i] = (uint32_t)k;
+    }
+    if (ok)
+        t = dy_vocab_trie_new(n, (const char *const *)pieces, lens);
+    for (int i = 0; pieces && i < n; i++)
+        free(pieces[i]);
+    free(pieces);
+    free(lens);
+    return t;
+}
+
+/* Follows random answers until o->tokens tokens have been drawn. */
+static void walk(const gopts *o, const dy_tokenizer *tok, dy_gmatch *m, gresult *r)
+{
+    dy_rng rng;
+    dy_rng_seed(&rng, o->seed, 0);
+    int32_t *allowed = malloc(sizeof *allowed * (size_t)r->vocab);
+    dy_gstate s = {0};
+    bool live = false;
+    double state_sum = 0;
+    while (allowed && r->tokens < o->tokens) {
+        if (!live) {
+            if (dy_gstate_start(m, &s) != DY_GRAMMAR_OK)
+                break;
+            live = true;
+        }
+        uint64_t h0, m0, h1, m1;
+        dy_gmatch_mask_counts(m, &h0, &m0);
+        double t0 = dy_now();
+        const uint32_t *bits = dy_gstate_mask(m, &s);
+        double t_mask = dy_now() - t0;
+        dy_gmatch_mask_counts(m, &h1, &m1);
+        if (!bits)
+            break;
+        if (m1 > m0)
+            r->miss_us[r->n_miss++] = t_mask * 1e6;
+        else
+            r->hit_us[r->n_hit++] = t_mask * 1e6;
+        int n = 0;
+        for (int i = 0; i < r->vocab; i++)
+            if (bits[i >> 5] >> (i & 31) & 1u)
+                allowed[n++] = i;
+        if (s.accept && (n == 0 || dy_rng_float(&rng) < 0.25f)) { /* the end token */
+            r->answers++;
+            dy_gstate_free(&s);
+            live = false;
+            continue;
+        }
+        if (n == 0)
+            break; /* a grammar that admits nothing here: the report shows how far it got */
+        int32_t id = allowed[dy_rng_next(&rng) % (uint64_t)n];
+        char piece[1024];
+        int k = dy_token_to_piece(tok, -1, id, piece, sizeof piece);
+        double t1 = dy_now();
+        if (dy_gstate_advance(m, &s, piece, (size_t)(k > (int)sizeof piece ? (int)sizeof piece : k)) !=
+            DY_GRAMMAR_OK)
+            break;
+        r->token_us[r->tokens++] = (t_mask + dy_now() - t1) * 1e6;
+        state_sum += (double)(sizeof s + s.cap * sizeof *s.tops);
+    }
+    if (live)
+        dy_gstate_free(&s);
+    free(allowed);
+    r->state_bytes = r->tokens ? state_sum / r->tokens : 0;
+    r->matcher_bytes = dy_gmatch_bytes(m);
+}
+
+static void print_times(const char *what, double *us, int n, bool json, bool last)
+{
+    dy_sort_doubles(us, (size_t)n);
+    double sum = 0;
+    for (int i = 0; i < n; i++)
+        sum += us[i];
+    double mean = n ? sum / n : 0, p50 = n ? dy_percentile(us, (size_t)n, 50) : 0,
+           p99 = n ? dy_percentile(us, (size_t)n, 99) : 0, max = n ? us[n - 1] : 0;
+    if (json)
+        printf("\"%s\": {\"n\": %d, \"mean_us\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, "
+               "\"max_us\": %.2f}%s", what, n, mean, p50, p99, max, last ? "" : ", ");
+    else
+        printf("%-14s %7d   mean %9.2f   p50 %9.2f   p99 %9.2f   max %9.2f  us\n", what, n, mean,
+               p50, p99, max);
+}
+
+static void report(const gopts *o, gresult *r)
+{
+    if (o->json) {
+        printf("{\"vocab\": %d, \"trie_ms\": %.3f, \"schema_ms\": %.3f, \"parse_ms\": %.3f, "
+               "\"grammar_bytes\": %zu, \"tokens\": %d, \"answers\": %d, \"matcher_bytes\": %zu, "
+               "\"state_bytes\": %.0f, ", r->vocab, r->trie_ms, r->schema_ms, r->parse_ms,
+               r->grammar_bytes, r->tokens, r->answers, r->matcher_bytes, r->state_bytes);
+        print_times("mask_hit", r->hit_us, r->n_hit, true, false);
+        print_times("mask_miss", r->miss_us, r->n_miss, true, false);
+        print_times("per_token", r->token_us, r->tokens, true, true);
+        printf("}\n");
+        return;
+    }
+    printf("vocabulary     %d tokens, prefix tree built in %.2f ms\n", r->vocab, r->trie_ms);
+    printf("grammar        %zu bytes of text; schema compiled in %.3f ms, grammar in %.3f ms\n",
+           r->grammar_bytes, r->schema_ms, r->parse_ms);
+    printf("walk           %d tokens, %d whole answers\n", r->tokens, r->answers);
+    print_times("mask (cached)", r->hit_us, r->n_hit, false, false);
+    print_times("mask (new)", r->miss_us, r->n_miss, false, false);
+    print_times("per token", r->token_us, r->tokens, false, true);
+    printf("memory         matcher %.1f KiB (shared by every sequence on the grammar), "
+           "state %.0f B per sequence\n", r->matcher_bytes / 1024.0, r->state_bytes);
+}
+
+static int run(const gopts *o)
+{
+    int given = (o->schema != NULL) + (o->grammar != NULL) + o->json_object;
+    if (!o->model || given != 1) {
+        fprintf(stderr, "dyad bench grammar: needs --model and one of --schema, --json-object, "
+                        "--grammar\n");
+        return 2;
+    }
+    char err[256];
+    dy_model *model = dy_model_load(o->model, o->tokenizer, err, sizeof err);
+    if (!model || !model->tok) {
+        fprintf(stderr, "dyad bench grammar: %s\n", model ? "the model has no tokenizer" : err);
+        dy_model_free(model);
+        return 1;
+    }
+    gresult r = {.vocab = dy_tokenizer_vocab_size(model->tok)};
+    dy_buf text = {0};
+    dy_grammar *g = NULL;
+    dy_vocab_trie *t = NULL;
+    dy_gmatch *m = NULL;
+    int rc = 1;
+    double t0 = dy_now();
+    if (!grammar_text(o, &text, &r.schema_ms))
+        goto out;
+    r.grammar_bytes = text.len;
+    t0 = dy_now();
+    g = dy_grammar_parse((const char *)text.data, text.len, err, sizeof err);
+    r.parse_ms = (dy_now() - t0) * 1e3;
+    if (!g) {
+        fprintf(stderr, "dyad bench grammar: the grammar does not compile: %s\n", err);
+        goto out;
+    }
+    t0 = dy_now();
+    t = vocab_trie(model->tok, r.vocab);
+    r.trie_ms = (dy_now() - t0) * 1e3;
+    r.hit_us = malloc(sizeof(double) * (size_t)o->tokens * 2 + 8);
+    r.miss_us = malloc(sizeof(double) * (size_t)o->tokens * 2 + 8);
+    r.token_us = malloc(sizeof(double) * (size_t)o->tokens + 8);
+    if (!t || !(m = dy_gmatch_new(g, t, (dy_gmatch_limits){0})) || !r.hit_us || !r.miss_us ||
+        !r.token_us) {
+        fprintf(stderr, "dyad bench grammar: out of memory\n");
+        goto out;
+    }
+    walk(o, model->tok, m, &r);
+    report(o, &r);
+    rc = 0;
+out:
+    free(r.hit_us);
+    free(r.miss_us);
+    free(r.token_us);
+    dy_gmatch_free(m);
+    dy_vocab_trie_free(t);
+    dy_grammar_free(g);
+    dy_buf_free(&text);
+    dy_model_free(model);
+    return rc;
+}
+
+int cmd_bench_grammar(int argc, char **argv)
+{
+    gopts o;
+    const dy_opt t[] = {
+        {.name = "model", .kind = DY_OPT_STR, .dst = &o.model, .meta = "PATH",
+         .help = "the model whose tokenizer the masks are over (GGUF or llama2.c)"},
+        {.name = "tokenizer", .kind = DY_OPT_STR, .dst = &o.tokenizer, .meta = "PATH",
+         .help = "the tokenizer of a llama2.c model"},
+        {.name = "schema", .kind = DY_OPT_STR, .dst = &o.schema, .meta = "FILE",
+         .help = "a JSON Schema (what response_format json_schema carries)"},
+        {.name = "json-object", .kind = DY_OPT_FLAG, .dst = &o.json_object,
+         .help = "any JSON object (response_format json_object)"},
+        {.name = "grammar", .kind = DY_OPT_STR, .dst = &o.grammar, .meta = "FILE",
+         .help = "grammar text (docs/structured-outputs.md)"},
+        {.name = "tokens", .kind = DY_OPT_INT, .dst = &o.tokens, .meta = "N",
+         .help = "tokens to draw", .min = 1, .max = 10000000, .def = 20000},
+        {.name = "seed", .kind = DY_OPT_U64, .dst = &o.seed, .meta = "S",
+         .help = "the walk's random seed", .def = 1},
+        {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
+         .help = "one JSON object on stdout instead of the report"},
+    };
+    int rc = cli_parse("bench grammar", grammar_usage, NULL, t, (int)(sizeof t / sizeof t[0]),
+                       argc, argv, NULL);
+    return rc != CLI_GO ? rc : run(&o);
+}
