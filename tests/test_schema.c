@@ -109,6 +109,24 @@ static void expect_error(const char *schema, dy_schema_status st, const char *pa
     expect_error_with(schema, NULL, st, param, in_message);
 }
 
+typedef struct {
+    const char *schema;
+    dy_schema_status st;
+    const char *param, *in_message;
+} error_case;
+
+static void expect_errors(const error_case *cases, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        expect_error(cases[i].schema, cases[i].st, cases[i].param, cases[i].in_message);
+}
+
+#define EXPECT_ERRORS(...)                                                                    \
+    do {                                                                                      \
+        static const error_case cases_[] = {__VA_ARGS__};                                     \
+        expect_errors(cases_, sizeof cases_ / sizeof cases_[0]);                              \
+    } while (0)
+
 /* ---------------------------------------------------------------- json_object */
 
 static void test_json_object(void **state)
@@ -253,12 +271,14 @@ static void test_unions(void **state)
            "'required':['kind']}},'oneOf':[{'$ref':'#/$defs/cat'},{'$ref':'#/$defs/dog'}]}",
            TEXTS("{'kind':'cat','lives':9}", "{'kind':'puppy'}", "{'kind':'dog','good':true}"),
            TEXTS("{'kind':'cat'}", "{'kind':'dog','lives':9}"));
-    expect_error("{'oneOf':[{'type':'object','properties':{'k':{'const':'a'}},'required':['k']},"
-                 "{'type':'object','properties':{'k':{'enum':['b','a']}},'required':['k']}]}",
-                 DY_SCHEMA_UNSUPPORTED, "oneOf[1]", "can match the same value");
-    expect_error("{'oneOf':[{'type':'object','properties':{'k':{'const':'a'}},'required':['k']},"
-                 "{'type':'object','properties':{'k':{'const':'b'}}}]}",
-                 DY_SCHEMA_UNSUPPORTED, "oneOf[1]", "can match the same value");
+    EXPECT_ERRORS(
+        {"{'oneOf':[{'type':'object','properties':{'k':{'const':'a'}},'required':['k']},"
+         "{'type':'object','properties':{'k':{'enum':['b','a']}},'required':['k']}]}",
+         DY_SCHEMA_UNSUPPORTED, "oneOf[1]", "can match the same value"},
+        {"{'oneOf':[{'type':'object','properties':{'k':{'const':'a'}},'required':['k']},"
+         "{'type':'object','properties':{'k':{'const':'b'}}}]}",
+         DY_SCHEMA_UNSUPPORTED, "oneOf[1]", "can match the same value"}
+    );
     expect("{'allOf':[{'type':'integer','maximum':3}]}", TEXTS("3"), TEXTS("4"));
     /* pydantic's Optional[int] */
     expect("{'anyOf':[{'type':'integer'},{'type':'null'}],'default':null,'title':'X'}",
@@ -289,23 +309,25 @@ static void test_refs(void **state)
     expect("{'$defs':{'i':{'type':'integer'}},'properties':{'a':{'$ref':'#/$defs/i',"
            "'description':'d'}}}", TEXTS("{'a':1}"), TEXTS("{'a':'1'}"));
     /* recursion through anyOf alone would be left-recursive */
-    expect_error("{'$defs':{'a':{'anyOf':[{'$ref':'#/$defs/a'},{'type':'string'}]}},"
-                 "'$ref':'#/$defs/a'}", DY_SCHEMA_INVALID, "$defs.a.anyOf[0].$ref",
-                 "recurses without bound");
-    expect_error("{'$ref':'#'}", DY_SCHEMA_INVALID, "$ref", "recurses without bound");
-    /* every value would hold another */
-    expect_error("{'type':'object','properties':{'next':{'$ref':'#'}},'required':['next']}",
-                 DY_SCHEMA_INVALID, "", "recurses without bound");
-    expect_error("{'$defs':{'a':{'type':'array','minItems':1,'items':{'$ref':'#/$defs/a'}}},"
-                 "'properties':{'x':{'$ref':'#/$defs/a'}}}", DY_SCHEMA_INVALID, "$defs.a",
-                 "recurses without bound");
-    expect_error("{'$ref':'#/$defs/missing'}", DY_SCHEMA_INVALID, "$ref", "points to nothing");
-    expect_error("{'$ref':'other.json#/a'}", DY_SCHEMA_UNSUPPORTED, "$ref", "another document");
-    expect_error("{'$ref':3}", DY_SCHEMA_INVALID, "$ref", "must be a string");
-    expect_error("{'$ref':'#','type':'object'}", DY_SCHEMA_UNSUPPORTED, "type", "beside '$ref'");
-    /* an error inside a target names the target's place */
-    expect_error("{'$defs':{'t':{'type':'string','multipleOf':2}},'$ref':'#/$defs/t'}",
-                 DY_SCHEMA_UNSUPPORTED, "$defs.t.multipleOf", "'multipleOf'");
+    EXPECT_ERRORS(
+        {"{'$defs':{'a':{'anyOf':[{'$ref':'#/$defs/a'},{'type':'string'}]}},"
+         "'$ref':'#/$defs/a'}", DY_SCHEMA_INVALID, "$defs.a.anyOf[0].$ref",
+         "recurses without bound"},
+        {"{'$ref':'#'}", DY_SCHEMA_INVALID, "$ref", "recurses without bound"},
+        /* every value would hold another */
+        {"{'type':'object','properties':{'next':{'$ref':'#'}},'required':['next']}",
+         DY_SCHEMA_INVALID, "", "recurses without bound"},
+        {"{'$defs':{'a':{'type':'array','minItems':1,'items':{'$ref':'#/$defs/a'}}},"
+         "'properties':{'x':{'$ref':'#/$defs/a'}}}", DY_SCHEMA_INVALID, "$defs.a",
+         "recurses without bound"},
+        {"{'$ref':'#/$defs/missing'}", DY_SCHEMA_INVALID, "$ref", "points to nothing"},
+        {"{'$ref':'other.json#/a'}", DY_SCHEMA_UNSUPPORTED, "$ref", "another document"},
+        {"{'$ref':3}", DY_SCHEMA_INVALID, "$ref", "must be a string"},
+        {"{'$ref':'#','type':'object'}", DY_SCHEMA_UNSUPPORTED, "type", "beside '$ref'"},
+        /* an error inside a target names the target's place */
+        {"{'$defs':{'t':{'type':'string','multipleOf':2}},'$ref':'#/$defs/t'}",
+         DY_SCHEMA_UNSUPPORTED, "$defs.t.multipleOf", "'multipleOf'"}
+    );
 }
 
 /* ---------------------------------------------------------------- strings */
@@ -340,12 +362,14 @@ static void test_patterns(void **state)
     /* characters JSON escapes: the pattern's " and \ are \" and \\ in the JSON text */
     expect("{'type':'string','pattern':'^say \\'hi\\'$'}", TEXTS("'say \\'hi\\''"),
            TEXTS("'say hi'", "'say \\\\'hi\\\\''"));
-    expect("{'type':'string','pattern':'^a\\\\\\\\b$'}", TEXTS("'a\\\\b'"), TEXTS("'ab'", "'a\\b'"));
+    expect("{'type':'string','pattern':'^a\\\\\\\\b$'}", TEXTS("'a\\\\b'"),
+           TEXTS("'ab'", "'a\\b'"));
     expect("{'type':'string','pattern':'^\\\\n\\\\t$'}", TEXTS("'\\n\\t'"), TEXTS("'nt'"));
     /* groups, quantifiers, lazy ones */
     expect("{'type':'string','pattern':'^(ab)*c?$'}", TEXTS("''", "'ab'", "'ababc'", "'c'"),
            TEXTS("'aba'", "'cc'"));
-    expect("{'type':'string','pattern':'^x{2,3}$'}", TEXTS("'xx'", "'xxx'"), TEXTS("'x'", "'xxxx'"));
+    expect("{'type':'string','pattern':'^x{2,3}$'}", TEXTS("'xx'", "'xxx'"),
+           TEXTS("'x'", "'xxxx'"));
     expect("{'type':'string','pattern':'^x{2}y{1,}z{0}$'}", TEXTS("'xxy'", "'xxyyy'"),
            TEXTS("'xy'", "'xxyz'"));
     expect("{'type':'string','pattern':'^(?:a|b)+?$'}", TEXTS("'abba'"), TEXTS("''", "'abc'"));
@@ -354,7 +378,8 @@ static void test_patterns(void **state)
     /* classes */
     expect("{'type':'string','pattern':'^[\\\\w.-]+@[a-z]+\\\\.(com|org)$'}",
            TEXTS("'john.doe-1@example.com'", "'x_y@z.org'"), TEXTS("'a@b.net'", "'a b@c.com'"));
-    expect("{'type':'string','pattern':'^[^a-c]$'}", TEXTS("'d'", "'é'", "'\\n'", "'\\''", "'\\\\'"),
+    expect("{'type':'string','pattern':'^[^a-c]$'}",
+           TEXTS("'d'", "'é'", "'\\n'", "'\\''", "'\\\\'"),
            TEXTS("'a'", "'c'", "''", "'dd'"));
     expect("{'type':'string','pattern':'^[^\\'\\\\\\\\]+$'}", TEXTS("'abc'"),
            TEXTS("'a\\'b'", "'a\\\\b'"));
@@ -380,9 +405,11 @@ static void test_patterns(void **state)
                  bad[i]);
         expect_error(schema, DY_SCHEMA_UNSUPPORTED, "properties.s.pattern", "pattern: ");
     }
-    expect_error("{'type':'string','pattern':'a','maxLength':3}", DY_SCHEMA_UNSUPPORTED,
-                 "maxLength", "beside 'pattern'");
-    expect_error("{'type':'string','pattern':3}", DY_SCHEMA_INVALID, "pattern", "a string");
+    EXPECT_ERRORS(
+        {"{'type':'string','pattern':'a','maxLength':3}", DY_SCHEMA_UNSUPPORTED,
+         "maxLength", "beside 'pattern'"},
+        {"{'type':'string','pattern':3}", DY_SCHEMA_INVALID, "pattern", "a string"}
+    );
 }
 
 static void test_formats(void **state)
@@ -457,7 +484,7 @@ static void test_integer_ranges(void **state)
                 TEXTS("-1", "1000001", "1999999", "9999999", "10000000", "01", "-0"));
     dy_grammar_free(g);
     g = compile_with("{'type':'integer','minimum':-9223372036854775808,"
-                     "'maximum':9223372036854775807}", NULL);
+         "'maximum':9223372036854775807}", NULL);
     check_texts(g, "int64", TEXTS("-9223372036854775808", "9223372036854775807", "0", "-1"),
                 TEXTS("-9223372036854775809", "9223372036854775808", "10000000000000000000"));
     dy_grammar_free(g);
@@ -466,15 +493,17 @@ static void test_integer_ranges(void **state)
                                       "123456789012345678901234"),
                 TEXTS("1234566", "999999", "0", "-1234567"));
     dy_grammar_free(g);
-    expect_error("{'type':'integer','minimum':5,'maximum':4}", DY_SCHEMA_INVALID, "",
-                 "no integer lies within");
-    expect_error("{'type':'integer','exclusiveMinimum':4,'exclusiveMaximum':5}",
-                 DY_SCHEMA_INVALID, "", "no integer lies within");
-    expect_error("{'type':'integer','minimum':1e30}", DY_SCHEMA_UNSUPPORTED, "minimum", "64-bit");
-    expect_error("{'type':'integer','exclusiveMaximum':-1e19}", DY_SCHEMA_UNSUPPORTED,
-                 "exclusiveMaximum", "64-bit");
-    expect_error("{'type':'integer','minimum':'3'}", DY_SCHEMA_INVALID, "minimum",
-                 "must be a number");
+    EXPECT_ERRORS(
+        {"{'type':'integer','minimum':5,'maximum':4}", DY_SCHEMA_INVALID, "",
+         "no integer lies within"},
+        {"{'type':'integer','exclusiveMinimum':4,'exclusiveMaximum':5}",
+         DY_SCHEMA_INVALID, "", "no integer lies within"},
+        {"{'type':'integer','minimum':1e30}", DY_SCHEMA_UNSUPPORTED, "minimum", "64-bit"},
+        {"{'type':'integer','exclusiveMaximum':-1e19}", DY_SCHEMA_UNSUPPORTED,
+         "exclusiveMaximum", "64-bit"},
+        {"{'type':'integer','minimum':'3'}", DY_SCHEMA_INVALID, "minimum",
+         "must be a number"}
+    );
 }
 
 /* Decimal texts k/8 for k in -8*span..8*span, each accepted iff lo <= value <= hi (with
@@ -526,12 +555,14 @@ static void test_number_ranges(void **state)
     check_texts(g, ">0", TEXTS("0.001", "0.0000000001", "1", "12345678901234567890.5"),
                 TEXTS("0", "0.0", "0.000", "-0.001"));
     dy_grammar_free(g);
-    expect_error("{'type':'number','minimum':0.5}", DY_SCHEMA_UNSUPPORTED, "minimum",
-                 "must be integers");
-    expect_error("{'type':'number','minimum':0,'exclusiveMaximum':2.5}", DY_SCHEMA_UNSUPPORTED,
-                 "exclusiveMaximum", "must be integers");
-    expect_error("{'type':'number','minimum':3,'exclusiveMaximum':3}", DY_SCHEMA_INVALID, "",
-                 "no number lies within");
+    EXPECT_ERRORS(
+        {"{'type':'number','minimum':0.5}", DY_SCHEMA_UNSUPPORTED, "minimum",
+         "must be integers"},
+        {"{'type':'number','minimum':0,'exclusiveMaximum':2.5}", DY_SCHEMA_UNSUPPORTED,
+         "exclusiveMaximum", "must be integers"},
+        {"{'type':'number','minimum':3,'exclusiveMaximum':3}", DY_SCHEMA_INVALID, "",
+         "no number lies within"}
+    );
 }
 
 /* ---------------------------------------------------------------- refusals */
@@ -561,60 +592,64 @@ static void test_unsupported_keywords(void **state)
         snprintf(msg, sizeof msg, "the keyword '%s' is not supported", cases[i].keyword);
         expect_error(cases[i].schema, DY_SCHEMA_UNSUPPORTED, cases[i].param, msg);
     }
-    expect_error("{'allOf':[{'type':'string'},{'maxLength':2}]}", DY_SCHEMA_UNSUPPORTED, "allOf",
-                 "more than one");
-    expect_error("{'oneOf':[{'type':'integer'},{'type':'number'}]}", DY_SCHEMA_UNSUPPORTED,
-                 "oneOf[1]", "can match the same value");
-    expect_error("{'oneOf':[{'type':'string'},{'enum':['a',1]}]}", DY_SCHEMA_UNSUPPORTED,
-                 "oneOf[1]", "can match the same value");
-    expect_error("{'type':'object','properties':{'a':{}},'additionalProperties':true}",
-                 DY_SCHEMA_UNSUPPORTED, "additionalProperties", "other than false");
-    expect_error("{'type':'array','items':[{'type':'string'}]}", DY_SCHEMA_UNSUPPORTED, "items",
-                 "a list of schemas");
-    expect_error("{'anyOf':[{'type':'string'}],'type':'string'}", DY_SCHEMA_UNSUPPORTED, "type",
-                 "beside 'anyOf'");
-    expect_error("{'enum':['a'],'minLength':1}", DY_SCHEMA_UNSUPPORTED, "minLength",
-                 "beside 'enum'");
-    expect_error("{'enum':['a'],'const':'a'}", DY_SCHEMA_UNSUPPORTED, "const", "beside 'enum'");
+    EXPECT_ERRORS(
+        {"{'allOf':[{'type':'string'},{'maxLength':2}]}", DY_SCHEMA_UNSUPPORTED, "allOf",
+         "more than one"},
+        {"{'oneOf':[{'type':'integer'},{'type':'number'}]}", DY_SCHEMA_UNSUPPORTED,
+         "oneOf[1]", "can match the same value"},
+        {"{'oneOf':[{'type':'string'},{'enum':['a',1]}]}", DY_SCHEMA_UNSUPPORTED,
+         "oneOf[1]", "can match the same value"},
+        {"{'type':'object','properties':{'a':{}},'additionalProperties':true}",
+         DY_SCHEMA_UNSUPPORTED, "additionalProperties", "other than false"},
+        {"{'type':'array','items':[{'type':'string'}]}", DY_SCHEMA_UNSUPPORTED, "items",
+         "a list of schemas"},
+        {"{'anyOf':[{'type':'string'}],'type':'string'}", DY_SCHEMA_UNSUPPORTED, "type",
+         "beside 'anyOf'"},
+        {"{'enum':['a'],'minLength':1}", DY_SCHEMA_UNSUPPORTED, "minLength",
+         "beside 'enum'"},
+        {"{'enum':['a'],'const':'a'}", DY_SCHEMA_UNSUPPORTED, "const", "beside 'enum'"}
+    );
 }
 
 static void test_invalid_values(void **state)
 {
     (void)state;
-    expect_error("{'type':'object','properties':{'a':{}},'required':3}", DY_SCHEMA_INVALID,
-                 "required", "must be an array");
-    expect_error("{'type':'object','properties':{'a':{}},'required':['a',3]}", DY_SCHEMA_INVALID,
-                 "required[1]", "property names");
-    expect_error("{'type':'object','properties':{'a':{}},'required':['b']}", DY_SCHEMA_INVALID,
-                 "required[0]", "not in 'properties'");
-    expect_error("{'type':'object','required':['b']}", DY_SCHEMA_INVALID, "required[0]",
-                 "not in 'properties'");
-    expect_error("{'enum':[]}", DY_SCHEMA_INVALID, "enum", "non-empty");
-    expect_error("{'enum':'a'}", DY_SCHEMA_INVALID, "enum", "non-empty");
-    expect_error("{'type':'string','enum':['a',1]}", DY_SCHEMA_INVALID, "enum[1]", "type");
-    expect_error("{'type':'integer','const':1.5}", DY_SCHEMA_INVALID, "const", "type");
-    expect_error("{'type':'array','minItems':3,'maxItems':2}", DY_SCHEMA_INVALID, "minItems",
-                 "over 'maxItems'");
-    expect_error("{'type':'array','minItems':-1}", DY_SCHEMA_INVALID, "minItems", "non-negative");
-    expect_error("{'type':'string','minLength':'2'}", DY_SCHEMA_INVALID, "minLength",
-                 "non-negative");
-    expect_error("{'type':'string','minLength':5,'maxLength':4}", DY_SCHEMA_INVALID, "minLength",
-                 "over 'maxLength'");
-    expect_error("{'type':'strin'}", DY_SCHEMA_INVALID, "type", "unknown type");
-    expect_error("{'type':[]}", DY_SCHEMA_INVALID, "type", "non-empty list");
-    expect_error("{'type':'integer','minLength':1}", DY_SCHEMA_INVALID, "minLength",
-                 "does not apply");
-    expect_error("{'type':'object','properties':3}", DY_SCHEMA_INVALID, "properties",
-                 "must be an object");
-    expect_error("{'type':'object','additionalProperties':3}", DY_SCHEMA_INVALID,
-                 "additionalProperties", "boolean or a schema");
-    expect_error("{'properties':{'a':3}}", DY_SCHEMA_INVALID, "properties.a",
-                 "an object or a boolean");
-    expect_error("{'properties':{'a':false}}", DY_SCHEMA_INVALID, "properties.a", "false");
-    expect_error("3", DY_SCHEMA_INVALID, "", "an object or a boolean");
-    expect_error("{'anyOf':[]}", DY_SCHEMA_INVALID, "anyOf", "non-empty");
-    expect_error("{'anyOf':[{'type':'string'},{'type':'integer','minimum':'x'}]}",
-                 DY_SCHEMA_INVALID, "anyOf[1].minimum", "must be a number");
+    EXPECT_ERRORS(
+        {"{'type':'object','properties':{'a':{}},'required':3}", DY_SCHEMA_INVALID,
+         "required", "must be an array"},
+        {"{'type':'object','properties':{'a':{}},'required':['a',3]}", DY_SCHEMA_INVALID,
+         "required[1]", "property names"},
+        {"{'type':'object','properties':{'a':{}},'required':['b']}", DY_SCHEMA_INVALID,
+         "required[0]", "not in 'properties'"},
+        {"{'type':'object','required':['b']}", DY_SCHEMA_INVALID, "required[0]",
+         "not in 'properties'"},
+        {"{'enum':[]}", DY_SCHEMA_INVALID, "enum", "non-empty"},
+        {"{'enum':'a'}", DY_SCHEMA_INVALID, "enum", "non-empty"},
+        {"{'type':'string','enum':['a',1]}", DY_SCHEMA_INVALID, "enum[1]", "type"},
+        {"{'type':'integer','const':1.5}", DY_SCHEMA_INVALID, "const", "type"},
+        {"{'type':'array','minItems':3,'maxItems':2}", DY_SCHEMA_INVALID, "minItems",
+         "over 'maxItems'"},
+        {"{'type':'array','minItems':-1}", DY_SCHEMA_INVALID, "minItems", "non-negative"},
+        {"{'type':'string','minLength':'2'}", DY_SCHEMA_INVALID, "minLength",
+         "non-negative"},
+        {"{'type':'string','minLength':5,'maxLength':4}", DY_SCHEMA_INVALID, "minLength",
+         "over 'maxLength'"},
+        {"{'type':'strin'}", DY_SCHEMA_INVALID, "type", "unknown type"},
+        {"{'type':[]}", DY_SCHEMA_INVALID, "type", "non-empty list"},
+        {"{'type':'integer','minLength':1}", DY_SCHEMA_INVALID, "minLength",
+         "does not apply"},
+        {"{'type':'object','properties':3}", DY_SCHEMA_INVALID, "properties",
+         "must be an object"},
+        {"{'type':'object','additionalProperties':3}", DY_SCHEMA_INVALID,
+         "additionalProperties", "boolean or a schema"},
+        {"{'properties':{'a':3}}", DY_SCHEMA_INVALID, "properties.a",
+         "an object or a boolean"},
+        {"{'properties':{'a':false}}", DY_SCHEMA_INVALID, "properties.a", "false"},
+        {"3", DY_SCHEMA_INVALID, "", "an object or a boolean"},
+        {"{'anyOf':[]}", DY_SCHEMA_INVALID, "anyOf", "non-empty"},
+        {"{'anyOf':[{'type':'string'},{'type':'integer','minimum':'x'}]}",
+         DY_SCHEMA_INVALID, "anyOf[1].minimum", "must be a number"}
+    );
 }
 
 static void test_limits(void **state)
@@ -622,8 +657,8 @@ static void test_limits(void **state)
     (void)state;
     const char *deep = "{'type':'array','items':{'type':'array','items':{'type':'array',"
                        "'items':{'type':'integer'}}}}";
-    expect_error_with(deep, &(dy_schema_opts){.max_depth = 3}, DY_SCHEMA_TOO_DEEP, "items.items.items",
-                      "max_depth (3)");
+    expect_error_with(deep, &(dy_schema_opts){.max_depth = 3}, DY_SCHEMA_TOO_DEEP,
+                      "items.items.items", "max_depth (3)");
     dy_grammar *g = compile_with(deep, &(dy_schema_opts){.max_depth = 4});
     check_texts(g, "depth 4", TEXTS("[[[1]]]"), TEXTS("[[1]]"));
     dy_grammar_free(g);
@@ -658,9 +693,9 @@ static void test_rules_with_prefixes(void **state)
 {
     (void)state;
     json_t *a = load("{'type':'object','properties':{'city':{'type':'string'}},"
-                     "'required':['city']}");
+         "'required':['city']}");
     json_t *b = load("{'type':'object','properties':{'n':{'type':'integer','minimum':1}},"
-                     "'required':['n']}");
+         "'required':['n']}");
     dy_buf g = {0};
     dy_schema_error e;
     assert_int_equal(dy_schema_rules(a, "args-a", NULL, &g, &e), DY_SCHEMA_OK);

@@ -101,8 +101,9 @@ static const char base_rules[] =
 static const char dot_rules[] =
     "@-u8 ::= [\\xc2-\\xdf] [\\x80-\\xbf] | \"\\xe0\" [\\xa0-\\xbf] [\\x80-\\xbf] | "
     "[\\xe1\\xe3-\\xec\\xee\\xef] [\\x80-\\xbf] [\\x80-\\xbf] | \"\\xe2\" ( [\\x81-\\xbf] "
-    "[\\x80-\\xbf] | \"\\x80\" [\\x80-\\xa7\\xaa-\\xbf] ) | \"\\xed\" [\\x80-\\x9f] [\\x80-\\xbf] | "
-    "\"\\xf0\" [\\x90-\\xbf] [\\x80-\\xbf] [\\x80-\\xbf] | [\\xf1-\\xf3] [\\x80-\\xbf] [\\x80-\\xbf] "
+    "[\\x80-\\xbf] | \"\\x80\" [\\x80-\\xa7\\xaa-\\xbf] ) | \"\\xed\" [\\x80-\\x9f] "
+    "[\\x80-\\xbf] | \"\\xf0\" [\\x90-\\xbf] [\\x80-\\xbf] [\\x80-\\xbf] | [\\xf1-\\xf3] "
+    "[\\x80-\\xbf] [\\x80-\\xbf] "
     "[\\x80-\\xbf] | \"\\xf4\" [\\x80-\\x8f] [\\x80-\\xbf] [\\x80-\\xbf]\n"
     "@-dot ::= [\\x20\\x21\\x23-\\x5b\\x5d-\\x7f] | @-u8 | \"\\\\\" [\\x22\\x5c/bft]\n";
 
@@ -490,7 +491,8 @@ static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
 {
     const char *key = json_object_get(s, "enum") ? "enum" : "const";
     if (json_object_get(s, "enum") && json_object_get(s, "const"))
-        return fail_key(c, "const", DY_SCHEMA_UNSUPPORTED, "'const' beside 'enum' is not supported");
+        return fail_key(c, "const", DY_SCHEMA_UNSUPPORTED,
+                        "'const' beside 'enum' is not supported");
     if (!only_annotations_beside(c, s, key, true))
         return false;
     int types = T_ALL;
@@ -782,7 +784,8 @@ static bool compile_integer(ctx *c, const json_t *s, dy_buf *body)
         return true;
     }
     int64_t l = 0, h = 0;
-    if ((lo.set && !integer_bound(c, &lo, true, &l)) || (hi.set && !integer_bound(c, &hi, false, &h)))
+    if ((lo.set && !integer_bound(c, &lo, true, &l)) ||
+        (hi.set && !integer_bound(c, &hi, false, &h)))
         return false;
     if (lo.set && hi.set && l > h)
         return fail(c, DY_SCHEMA_INVALID, "no integer lies within the bounds");
@@ -816,7 +819,8 @@ static const struct {
     const char *text; /* '@' for the prefix */
 } formats[] = {
     {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
-             "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) "
+             "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
+             "| \"30\" ) "
              "| \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"},
     {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]+ )? "
              "( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
@@ -858,7 +862,8 @@ static long regex_utf8(regex *r)
 {
     const unsigned char *p = (const unsigned char *)r->s + r->i;
     size_t left = r->n - r->i;
-    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 : (p[0] >> 3) == 30 ? 4 : 0;
+    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3
+            : (p[0] >> 3) == 30 ? 4 : 0;
     if (!len || (size_t)len > left)
         return -1;
     long cp = len == 1 ? p[0] : p[0] & (0x3f >> (len - 1));
