@@ -101,8 +101,9 @@ static const char base_rules[] =
 static const char dot_rules[] =
     "@-u8 ::= [\\xc2-\\xdf] [\\x80-\\xbf] | \"\\xe0\" [\\xa0-\\xbf] [\\x80-\\xbf] | "
     "[\\xe1\\xe3-\\xec\\xee\\xef] [\\x80-\\xbf] [\\x80-\\xbf] | \"\\xe2\" ( [\\x81-\\xbf] "
-    "[\\x80-\\xbf] | \"\\x80\" [\\x80-\\xa7\\xaa-\\xbf] ) | \"\\xed\" [\\x80-\\x9f] [\\x80-\\xbf] | "
-    "\"\\xf0\" [\\x90-\\xbf] [\\x80-\\xbf] [\\x80-\\xbf] | [\\xf1-\\xf3] [\\x80-\\xbf] [\\x80-\\xbf] "
+    "[\\x80-\\xbf] | \"\\x80\" [\\x80-\\xa7\\xaa-\\xbf] ) | \"\\xed\" [\\x80-\\x9f] "
+    "[\\x80-\\xbf] | \"\\xf0\" [\\x90-\\xbf] [\\x80-\\xbf] [\\x80-\\xbf] | [\\xf1-\\xf3] "
+    "[\\x80-\\xbf] [\\x80-\\xbf] "
     "[\\x80-\\xbf] | \"\\xf4\" [\\x80-\\x8f] [\\x80-\\xbf] [\\x80-\\xbf]\n"
     "@-dot ::= [\\x20\\x21\\x23-\\x5b\\x5d-\\x7f] | @-u8 | \"\\\\\" [\\x22\\x5c/bft]\n";
 
@@ -490,7 +491,8 @@ static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
 {
     const char *key = json_object_get(s, "enum") ? "enum" : "const";
     if (json_object_get(s, "enum") && json_object_get(s, "const"))
-        return fail_key(c, "const", DY_SCHEMA_UNSUPPORTED, "'const' beside 'enum' is not supported");
+        return fail_key(c, "const", DY_SCHEMA_UNSUPPORTED,
+                        "'const' beside 'enum' is not supported");
     if (!only_annotations_beside(c, s, key, true))
         return false;
     int types = T_ALL;
@@ -530,6 +532,7 @@ static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
  * draft-4 boolean that makes minimum/maximum exclusive). */
 typedef struct {
     bool set, excl;
+    const char *key;   /* the keyword that set it, for errors */
     bool is_int;       /* the value is an integer within int64 */
     int64_t i;         /* is_int: the value */
     double d;
@@ -546,6 +549,7 @@ static bool read_bound(ctx *c, const json_t *s, const char *key, bound *b)
     if (!json_is_number(v))
         return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a number", key);
     b->set = true;
+    b->key = key;
     b->d = json_number_value(v);
     if (json_is_integer(v)) {
         b->is_int = true;
@@ -764,7 +768,8 @@ static bool integer_bound(ctx *c, const bound *bd, bool lower, int64_t *out)
         return true;
     }
     if (fabs(r) >= INT64_LIMIT)
-        return fail(c, DY_SCHEMA_UNSUPPORTED, "bounds beyond 64-bit integers are not supported");
+        return fail_key(c, bd->key, DY_SCHEMA_UNSUPPORTED,
+                        "bounds beyond 64-bit integers are not supported");
     *out = (int64_t)r;
     return true;
 }
@@ -779,7 +784,8 @@ static bool compile_integer(ctx *c, const json_t *s, dy_buf *body)
         return true;
     }
     int64_t l = 0, h = 0;
-    if ((lo.set && !integer_bound(c, &lo, true, &l)) || (hi.set && !integer_bound(c, &hi, false, &h)))
+    if ((lo.set && !integer_bound(c, &lo, true, &l)) ||
+        (hi.set && !integer_bound(c, &hi, false, &h)))
         return false;
     if (lo.set && hi.set && l > h)
         return fail(c, DY_SCHEMA_INVALID, "no integer lies within the bounds");
@@ -796,9 +802,10 @@ static bool compile_number(ctx *c, const json_t *s, dy_buf *body)
         dy_buf_printf(body, "%s-number", c->prefix);
         return true;
     }
-    if ((lo.set && !lo.is_int) || (hi.set && !hi.is_int))
-        return fail(c, DY_SCHEMA_UNSUPPORTED,
-                    "bounds of a 'number' must be integers (or use type 'integer')");
+    const bound *fractional = lo.set && !lo.is_int ? &lo : hi.set && !hi.is_int ? &hi : NULL;
+    if (fractional)
+        return fail_key(c, fractional->key, DY_SCHEMA_UNSUPPORTED,
+                        "bounds of a 'number' must be integers (or use type 'integer')");
     if (lo.set && hi.set && (lo.i > hi.i || (lo.i == hi.i && (lo.excl || hi.excl))))
         return fail(c, DY_SCHEMA_INVALID, "no number lies within the bounds");
     number_range(body, &lo, &hi);
@@ -812,7 +819,8 @@ static const struct {
     const char *text; /* '@' for the prefix */
 } formats[] = {
     {"date", "[0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
-             "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) "
+             "| \"3\" [01] ) | ( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] "
+             "| \"30\" ) "
              "| \"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) )"},
     {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]+ )? "
              "( \"Z\" | ( \"+\" | \"-\" ) ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
@@ -854,7 +862,8 @@ static long regex_utf8(regex *r)
 {
     const unsigned char *p = (const unsigned char *)r->s + r->i;
     size_t left = r->n - r->i;
-    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3 : (p[0] >> 3) == 30 ? 4 : 0;
+    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3
+            : (p[0] >> 3) == 30 ? 4 : 0;
     if (!len || (size_t)len > left)
         return -1;
     long cp = len == 1 ? p[0] : p[0] & (0x3f >> (len - 1));
@@ -1397,8 +1406,7 @@ static bool check_required(ctx *c, const json_t *required, const json_t *props)
         const json_t *x = json_array_get(required, i);
         const char *why = !json_is_string(x) ? "'required' must hold property names"
                         : !json_object_get(props, json_string_value(x))
-                              ? "a required property that is not in 'properties' (other "
-                                "properties are not allowed)" : NULL;
+                              ? "a required property that is not in 'properties'" : NULL;
         if (why) {
             size_t old = path_key(c, "required");
             path_index(c, i);
@@ -1606,8 +1614,84 @@ static int ref_target_types(ctx *c, const json_t *s, int depth)
     return t ? branch_types(c, t, depth + 1) : T_ALL;
 }
 
-/* anyOf, and oneOf where its branches cannot match the same value (their types are
- * disjoint), which makes "exactly one" the same as "at least one". */
+/* A schema with its $refs followed (a few, for a chain of aliases). */
+static const json_t *follow_refs(const ctx *c, const json_t *s)
+{
+    for (int k = 0; k < 8 && json_is_object(s) && json_is_string(json_object_get(s, "$ref")); k++) {
+        char path[256];
+        const json_t *t = resolve_pointer(c->root, json_string_value(json_object_get(s, "$ref")),
+                                          path, sizeof path);
+        if (!t)
+            break;
+        s = t;
+    }
+    return s;
+}
+
+/* The values a schema is limited to by enum or const (a const as a one-value array, to be
+ * freed by the caller), or NULL. */
+static json_t *listed_values(const json_t *s)
+{
+    const json_t *v;
+    if ((v = json_object_get(s, "const")))
+        return json_pack("[O]", v);
+    if (json_is_array(v = json_object_get(s, "enum")))
+        return json_incref((json_t *)v);
+    return NULL;
+}
+
+static bool names_required(const json_t *s, const char *name)
+{
+    const json_t *req = json_object_get(s, "required");
+    for (size_t i = 0; i < json_array_size(req); i++) {
+        const json_t *x = json_array_get(req, i);
+        if (json_is_string(x) && strcmp(json_string_value(x), name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether two object schemas share a required property whose listed values (enum/const) have
+ * none in common: a discriminator, so no value matches both. */
+static bool discriminated(const ctx *c, const json_t *a, const json_t *b)
+{
+    a = follow_refs(c, a);
+    b = follow_refs(c, b);
+    const json_t *pa = json_object_get(a, "properties"), *pb = json_object_get(b, "properties");
+    const char *key;
+    json_t *sa;
+    json_object_foreach((json_t *)pa, key, sa) {
+        const json_t *sb = json_object_get(pb, key);
+        if (!sb || !names_required(a, key) || !names_required(b, key))
+            continue;
+        json_t *va = listed_values(follow_refs(c, sa)), *vb = listed_values(follow_refs(c, sb));
+        bool common = !va || !vb;
+        for (size_t i = 0; !common && i < json_array_size(va); i++)
+            for (size_t j = 0; !common && j < json_array_size(vb); j++)
+                common = json_equal(json_array_get(va, i), json_array_get(vb, j));
+        json_decref(va);
+        json_decref(vb);
+        if (!common)
+            return true;
+    }
+    return false;
+}
+
+/* For oneOf: the first branch that may match a value an earlier one matches, or -1. Branches
+ * are apart when their types are disjoint or they are objects with a discriminator. */
+static long overlapping_branch(ctx *c, const json_t *list)
+{
+    for (size_t i = 1; i < json_array_size(list); i++)
+        for (size_t j = 0; j < i; j++) {
+            const json_t *a = json_array_get(list, i), *b = json_array_get(list, j);
+            if ((branch_types(c, a, 0) & branch_types(c, b, 0)) && !discriminated(c, a, b))
+                return (long)i;
+        }
+    return -1;
+}
+
+/* anyOf, and oneOf where its branches cannot match the same value, which makes "exactly one"
+ * the same as "at least one". */
 static bool compile_union(ctx *c, const json_t *s, const char *key, dy_buf *body)
 {
     if (!only_annotations_beside(c, s, key, false))
@@ -1616,22 +1700,17 @@ static bool compile_union(ctx *c, const json_t *s, const char *key, dy_buf *body
     if (!json_is_array(list) || json_array_size(list) == 0)
         return fail_key(c, key, DY_SCHEMA_INVALID, "'%s' must be a non-empty array of schemas",
                         key);
-    bool one = strcmp(key, "oneOf") == 0;
-    int seen = 0;
+    long overlap = strcmp(key, "oneOf") == 0 ? overlapping_branch(c, list) : -1;
+    if (overlap >= 0) {
+        path_key(c, key);
+        path_index(c, (size_t)overlap);
+        return fail(c, DY_SCHEMA_UNSUPPORTED,
+                    "oneOf branches that can match the same value are not supported (their "
+                    "types overlap and no required property tells them apart by enum or const; "
+                    "use anyOf)");
+    }
     for (size_t i = 0; i < json_array_size(list); i++) {
         const json_t *branch = json_array_get(list, i);
-        if (one) {
-            int t = branch_types(c, branch, 0);
-            if (t & seen) {
-                size_t old = path_key(c, key);
-                path_index(c, i);
-                fail(c, DY_SCHEMA_UNSUPPORTED, "oneOf branches whose types overlap are not "
-                                               "supported (use anyOf)");
-                path_pop(c, old);
-                return false;
-            }
-            seen |= t;
-        }
         char name[64];
         if (!compile_at(c, branch, key, (long)i, name))
             return false;
