@@ -690,6 +690,12 @@ static void test_response_format_errors(void **st)
     bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
               "{'type':'object','required':3}}}", "response_format.json_schema.schema.required",
         "invalid_value");
+    /* a path longer than the 64 bytes other params need */
+    bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
+              "{'type':'object','properties':{'address':{'type':'object','properties':"
+              "{'street':{'type':'string','format':'email'}}}}}}}",
+        "response_format.json_schema.schema.properties.address.properties.street.format",
+        "unsupported_parameter");
     bad(CHAT, "'response_format':{'type':'json_schema','json_schema':{'name':'p','schema':"
               "{'type':'array','items':{'type':'string'},'minItems':3,'maxItems':1}}}",
         "response_format.json_schema.schema.minItems", "invalid_value");
