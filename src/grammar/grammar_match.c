@@ -393,7 +393,8 @@ static bool compute_mask(dy_gmatch *m, const dy_gstate *s, mask_entry *e)
     if (!tops)
         return false;
     e->tops = tops;
-    memcpy(e->tops, s->tops, sizeof *tops * s->n);
+    if (s->n)
+        memcpy(e->tops, s->tops, sizeof *tops * s->n);
     e->n = s->n;
     return true;
 }
@@ -407,7 +408,7 @@ const uint32_t *dy_gstate_mask(dy_gmatch *m, const dy_gstate *s)
     m->clock++;
     if (k != DY_HASHMAP_NONE) {
         mask_entry *e = &m->masks[k];
-        if (e->n == s->n && memcmp(e->tops, s->tops, sizeof *s->tops * s->n) == 0) {
+        if (e->n == s->n && (s->n == 0 || memcmp(e->tops, s->tops, sizeof *s->tops * s->n) == 0)) {
             e->used = m->clock;
             m->hits++;
             return e->bits;

@@ -93,7 +93,8 @@ static bool sort_tokens(dy_vocab_trie *t, const char *const *pieces, const uint3
     uint32_t n = 0;
     size_t at = 0;
     for (int i = 0; i < t->n_vocab; i++) {
-        memcpy(t->blob + at, pieces[i], lens[i]);
+        if (lens[i])
+            memcpy(t->blob + at, pieces[i], lens[i]);
         t->off[i] = at;
         t->len[i] = lens[i];
         if (lens[i] > 0) /* a token without text is never a grammar's to allow */
