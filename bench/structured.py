@@ -43,7 +43,7 @@ def model_path(dyad):
 def grammar_costs(dyad, model):
     print("# dyad bench grammar (a random walk of 20000 tokens through each grammar):")
     for schema in [SCHEMA, *GRAMMAR_SCHEMAS]:
-        out = subprocess.run([dyad, "bench", "grammar", "--model", model, "--schema", schema],
+        out = subprocess.run([dyad, "bench", "grammar", "--model", model, "--json-schema", schema],
                              capture_output=True, text=True, check=True)
         print(f"## {os.path.relpath(schema, ROOT)}")
         print(out.stdout, end="")
