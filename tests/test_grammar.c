@@ -74,6 +74,23 @@ static void test_repetitions(void **st)
     dy_grammar_free(g);
 }
 
+static void test_repetitions_of_what_can_be_empty(void **st)
+{
+    (void)st;
+    /* a cycle that reads nothing, through tail references only: allowed, and it ends */
+    dy_grammar *g = compile("root ::= ( \"a\"? )* \"b\" ( | \"c\" | x )*\nx ::= \"d\"?");
+    assert_true(accepts(g, "b"));
+    assert_true(accepts(g, "aaab"));
+    assert_true(accepts(g, "abcdcd"));
+    assert_false(accepts(g, "ba"));
+    assert_false(accepts(g, ""));
+    dy_grammar_free(g);
+    g = compile("root ::= ( ( | \"cb\" )* \"d\" ){1,3}"); /* a regex's (|cb)* as the fuzzer met it */
+    assert_true(accepts(g, "dcbd"));
+    assert_false(accepts(g, "dcd"));
+    dy_grammar_free(g);
+}
+
 static void test_rules_recursion_and_layout(void **st)
 {
     (void)st;
@@ -139,7 +156,6 @@ static void test_errors_say_where(void **st)
     expect_error("root ::= root \"a\"", "left-recursive");
     expect_error("root ::= x\nx ::= \"\"? root", "empty literal");
     expect_error("root ::= x \"b\"\nx ::= y? root\ny ::= \"a\"", "left-recursive");
-    expect_error("root ::= ( \"a\"? )*", "left-recursive");
     expect_error("root ::= \"a\"\nroot ::= \"b\"", "line 2, column 1: rule 'root' is defined twice");
     expect_error("root ::= \"a", "unterminated");
     expect_error("root ::= \"\\q\"", "unknown escape \\q");
@@ -211,6 +227,9 @@ static const char *const COUNTED =
     "root ::= \"{\" \"\\\"k\\\":\" \" \"? \"\\\"\" [^\"\\\\]{0,6} \"\\\"\" ( \",\" num )? \"}\"\n"
     "num  ::= [0-9]{1,3}\n";
 
+/* A cycle of tail references that reads nothing (a repetition of what can be empty). */
+static const char *const EMPTY_LOOP = "root ::= \"[\" ( \"a\"? | \"1\" | ( \"b\" \"\\\"\"? )? )* \"]\"\n";
+
 static void random_walks(const char *grammar, unsigned max_masks)
 {
     dy_grammar *g = compile(grammar);
@@ -254,6 +273,7 @@ static void test_masks_match_trying_every_token(void **st)
     (void)st;
     random_walks(JSON, 0);
     random_walks(COUNTED, 0);
+    random_walks(EMPTY_LOOP, 0);
 }
 
 static void test_masks_survive_eviction(void **st)
@@ -338,6 +358,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_classes_alternatives),
         cmocka_unit_test(test_repetitions),
+        cmocka_unit_test(test_repetitions_of_what_can_be_empty),
         cmocka_unit_test(test_rules_recursion_and_layout),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_utf8_whole_characters),

@@ -690,49 +690,105 @@ static bool *nullable_rules(const parser *p)
     return nul;
 }
 
-/* Depth-first search of the "can start with" graph; a back edge is left recursion, which
- * would send the recognizer round a loop that consumes nothing. */
-static bool left_dfs(parser *p, const bool *nul, uint8_t *color, uint32_t r)
+/* The "can start with" graph: rule r has an edge to s when an alternative of r reaches a
+ * reference to s past nothing but rules that can be empty. A cycle of such edges reads nothing
+ * on its way round. If one of its edges is a reference with more of its alternative after it,
+ * each round pushes a return node and the recognizer would never stop: left recursion,
+ * refused. A cycle of tail references only (`( "a"? )*`: R ::= A R | ε with A empty-able)
+ * pushes nothing; the recognizer stops it by remembering where it has been. Tarjan's strongly
+ * connected components find both: every edge inside a component lies on a cycle. */
+typedef struct {
+    parser *p;
+    const bool *nul;
+    uint32_t *index, *low, *comp, *stack;
+    bool *on;
+    size_t sp;
+    uint32_t next, n_comp;
+} tarjan;
+
+static void strong_connect(tarjan *t, uint32_t r)
 {
-    color[r] = 1;
-    for (size_t a = 0; a < p->rules[r].n; a++) {
-        const seq *q = &p->rules[r].alts[a];
+    t->index[r] = t->low[r] = t->next++;
+    t->stack[t->sp++] = r;
+    t->on[r] = true;
+    const prule *x = &t->p->rules[r];
+    for (size_t a = 0; a < x->n; a++) {
+        const seq *q = &x->alts[a];
         for (size_t k = 0; k < q->n && q->e[k].kind == E_RULE; k++) {
             uint32_t s = q->e[k].arg;
-            if (color[s] == 1) {
-                char b[160];
-                return fail_at(p, p->rules[s].where, "%s is left-recursive (it can reach "
-                               "itself before reading a byte; a repetition of something that "
-                               "can be empty does too)", rule_label(p, s, b, sizeof b));
+            if (t->index[s] == NIL) {
+                strong_connect(t, s);
+                t->low[r] = t->low[s] < t->low[r] ? t->low[s] : t->low[r];
+            } else if (t->on[s] && t->index[s] < t->low[r]) {
+                t->low[r] = t->index[s];
             }
-            if (color[s] == 0 && !left_dfs(p, nul, color, s))
-                return false;
-            if (!nul[s])
+            if (!t->nul[s])
                 break;
         }
     }
-    color[r] = 2;
+    if (t->low[r] != t->index[r])
+        return;
+    uint32_t y;
+    do {
+        y = t->stack[--t->sp];
+        t->on[y] = false;
+        t->comp[y] = t->n_comp;
+    } while (y != r);
+    t->n_comp++;
+}
+
+/* Refuses left recursion; notes a cycle of tail references in *tail_cycles. */
+static bool judge_cycles(parser *p, const tarjan *t, bool *tail_cycles)
+{
+    for (size_t r = 0; r < p->n_rules; r++)
+        for (size_t a = 0; a < p->rules[r].n; a++) {
+            const seq *q = &p->rules[r].alts[a];
+            for (size_t k = 0; k < q->n && q->e[k].kind == E_RULE; k++) {
+                uint32_t s = q->e[k].arg;
+                if (t->comp[s] == t->comp[r]) {
+                    if (k + 1 < q->n) {
+                        char b[160];
+                        return fail_at(p, p->rules[s].where, "%s is left-recursive (it can "
+                                       "reach itself before reading a byte)",
+                                       rule_label(p, s, b, sizeof b));
+                    }
+                    *tail_cycles = true;
+                }
+                if (!t->nul[s])
+                    break;
+            }
+        }
     return true;
 }
 
-static bool check_left_recursion(parser *p)
+static bool check_left_recursion(parser *p, bool *tail_cycles)
 {
-    bool *nul = nullable_rules(p);
-    uint8_t *color = calloc(p->n_rules ? p->n_rules : 1, 1);
-    bool ok = nul && color;
-    if (!ok)
+    size_t n = p->n_rules ? p->n_rules : 1;
+    tarjan t = {.p = p, .nul = nullable_rules(p), .index = malloc(n * sizeof *t.index),
+                .low = malloc(n * sizeof *t.low), .comp = malloc(n * sizeof *t.comp),
+                .stack = malloc(n * sizeof *t.stack), .on = calloc(n, sizeof *t.on)};
+    bool ok = t.nul && t.index && t.low && t.comp && t.stack && t.on;
+    if (!ok) {
         oom(p);
-    for (size_t r = 0; ok && r < p->n_rules; r++)
-        if (color[r] == 0)
-            ok = left_dfs(p, nul, color, (uint32_t)r);
-    free(nul);
-    free(color);
+    } else {
+        memset(t.index, 0xff, n * sizeof *t.index); /* NIL: not visited */
+        for (size_t r = 0; r < p->n_rules; r++)
+            if (t.index[r] == NIL)
+                strong_connect(&t, (uint32_t)r);
+        ok = judge_cycles(p, &t, tail_cycles);
+    }
+    free((void *)t.nul);
+    free(t.index);
+    free(t.low);
+    free(t.comp);
+    free(t.stack);
+    free(t.on);
     return ok;
 }
 
 /* ---------------------------------------------------------------- flattening */
 
-static dy_grammar *flatten(parser *p, uint32_t root)
+static dy_grammar *flatten(parser *p, uint32_t root, bool tail_cycles)
 {
     dy_grammar *g = calloc(1, sizeof *g);
     if (!g)
@@ -767,6 +823,7 @@ static dy_grammar *flatten(parser *p, uint32_t root)
     }
     g->n_rules = (uint32_t)p->n_rules;
     g->root = root;
+    g->tail_cycles = tail_cycles;
     return g;
 }
 
@@ -790,12 +847,13 @@ dy_grammar *dy_grammar_parse(const char *text, size_t len, char *err, size_t err
     parser p = {.s = text, .n = len, .utf8_tail = NIL, .err = err ? err : dummy,
                 .errlen = err ? errlen : sizeof dummy};
     uint32_t root;
+    bool tail_cycles = false;
     dy_grammar *g = NULL;
     if (memchr(text, 0, len))
         fail_at(&p, (size_t)((const char *)memchr(text, 0, len) - text),
                 "a NUL byte in the grammar (write \\x00)");
-    else if (parse_rules(&p) && check_defined(&p, &root) && check_left_recursion(&p) &&
-             !(g = flatten(&p, root)))
+    else if (parse_rules(&p) && check_defined(&p, &root) && check_left_recursion(&p, &tail_cycles) &&
+             !(g = flatten(&p, root, tail_cycles)))
         oom(&p);
     parser_free(&p);
     return g;

@@ -45,6 +45,8 @@ struct dy_grammar {
     byteset *sets;
     uint32_t n_sets;
     uint32_t root;
+    bool tail_cycles; /* a cycle of tail references reads nothing: closures remember where
+                       * they have been (grammar_match.c) */
 };
 
 /* The prefix tree: node 0 is the root; a node's children are consecutive and come after it. */

@@ -36,6 +36,9 @@ struct dy_gmatch {
     gnode *nodes;
     size_t n_nodes, cap_nodes;
     dy_hashmap intern;          /* (pos << 32 | parent) -> node id */
+    dy_hashmap seen;            /* (pos << 32 | parent) -> the epoch it was last expanded in,
+                                 * for grammars with cycles of tail references */
+    uint64_t epoch;
     uint32_t *scratch;          /* states of a walk, one segment per depth */
     size_t n_scratch, cap_scratch;
     bool accept, full;          /* of the closure in progress: reached the end / hit a limit */
@@ -74,6 +77,7 @@ void dy_gmatch_free(dy_gmatch *m)
     free(m->masks);
     dy_hashmap_free(&m->mask_index);
     dy_hashmap_free(&m->intern);
+    dy_hashmap_free(&m->seen);
     free(m->nodes);
     free(m->scratch);
     free(m);
@@ -82,7 +86,7 @@ void dy_gmatch_free(dy_gmatch *m)
 size_t dy_gmatch_bytes(const dy_gmatch *m)
 {
     size_t b = sizeof *m + m->cap_nodes * sizeof *m->nodes + m->cap_scratch * sizeof *m->scratch +
-               (m->intern.cap + m->mask_index.cap) * sizeof(dy_hashmap_slot) +
+               (m->intern.cap + m->mask_index.cap + m->seen.cap) * sizeof(dy_hashmap_slot) +
                m->lim.max_masks * sizeof *m->masks * (m->masks != NULL);
     for (uint32_t k = 0; k < m->n_masks; k++)
         b += (m->masks[k].n + m->words) * sizeof(uint32_t);
@@ -122,6 +126,20 @@ static void push_top(dy_gmatch *m, uint32_t id)
     m->scratch[m->n_scratch++] = id;
 }
 
+/* Whether the reference at pos over parent was expanded already in this epoch (and marks it):
+ * a cycle of tail references comes back to the same place with the same stack. */
+static bool already_expanded(dy_gmatch *m, uint32_t pos, uint32_t parent)
+{
+    uint64_t key = (uint64_t)pos << 32 | parent;
+    if (dy_hashmap_get(&m->seen, key) == m->epoch)
+        return true;
+    if (!dy_hashmap_put(&m->seen, key, m->epoch)) {
+        m->full = true;
+        return true;
+    }
+    return false;
+}
+
 /* Every stack reached from "at element pos, over stack parent" without reading a byte: tops
  * (at a byte set) go onto the scratch; reaching the end of the root sets m->accept. */
 static void closure(dy_gmatch *m, uint32_t pos, uint32_t parent)
@@ -141,6 +159,8 @@ static void closure(dy_gmatch *m, uint32_t pos, uint32_t parent)
             push_top(m, id);
         return;
     }
+    if (g->tail_cycles && already_expanded(m, pos, parent))
+        return;
     /* a reference: the return point, unless it is the end of the alternative (a tail call) */
     uint32_t ret = pos + 1, below = parent;
     if (g->el[ret].kind != E_END && (below = intern(m, ret, parent)) == NIL)
@@ -186,6 +206,7 @@ static void advance_byte(dy_gmatch *m, size_t lo, size_t hi, uint8_t c)
 {
     size_t out = m->n_scratch;
     m->accept = false;
+    m->epoch++;
     for (size_t k = lo; k < hi && !m->full; k++) {
         const gnode *top = &m->nodes[m->scratch[k]];
         if (set_has(&m->g->sets[m->g->el[top->pos].arg], c))
@@ -217,6 +238,7 @@ dy_grammar_status dy_gstate_start(dy_gmatch *m, dy_gstate *s)
     const rule *r = &g->rules[g->root];
     m->n_scratch = 0;
     m->accept = m->full = false;
+    m->epoch++;
     for (uint32_t a = 0; a < r->n_alts && !m->full; a++)
         closure(m, g->alt_start[r->first_alt + a], NIL);
     normalize(m, 0);
