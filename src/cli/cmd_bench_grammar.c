@@ -12,6 +12,7 @@
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "grammar/grammar.h"
+#include "serve/worker/guide.h"
 #include "util/clock.h"
 #include "util/stats.h"
 
@@ -42,30 +43,6 @@ typedef struct {
     size_t matcher_bytes;
     double state_bytes; /* mean over tokens: what one sequence's dy_gstate holds */
 } gresult;
-
-static dy_vocab_trie *vocab_trie(const dy_tokenizer *tok, int n)
-{
-    char **pieces = calloc((size_t)n, sizeof *pieces);
-    uint32_t *lens = calloc((size_t)n, sizeof *lens);
-    dy_vocab_trie *t = NULL;
-    bool ok = pieces && lens;
-    for (int i = 0; ok && i < n; i++) {
-        char buf[1024];
-        int k = dy_token_to_piece(tok, -1, i, buf, sizeof buf);
-        k = k > (int)sizeof buf ? (int)sizeof buf : k;
-        ok = (pieces[i] = malloc((size_t)k + 1)) != NULL;
-        if (ok)
-            memcpy(pieces[i], buf, (size_t)k);
-        lens[i] = (uint32_t)k;
-    }
-    if (ok)
-        t = dy_vocab_trie_new(n, (const char *const *)pieces, lens);
-    for (int i = 0; pieces && i < n; i++)
-        free(pieces[i]);
-    free(pieces);
-    free(lens);
-    return t;
-}
 
 /* Follows random answers until o->tokens tokens have been drawn. */
 static void walk(const gopts *o, const dy_tokenizer *tok, dy_gmatch *m, gresult *r)
@@ -195,7 +172,7 @@ static int run(const gopts *o)
         goto out;
     }
     t0 = dy_now();
-    t = vocab_trie(model->tok, r.vocab);
+    t = dy_tokenizer_trie(model->tok, r.vocab);
     r.trie_ms = (dy_now() - t0) * 1e3;
     r.hit_us = malloc(sizeof(double) * (size_t)o->tokens * 2 + 8);
     r.miss_us = malloc(sizeof(double) * (size_t)o->tokens * 2 + 8);

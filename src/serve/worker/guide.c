@@ -47,8 +47,7 @@ void dy_guides_free(dy_guides *gs)
     *gs = (dy_guides){0};
 }
 
-/* The text each token appends to an answer (as detokenization gives it mid-answer). */
-static dy_vocab_trie *build_trie(const dy_tokenizer *tok, int n_vocab)
+dy_vocab_trie *dy_tokenizer_trie(const dy_tokenizer *tok, int n_vocab)
 {
     char **pieces = calloc((size_t)n_vocab, sizeof *pieces);
     uint32_t *lens = calloc((size_t)n_vocab, sizeof *lens);
@@ -92,7 +91,7 @@ static dy_grammar_entry *find_entry(dy_guides *gs, uint64_t h, const char *text,
 static dy_grammar_entry *new_entry(dy_guides *gs, uint64_t h, const char *text, size_t len,
                                    char *err, size_t errlen)
 {
-    if (!gs->trie && !(gs->trie = build_trie(gs->tok, gs->n_vocab))) {
+    if (!gs->trie && !(gs->trie = dy_tokenizer_trie(gs->tok, gs->n_vocab))) {
         snprintf(err, errlen, "out of memory building the vocabulary's prefix tree");
         return NULL;
     }

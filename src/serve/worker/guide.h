@@ -33,6 +33,10 @@ bool dy_guides_init(dy_guides *gs, const dy_tokenizer *tok, int n_vocab, const i
                     int n_eog);
 void dy_guides_free(dy_guides *gs);
 
+/* The prefix tree of the text each token appends to an answer (as detokenization gives it
+ * mid-answer); NULL if memory is short. */
+dy_vocab_trie *dy_tokenizer_trie(const dy_tokenizer *tok, int n_vocab);
+
 typedef struct {
     dy_grammar_entry *e; /* NULL: not constrained */
     dy_gstate st;
