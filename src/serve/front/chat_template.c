@@ -146,12 +146,10 @@ static int first_after_system(const rctx *c, const char **sys)
 
 /* ---- the generic envelope, for families whose template has no tools ---- */
 
-static const char GENERIC_TOOLS_HEAD[] =
-    "# Tools\n\nYou may call one or more functions to assist with the user query. The functions, "
-    "one JSON object per line:\n";
+/* Short: small models have small contexts. */
+static const char GENERIC_TOOLS_HEAD[] = "Tools:\n";
 static const char GENERIC_TOOLS_TAIL[] =
-    "\n\nTo call a function, answer with one line per call: "
-    "<tool_call>{\"name\": <function-name>, \"arguments\": <args-json-object>}</tool_call>";
+    "\nTo call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>";
 
 /* A call as the generic envelope (and toolcall.c's parser) writes it. */
 static void put_generic_call(rctx *c, const dy_chat_call *k)
