@@ -219,6 +219,11 @@ static void test_tool_role_and_edge_cases(void **st)
                 "\"Get the weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": " \
                 "{\"type\": \"string\"}}, \"required\": [\"city\"]}}}"
 
+/* The generic envelope's compact function object. */
+#define TOOL_COMPACT "{\"name\":\"get_weather\",\"description\":\"Get the weather\",\"parameters\":" \
+                     "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}," \
+                     "\"required\":[\"city\"]}}"
+
 static dy_chat_call tool_call = {"call_abc123xyz", "get_weather", "{\"city\":\"Paris\"}"};
 static dy_chat_tool weather = {"get_weather", "Get the weather",
                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
@@ -367,7 +372,7 @@ static void test_tools_generic(void **st)
         "Be brief.\n"
         "\n"
         "Tools:\n"
-        TOOL_PY "\n"
+        TOOL_COMPACT "\n"
         "To call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>\n"
         "\n"
         "### User:\n"
@@ -388,7 +393,7 @@ static void test_tools_generic(void **st)
         "Be brief.\n"
         "\n"
         "Tools:\n"
-        TOOL_PY "\n"
+        TOOL_COMPACT "\n"
         "To call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>\n"
         "\n"
         "Weather in Paris?<end_of_turn>\n"
@@ -416,7 +421,7 @@ static void test_tools_edge_cases(void **st)
     free(got);
     /* the generic envelope adds a system message when there is none */
     got = dy_chat_render_tools(DY_CHAT_PLAIN, tool_conv + 4, 1, &weather, 1, true, NULL, NULL);
-    assert_string_equal(got, "### System:\nTools:\n" TOOL_PY "\nTo call one: <tool_call>{\"name\": "
+    assert_string_equal(got, "### System:\nTools:\n" TOOL_COMPACT "\nTo call one: <tool_call>{\"name\": "
                              "<name>, \"arguments\": <object>}</tool_call>\n\n### User:\nThanks!\n\n"
                              "### Assistant:\n");
     free(got);

@@ -77,10 +77,12 @@ typedef struct {
 
 /* ---- JSON as the templates' `tojson` writes it ---- */
 
-/* A failure (memory, or JSON text that does not parse) fails the whole rendering. */
+/* A failure (memory, or JSON text that does not parse) fails the whole rendering. An indent
+ * of -1 writes compact JSON. */
 static void put_json_value(rctx *c, json_t *v, int indent)
 {
-    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(indent) | JSON_REAL_PRECISION(15)) : NULL;
+    size_t layout = indent < 0 ? JSON_COMPACT : JSON_INDENT(indent);
+    char *s = v ? json_dumps(v, JSON_ENCODE_ANY | layout | JSON_REAL_PRECISION(15)) : NULL;
     if (!s)
         c->out.oom = true;
     else
@@ -146,7 +148,8 @@ static int first_after_system(const rctx *c, const char **sys)
 
 /* ---- the generic envelope, for families whose template has no tools ---- */
 
-/* Short: small models have small contexts. */
+/* Short, and the functions as compact JSON ({"name", "description", "parameters"}): small
+ * models have small contexts. */
 static const char GENERIC_TOOLS_HEAD[] = "Tools:\n";
 static const char GENERIC_TOOLS_TAIL[] =
     "\nTo call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>";
@@ -195,9 +198,11 @@ static char *generic_system(rctx *c, const char *sys)
     }
     dy_buf_append_str(&c->out, GENERIC_TOOLS_HEAD);
     for (int t = 0; t < c->n_tools; t++) {
+        json_t *f = function_json(&c->tools[t]);
         if (t)
             dy_buf_append_str(&c->out, "\n");
-        put_tool(c, &c->tools[t], 0);
+        put_json_value(c, f, -1);
+        json_decref(f);
     }
     dy_buf_append_str(&c->out, GENERIC_TOOLS_TAIL);
     return redirect_end(c, &r);

@@ -106,7 +106,9 @@ static bool parses_tools(const gen *g)
 }
 
 /* tool_choice "required" or a named function: the answer's grammar is the family's envelope
- * around calls (toolcall.h), sent like response_format's. -1 with err set on failure. */
+ * around calls (toolcall.h), sent like response_format's. A named function is called once
+ * (as OpenAI does); "required" with parallel_tool_calls may call one or more. -1 with err
+ * set on failure. */
 static int setup_tools(gen *g, dy_api_error *err)
 {
     dy_api_request *r = &g->req;
@@ -123,7 +125,7 @@ static int setup_tools(gen *g, dy_api_error *err)
     dy_buf gr = {0};
     dy_toolcall_grammar(g->env.chat, g->tool_names, (const char *const *)r->tool_rules, r->n_tools,
                         r->tool_choice == DY_TOOLS_FUNCTION ? r->tool_forced : -1,
-                        r->parallel_tool_calls, &gr);
+                        r->parallel_tool_calls && r->tool_choice == DY_TOOLS_REQUIRED, &gr);
     if (!dy_buf_cstr(&gr)) {
         dy_buf_free(&gr);
         dy_api_error_internal(err, "out of memory");
