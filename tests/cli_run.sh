@@ -37,7 +37,43 @@ grep -q "prefill:" "$tmp/e1" && grep -q "ms/token" "$tmp/e1" && passes=$((passes
 printf 'Once upon a time, there was a little girl named \n' >"$tmp/st_want"
 check "stop string" "$tmp/st_want" "$tmp/st"
 
+# A grammar: every seeded answer is JSON that validates against the schema (the bundled model
+# writes none unaided), and the same seed repeats it.
+cat >"$tmp/schema.json" <<'JSON'
+{"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+ "age": {"type": "integer", "minimum": 1, "maximum": 120},
+ "pets": {"type": "array", "items": {"enum": ["cat", "dog"]}, "maxItems": 3}},
+ "required": ["name", "age", "pets"]}
+JSON
+for seed in 1 2 3 4 5; do
+  "$dyad" run --prompt "Once upon a time" --no-echo --json-schema "$tmp/schema.json"     --seed $seed --max-tokens 200 >"$tmp/j$seed" 2>"$tmp/je$seed"
+done
+if python3 - "$tmp/schema.json" "$tmp"/j[1-5] <<'PY'
+import json, sys, jsonschema
+schema = json.load(open(sys.argv[1]))
+for f in sys.argv[2:]:
+    jsonschema.validate(json.loads(open(f).read()), schema)
+PY
+then passes=$((passes+1)); else echo "FAIL: --json-schema answers validate"; fails=$((fails+1)); fi
+"$dyad" run --prompt "Once upon a time" --no-echo --json-schema "$tmp/schema.json" --seed 1 \
+  --max-tokens 200 >"$tmp/j1b" 2>/dev/null
+check "--json-schema with a seed repeats" "$tmp/j1" "$tmp/j1b"
+# Cut by --max-tokens: said on stderr.
+"$dyad" run --no-echo --json-object --seed 1 --max-tokens 3 >/dev/null 2>"$tmp/cut"
+grep -q "cut before its grammar was complete" "$tmp/cut" && passes=$((passes+1)) ||
+  { echo "FAIL: a cut grammar is reported"; fails=$((fails+1)); }
+printf 'root ::= "yes" | "no"\n' >"$tmp/yn.gbnf"
+"$dyad" run --no-echo --grammar "$tmp/yn.gbnf" --seed 1 >"$tmp/yn" 2>/dev/null
+grep -qxE 'yes|no' "$tmp/yn" && passes=$((passes+1)) ||
+  { echo "FAIL: --grammar"; fails=$((fails+1)); }
+
 # Bad input.
+expect_fail "two grammars" 2 "at most one of" "$dyad" run --json-object --grammar "$tmp/yn.gbnf"
+expect_fail "missing schema file" 1 "$tmp/none.json" "$dyad" run --json-schema "$tmp/none.json"
+printf '{"type": "object", "multipleOf": 2}' >"$tmp/bad_schema.json"
+expect_fail "unsupported schema keyword" 1 "multipleOf" "$dyad" run --json-schema "$tmp/bad_schema.json"
+printf 'root ::= undefined\n' >"$tmp/bad.gbnf"
+expect_fail "grammar that does not compile" 1 "never defined" "$dyad" run --grammar "$tmp/bad.gbnf"
 expect_fail "missing model" 1 "/nonexistent.gguf" "$dyad" run --model /nonexistent.gguf
 head -c 100000 "$src/models/stories260K.bin" >"$tmp/cut.bin"
 expect_fail "truncated checkpoint" 1 "cut.bin" "$dyad" run --model "$tmp/cut.bin" --tokenizer "$src/models/tok512.bin"

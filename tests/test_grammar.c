@@ -167,7 +167,8 @@ static const char *const VOCAB[] = {
     "", "{", "}", "[", "]", "\"", ",", ":", " ", "\n", "a", "b", "ab", "\"a", "\":", "\": ",
     "{\"", "\"}", "0", "1", "12", "-", ".", "e", "true", "null", "tr", "ue", "\\", "\\n",
     "\\u", "00e9", "\xc3", "\xa9", "\xc3\xa9", ", \"", "}]", "[{", "1,", " {", "\"\"", "x",
-    "{}", "[]", "],", "ull", "fal", "se", "\x80", "a\"",
+    "{}", "[]", "],", "ull", "fal", "se", "\x80", "a\"", "abcd", "abcdefg", "zz", "\"k\":",
+    "\xc3\xa9\"", "ab\xc3", "k", "7", "789", "1234",
 };
 #define NV ((int)(sizeof VOCAB / sizeof *VOCAB))
 
@@ -205,9 +206,14 @@ static void check_mask(dy_gmatch *m, const dy_gstate *s)
     }
 }
 
-static void random_walks(unsigned max_masks)
+/* A grammar of counted repetitions: a mask walk follows a chain of distinct states there. */
+static const char *const COUNTED =
+    "root ::= \"{\" \"\\\"k\\\":\" \" \"? \"\\\"\" [^\"\\\\]{0,6} \"\\\"\" ( \",\" num )? \"}\"\n"
+    "num  ::= [0-9]{1,3}\n";
+
+static void random_walks(const char *grammar, unsigned max_masks)
 {
-    dy_grammar *g = compile(JSON);
+    dy_grammar *g = compile(grammar);
     dy_vocab_trie *t = vocab_trie();
     dy_gmatch *m = dy_gmatch_new(g, t, (dy_gmatch_limits){.max_masks = max_masks});
     uint64_t rng = 12345;
@@ -246,13 +252,15 @@ static void random_walks(unsigned max_masks)
 static void test_masks_match_trying_every_token(void **st)
 {
     (void)st;
-    random_walks(0);
+    random_walks(JSON, 0);
+    random_walks(COUNTED, 0);
 }
 
 static void test_masks_survive_eviction(void **st)
 {
     (void)st;
-    random_walks(2); /* a cache of two: almost every mask is recomputed or evicted */
+    random_walks(JSON, 2); /* a cache of two: almost every mask is recomputed or evicted */
+    random_walks(COUNTED, 2);
 }
 
 static void test_mask_of_a_literal_and_the_end(void **st)

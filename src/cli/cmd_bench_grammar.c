@@ -5,30 +5,30 @@
  * allows, the advance. Prints compile times, mask times and the matcher's memory. A
  * benchmark: prints, asserts nothing. */
 #include "cli/commands.h"
+#include "cli/grammar_opts.h"
 #include "cli/parse.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "grammar/grammar.h"
-#include "grammar/schema.h"
 #include "util/clock.h"
 #include "util/stats.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static const char grammar_usage[] =
-    "usage: dyad bench grammar --model M.gguf (--schema FILE | --json-object | --grammar FILE)\n"
-    "                          [--tokens N] [--seed S] [--json]\n"
+    "usage: dyad bench grammar --model M.gguf (--json-schema FILE | --json-object |\n"
+    "                          --grammar FILE) [--tokens N] [--seed S] [--json]\n"
     "Times the grammar's compile, the vocabulary's prefix tree and a mask per token over\n"
     "random answers the grammar allows.\n";
 
 typedef struct {
-    const char *model, *tokenizer, *schema, *grammar;
-    bool json_object, json;
+    const char *model, *tokenizer;
+    cli_grammar_opts g;
+    bool json;
     int tokens;
     uint64_t seed;
 } gopts;
@@ -42,42 +42,6 @@ typedef struct {
     size_t matcher_bytes;
     double state_bytes; /* mean over tokens: what one sequence's dy_gstate holds */
 } gresult;
-
-/* The grammar text the options ask for, into out; false (reported) on a bad file. */
-static bool grammar_text(const gopts *o, dy_buf *out, double *schema_ms)
-{
-    *schema_ms = 0;
-    if (o->json_object) {
-        dy_json_object_rules("root", NULL, out);
-        return !out->oom;
-    }
-    if (o->grammar) {
-        if (!dy_buf_append_file(out, o->grammar)) {
-            fprintf(stderr, "dyad bench grammar: cannot read %s: %s\n", o->grammar,
-                    strerror(errno));
-            return false;
-        }
-        return true;
-    }
-    json_error_t je;
-    json_t *schema = json_load_file(o->schema, 0, &je);
-    if (!schema) {
-        fprintf(stderr, "dyad bench grammar: %s: line %d, column %d: %s\n", o->schema, je.line,
-                je.column, je.text);
-        return false;
-    }
-    dy_schema_error e;
-    double t0 = dy_now();
-    dy_schema_status st = dy_schema_to_grammar(schema, NULL, out, &e);
-    *schema_ms = (dy_now() - t0) * 1e3;
-    json_decref(schema);
-    if (st != DY_SCHEMA_OK) {
-        fprintf(stderr, "dyad bench grammar: %s: %s%s%s\n", o->schema, e.message,
-                e.param[0] ? " at " : "", e.param);
-        return false;
-    }
-    return true;
-}
 
 static dy_vocab_trie *vocab_trie(const dy_tokenizer *tok, int n)
 {
@@ -201,9 +165,8 @@ static void report(const gopts *o, gresult *r)
 
 static int run(const gopts *o)
 {
-    int given = (o->schema != NULL) + (o->grammar != NULL) + o->json_object;
-    if (!o->model || given != 1) {
-        fprintf(stderr, "dyad bench grammar: needs --model and one of --schema, --json-object, "
+    if (!o->model || cli_grammar_given(&o->g) != 1) {
+        fprintf(stderr, "dyad bench grammar: needs --model and one of --json-schema, --json-object, "
                         "--grammar\n");
         return 2;
     }
@@ -221,7 +184,7 @@ static int run(const gopts *o)
     dy_gmatch *m = NULL;
     int rc = 1;
     double t0 = dy_now();
-    if (!grammar_text(o, &text, &r.schema_ms))
+    if (!cli_grammar_text("bench grammar", &o->g, &text, &r.schema_ms))
         goto out;
     r.grammar_bytes = text.len;
     t0 = dy_now();
@@ -265,11 +228,11 @@ int cmd_bench_grammar(int argc, char **argv)
          .help = "the model whose tokenizer the masks are over (GGUF or llama2.c)"},
         {.name = "tokenizer", .kind = DY_OPT_STR, .dst = &o.tokenizer, .meta = "PATH",
          .help = "the tokenizer of a llama2.c model"},
-        {.name = "schema", .kind = DY_OPT_STR, .dst = &o.schema, .meta = "FILE",
+        {.name = "json-schema", .kind = DY_OPT_STR, .dst = &o.g.schema, .meta = "FILE",
          .help = "a JSON Schema (what response_format json_schema carries)"},
-        {.name = "json-object", .kind = DY_OPT_FLAG, .dst = &o.json_object,
+        {.name = "json-object", .kind = DY_OPT_FLAG, .dst = &o.g.json_object,
          .help = "any JSON object (response_format json_object)"},
-        {.name = "grammar", .kind = DY_OPT_STR, .dst = &o.grammar, .meta = "FILE",
+        {.name = "grammar", .kind = DY_OPT_STR, .dst = &o.g.grammar, .meta = "FILE",
          .help = "grammar text (docs/structured-outputs.md)"},
         {.name = "tokens", .kind = DY_OPT_INT, .dst = &o.tokens, .meta = "N",
          .help = "tokens to draw", .min = 1, .max = 10000000, .def = 20000},

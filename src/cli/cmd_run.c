@@ -2,11 +2,13 @@
  * stderr. The prompt is prefilled in chunks (one step each), then tokens are decoded one
  * step at a time. Like llama2.c's run.c, the prompt's own text is echoed first. */
 #include "cli/commands.h"
+#include "cli/grammar_opts.h"
 #include "cli/parse.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/stop.h"
+#include "serve/worker/guide.h"
 #include "util/clock.h"
 
 #include <math.h>
@@ -19,6 +21,8 @@ static const char run_usage[] = "usage: dyad run [options]\n";
 static const char run_epilog[] =
     "Generation ends at --max-tokens, the end of the model's context, an end-of-generation\n"
     "token (EOS, or BOS, which llama2.c models emit to start a new text) or a stop string.\n"
+    "With --json-schema, --json-object or --grammar the text follows that grammar (tokens it\n"
+    "forbids are never drawn) and ends where it is complete; stderr says so if it was cut.\n"
     "stdout gets the text; stderr gets prompt tokens, prefill ms, decode ms/token, tokens/s.\n";
 
 typedef struct {
@@ -28,6 +32,7 @@ typedef struct {
     dy_sampling sampling;
     const char *stops[DY_MAX_STOPS];
     int n_stops;
+    cli_grammar_opts grammar;
 } run_opts;
 
 static bool add_stop(void *ctx, const char *v, char *err, size_t errlen)
@@ -78,12 +83,23 @@ static int parse(int argc, char **argv, run_opts *o)
          .help = "do not print the prompt"},
         {.name = "ignore-eos", .kind = DY_OPT_FLAG, .dst = &o->ignore_eos,
          .help = "keep generating past end-of-generation tokens (benchmarks)"},
+        {.name = "json-schema", .kind = DY_OPT_STR, .dst = &o->grammar.schema, .meta = "FILE",
+         .help = "the text is JSON that validates against this JSON Schema "
+                 "(docs/structured-outputs.md lists the keywords)"},
+        {.name = "json-object", .kind = DY_OPT_FLAG, .dst = &o->grammar.json_object,
+         .help = "the text is a JSON object"},
+        {.name = "grammar", .kind = DY_OPT_STR, .dst = &o->grammar.grammar, .meta = "FILE",
+         .help = "the text follows this grammar (GBNF notation: docs/structured-outputs.md)"},
     };
     o->sampling = d;
     int rc = cli_parse("run", run_usage, run_epilog, t, (int)(sizeof t / sizeof t[0]), argc,
                        argv, NULL);
     if (!o->seeded)
         o->sampling.seed = (uint64_t)time(NULL);
+    if (rc == CLI_GO && cli_grammar_given(&o->grammar) > 1) {
+        fprintf(stderr, "dyad run: give at most one of --json-schema, --json-object, --grammar\n");
+        return 2;
+    }
     return rc;
 }
 
@@ -98,6 +114,8 @@ typedef struct {
     int n_end;
     float *logits;
     dy_stop stop;
+    dy_guides guides; /* with a grammar: its compiled form, and the answer's place in it */
+    dy_guide guide;
 } run_state;
 
 static void run_state_free(run_state *s)
@@ -105,6 +123,8 @@ static void run_state_free(run_state *s)
     dy_engine_free(s->engine);
     dy_kv_pool_free(s->kv);
     dy_sampler_free(s->sampler);
+    dy_guide_end(&s->guides, &s->guide);
+    dy_guides_free(&s->guides);
     dy_model_free(s->model);
     free(s->blocks);
     free(s->prompt);
@@ -129,6 +149,32 @@ static int tokenize_prompt(run_state *s, const char *text, int *n)
     return 0;
 }
 
+static bool ends_generation(const dy_tokenizer *tok, int32_t id)
+{
+    return dy_tokenizer_is_eog(tok, id) || id == dy_tokenizer_bos(tok);
+}
+
+/* The answer's grammar, compiled over the model's vocabulary. */
+static int setup_grammar(run_state *s, const run_opts *o, char *err, size_t errlen)
+{
+    dy_buf text = {0};
+    double schema_ms;
+    if (!cli_grammar_text("run", &o->grammar, &text, &schema_ms)) {
+        dy_buf_free(&text);
+        snprintf(err, errlen, "no grammar");
+        return 1;
+    }
+    int rc = -1;
+    if (!dy_guides_init(&s->guides, s->model->tok, s->model->hp.vocab_size, s->end_ids,
+                        s->n_end))
+        snprintf(err, errlen, "out of memory");
+    else if (dy_guide_start(&s->guides, &s->guide, (const char *)text.data, text.len, err,
+                            errlen))
+        rc = 0;
+    dy_buf_free(&text);
+    return rc;
+}
+
 /* One sequence of up to `len` positions gets the blocks it needs, in pool order. */
 static int setup(run_state *s, const run_opts *o, int n_prompt, char *err, size_t errlen)
 {
@@ -145,6 +191,16 @@ static int setup(run_state *s, const run_opts *o, int n_prompt, char *err, size_
     }
     for (int i = 0; i < n_blocks; i++)
         s->blocks[i] = dy_kv_alloc(s->kv);
+    s->end_ids = malloc(sizeof(int32_t) * (size_t)s->model->hp.vocab_size);
+    if (!s->end_ids) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int v = 0; v < s->model->hp.vocab_size; v++)
+        if (ends_generation(s->model->tok, v))
+            s->end_ids[s->n_end++] = v;
+    if (cli_grammar_given(&o->grammar) && setup_grammar(s, o, err, errlen) != 0)
+        return -1;
     int chunk = o->chunk < n_prompt ? o->chunk : n_prompt;
     s->engine = dy_engine_new(s->model, s->kv, o->threads, chunk, err, errlen);
     return s->engine ? 0 : -1;
@@ -156,20 +212,25 @@ static void emit(const char *text, size_t len)
     fflush(stdout);
 }
 
-static void emit_token(run_state *s, int32_t prev, int32_t tok)
+/* The token's text after prev, into piece (256 bytes); its length. */
+static size_t token_text(const run_state *s, int32_t prev, int32_t tok, char *piece)
 {
-    char piece[256];
-    int n = dy_token_to_piece(s->model->tok, prev, tok, piece, sizeof piece);
+    int n = dy_token_to_piece(s->model->tok, prev, tok, piece, 256);
+    return (size_t)(n < 256 ? n : 256);
+}
+
+static void emit_piece(run_state *s, const char *piece, size_t n)
+{
     const char *out;
     size_t out_len;
-    dy_stop_feed(&s->stop, piece, (size_t)(n < (int)sizeof piece ? n : (int)sizeof piece), &out,
-                 &out_len);
+    dy_stop_feed(&s->stop, piece, n, &out, &out_len);
     emit(out, out_len);
 }
 
-static bool ends_generation(const dy_tokenizer *tok, int32_t id)
+static void emit_token(run_state *s, int32_t prev, int32_t tok)
 {
-    return dy_tokenizer_is_eog(tok, id) || id == dy_tokenizer_bos(tok);
+    char piece[256];
+    emit_piece(s, piece, token_text(s, prev, tok, piece));
 }
 
 static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, size_t errlen)
@@ -192,21 +253,24 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     double t1 = 1e3 * dy_now();
     int generated = 0, pos = n_prompt;
     int32_t prev = s->prompt[n_prompt - 1];
-    if (o->ignore_eos) { /* the server's ignore_eos too: such tokens are never drawn */
-        s->end_ids = malloc(sizeof(int32_t) * (size_t)s->model->hp.vocab_size);
-        for (int v = 0; s->end_ids && v < s->model->hp.vocab_size; v++)
-            if (ends_generation(s->model->tok, v))
-                s->end_ids[s->n_end++] = v;
-    }
+    const bool guided = s->guide.e != NULL;
     while (generated < o->max_tokens) {
-        for (int i = 0; i < s->n_end; i++)
+        if (guided &&
+            !dy_guide_mask(&s->guides, &s->guide, s->logits, !o->ignore_eos, err, errlen))
+            return -1;
+        for (int i = 0; o->ignore_eos && i < s->n_end; i++) /* the server's ignore_eos too */
             s->logits[s->end_ids[i]] = -INFINITY;
         int32_t next = dy_sample(s->sampler, &o->sampling, &rng, s->logits);
         generated++;
         if (!o->ignore_eos && ends_generation(s->model->tok, next))
             break;
-        emit_token(s, prev, next);
-        if (s->stop.stopped || generated == o->max_tokens || pos == ctx)
+        char piece[256];
+        size_t n = token_text(s, prev, next, piece);
+        if (guided && !dy_guide_advance(&s->guide, piece, n, err, errlen))
+            return -1;
+        emit_piece(s, piece, n);
+        if (s->stop.stopped || generated == o->max_tokens || pos == ctx ||
+            (guided && !dy_gstate_can_continue(&s->guide.st)))
             break;
         dy_span sp = {&next, 1, pos, s->blocks, (ctx + 15) / 16, 1};
         if (dy_engine_step(s->engine, &sp, 1, s->logits, err, errlen) != 0)
@@ -219,6 +283,8 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     dy_stop_flush(&s->stop, &out, &out_len);
     emit(out, out_len);
     emit("\n", 1);
+    if (guided && !dy_guide_complete(&s->guide))
+        fprintf(stderr, "dyad run: the text was cut before its grammar was complete\n");
     double t2 = 1e3 * dy_now();
     int decoded = generated > 1 ? generated - 1 : 0; /* steps after the prefill */
     fprintf(stderr, "prompt tokens: %d, prefill: %.2f ms (%.1f tokens/s), generated: %d, "

@@ -751,14 +751,16 @@ static dy_grammar *flatten(parser *p, uint32_t root)
         dy_grammar_free(g);
         return NULL;
     }
-    memcpy(g->sets, p->sets, sizeof *g->sets * p->n_sets);
+    if (p->n_sets)
+        memcpy(g->sets, p->sets, sizeof *g->sets * p->n_sets);
     g->n_sets = (uint32_t)p->n_sets;
     for (size_t r = 0; r < p->n_rules; r++) {
         g->rules[r] = (rule){g->n_alts, (uint32_t)p->rules[r].n};
         for (size_t a = 0; a < p->rules[r].n; a++) {
             const seq *q = &p->rules[r].alts[a];
             g->alt_start[g->n_alts++] = g->n_el;
-            memcpy(g->el + g->n_el, q->e, sizeof *q->e * q->n);
+            if (q->n) /* an empty alternative has no elements (and no array) */
+                memcpy(g->el + g->n_el, q->e, sizeof *q->e * q->n);
             g->n_el += (uint32_t)q->n;
             g->el[g->n_el++] = (elem){E_END, 0};
         }

@@ -52,6 +52,7 @@ typedef struct {
     uint32_t child_lo, child_hi; /* children: nodes[child_lo .. child_hi) */
     uint32_t tok_lo, tok_hi;     /* tokens whose text ends here: ids[tok_lo .. tok_hi) */
     uint32_t sub_hi;             /* the whole subtree's tokens: ids[tok_lo .. sub_hi) */
+    uint32_t deep;               /* the longest token text in the subtree */
     uint8_t byte;                /* the byte on the edge into this node */
 } tnode;
 

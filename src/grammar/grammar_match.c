@@ -295,50 +295,160 @@ static bool subset(const byteset *a, const byteset *b)
     return true;
 }
 
-/* The state a mask starts from, in scratch [0, n), and the bytes that lead from it back to
- * itself (inside a string: almost every byte). */
-typedef struct {
-    size_t n;
-    byteset loop;
-} walk_root;
+#define MAX_CHAIN 64 /* states of a chain followed ahead (a string's maxLength, say) */
 
-static bool is_root(const dy_gmatch *m, const walk_root *r, size_t lo, size_t hi)
+/* What a mask's walk knows ahead of the trie: from the root state S_0 (scratch [0, n)), the
+ * class of bytes that every state of a chain S_0, S_1, ... sends alike to the next, found once
+ * per mask. Inside a string, the class is the ordinary characters; a plain string loops
+ * (S_1 = S_0), a string with a maxLength counts down (S_0 … S_len, then nothing). A walk that
+ * reads only class bytes knows its state from its depth, with no advance, and a subtree whose
+ * bytes are all class bytes is allowed whole (or up to a length) without being walked. */
+typedef struct {
+    byteset cls;
+    bool loop;             /* S_1 = S_0: every depth is S_0 */
+    int len;               /* S_0 … S_len are known and alive */
+    bool dead_after;       /* a class byte after S_len leads nowhere ... */
+    bool accept_after;     /* ... though it completes the grammar */
+    size_t n;              /* S_0's tops */
+    size_t lo[MAX_CHAIN + 1], hi[MAX_CHAIN + 1]; /* each S_d's segment of the scratch */
+} chain;
+
+static bool same_segment(const dy_gmatch *m, size_t lo, size_t hi, size_t lo2, size_t hi2)
 {
-    return hi - lo == r->n && memcmp(m->scratch + lo, m->scratch, sizeof *m->scratch * r->n) == 0;
+    return hi - lo == hi2 - lo2 &&
+           memcmp(m->scratch + lo, m->scratch + lo2, sizeof *m->scratch * (hi - lo)) == 0;
 }
 
-static void find_loop(dy_gmatch *m, walk_root *r)
+/* Whether every top of segment [lo, hi) reads all of cls or none of it: then every class byte
+ * leads to the same state. */
+static bool uniform(const dy_gmatch *m, size_t lo, size_t hi, const byteset *cls)
 {
-    r->loop = (byteset){{0}};
-    for (unsigned b = 0; b < 256 && !m->full; b++) {
-        size_t out = m->n_scratch;
-        advance_byte(m, 0, r->n, (uint8_t)b);
-        if (is_root(m, r, out, m->n_scratch))
-            set_add_range(&r->loop, b, b);
-        m->n_scratch = out;
+    for (size_t k = lo; k < hi; k++) {
+        const byteset *s = &m->g->sets[m->g->el[m->nodes[m->scratch[k]].pos].arg];
+        bool some = false, all = true;
+        for (int w = 0; w < 8; w++) {
+            uint32_t x = s->w[w] & cls->w[w];
+            some |= x != 0;
+            all &= x == cls->w[w];
+        }
+        if (some && !all)
+            return false;
     }
+    return true;
+}
+
+/* The class: the largest set of bytes that S_0's tops read alike (the same tops read each). */
+static void find_class(const dy_gmatch *m, chain *ch)
+{
+    ch->cls = (byteset){{0}};
+    if (ch->n > 64)
+        return;
+    uint64_t sig[256];
+    for (unsigned b = 0; b < 256; b++) {
+        sig[b] = 0;
+        for (size_t k = 0; k < ch->n; k++)
+            if (set_has(&m->g->sets[m->g->el[m->nodes[m->scratch[k]].pos].arg], (uint8_t)b))
+                sig[b] |= 1ull << k;
+    }
+    uint64_t best = 0;
+    int best_count = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        int count = 0;
+        for (unsigned c = 0; c < 256 && sig[b]; c++)
+            count += sig[c] == sig[b];
+        if (count > best_count) {
+            best_count = count;
+            best = sig[b];
+        }
+    }
+    for (unsigned b = 0; b < 256 && best; b++)
+        if (sig[b] == best)
+            set_add_range(&ch->cls, b, b);
+}
+
+/* Follows the class from S_0 as far as it stays uniform, keeping each state in the scratch. */
+static void find_chain(dy_gmatch *m, chain *ch)
+{
+    ch->lo[0] = 0;
+    ch->hi[0] = ch->n;
+    ch->len = 0;
+    ch->loop = ch->dead_after = ch->accept_after = false;
+    find_class(m, ch);
+    int rep = -1;
+    for (unsigned b = 0; b < 256 && rep < 0; b++)
+        if (set_has(&ch->cls, (uint8_t)b))
+            rep = (int)b;
+    while (rep >= 0 && ch->len < MAX_CHAIN && !m->full) {
+        int d = ch->len;
+        if (d > 0 && !uniform(m, ch->lo[d], ch->hi[d], &ch->cls))
+            return;
+        size_t out = m->n_scratch;
+        advance_byte(m, ch->lo[d], ch->hi[d], (uint8_t)rep);
+        if (m->n_scratch == out) {
+            ch->dead_after = true;
+            ch->accept_after = m->accept;
+            return;
+        }
+        if (d == 0 && same_segment(m, 0, ch->n, out, m->n_scratch)) {
+            ch->loop = true;
+            m->n_scratch = out;
+            return;
+        }
+        ch->len = d + 1;
+        ch->lo[d + 1] = out;
+        ch->hi[d + 1] = m->n_scratch;
+    }
+}
+
+/* The tokens of u's subtree no longer than `limit` bytes. */
+static void allow_subtree_up_to(const dy_vocab_trie *t, const tnode *u, uint32_t limit,
+                                uint32_t *bits)
+{
+    for (uint32_t k = u->tok_lo; k < u->sub_hi; k++)
+        if (t->len[t->ids[k]] <= limit)
+            bits[t->ids[k] >> 5] |= 1u << (t->ids[k] & 31);
+}
+
+static void walk(dy_gmatch *m, const chain *ch, const tnode *u, int d, size_t lo, size_t hi,
+                 uint32_t *bits);
+
+/* Child v of a node reached by class bytes alone, at chain state S_d, by a class byte. */
+static void walk_class_child(dy_gmatch *m, const chain *ch, uint32_t c, int d, uint32_t *bits)
+{
+    const dy_vocab_trie *t = m->t;
+    const tnode *v = &t->nodes[c];
+    if (!ch->loop && d == ch->len) { /* the chain's end: the byte completes the grammar or fails */
+        if (ch->accept_after)
+            allow_tokens(t, v, bits);
+        return;
+    }
+    int nd = ch->loop ? 0 : d + 1;
+    allow_tokens(t, v, bits);
+    if (v->child_lo == v->child_hi)
+        return;
+    bool all_class = subset(&t->below[c], &ch->cls);
+    if (all_class && (ch->loop || v->deep <= (uint32_t)ch->len))
+        allow_subtree(t, v, bits);
+    else if (all_class && ch->dead_after)
+        allow_subtree_up_to(t, v, (uint32_t)ch->len + ch->accept_after, bits);
+    else
+        walk(m, ch, v, nd, ch->lo[nd], ch->hi[nd], bits);
 }
 
 /* Walks the trie below node u from the state in scratch [lo, hi), allowing every token whose
  * whole text the grammar can read: a branch dies as soon as its bytes leave the grammar, so a
- * narrow state (inside a literal) visits a handful of nodes. From the root state, a byte of
- * its loop set leads back to it without an advance, and a subtree whose bytes are all in the
- * loop set is allowed whole: inside a string, where nearly every token is allowed, the walk
- * only descends towards the bytes that end or escape the string. */
-static void walk(dy_gmatch *m, const walk_root *r, const tnode *u, size_t lo, size_t hi,
+ * narrow state (inside a literal) visits a handful of nodes. d >= 0: the state is the chain's
+ * S_d, reached by class bytes only, and class bytes go on along the chain without an advance;
+ * inside a string, where nearly every token is allowed, the walk only descends towards the
+ * bytes that end or escape it. */
+static void walk(dy_gmatch *m, const chain *ch, const tnode *u, int d, size_t lo, size_t hi,
                  uint32_t *bits)
 {
     const dy_vocab_trie *t = m->t;
-    bool at_root = lo == 0 && hi == r->n;
     for (uint32_t c = u->child_lo; c < u->child_hi && !m->full; c++) {
         const tnode *v = &t->nodes[c];
-        if (at_root && set_has(&r->loop, v->byte)) {
-            if (subset(&t->below[c], &r->loop)) {
-                allow_subtree(t, v, bits);
-            } else {
-                allow_tokens(t, v, bits);
-                walk(m, r, v, 0, r->n, bits);
-            }
+        if (d >= 0 && set_has(&ch->cls, v->byte) && (ch->loop || d < ch->len || ch->dead_after)) {
+            walk_class_child(m, ch, c, d, bits);
             continue;
         }
         size_t out = m->n_scratch;
@@ -346,10 +456,10 @@ static void walk(dy_gmatch *m, const walk_root *r, const tnode *u, size_t lo, si
         if (m->n_scratch > out || m->accept)
             allow_tokens(t, v, bits);
         if (m->n_scratch > out && v->child_lo < v->child_hi) {
-            if (is_root(m, r, out, m->n_scratch))
-                walk(m, r, v, 0, r->n, bits);
+            if (same_segment(m, 0, ch->n, out, m->n_scratch)) /* back at the root state */
+                walk(m, ch, v, 0, 0, ch->n, bits);
             else
-                walk(m, r, v, out, m->n_scratch, bits);
+                walk(m, ch, v, -1, out, m->n_scratch, bits);
         }
         m->n_scratch = out;
     }
@@ -382,18 +492,19 @@ static bool compute_mask(dy_gmatch *m, const dy_gstate *s, mask_entry *e)
     m->full = false;
     for (uint32_t k = 0; k < s->n; k++)
         push_top(m, s->tops[k]);
-    walk_root r = {.n = m->n_scratch};
-    if (!m->full && r.n > 0) /* no stack left: only the end may come, no token */
-        find_loop(m, &r);
-    if (!m->full && r.n > 0)
-        walk(m, &r, &m->t->nodes[0], 0, r.n, e->bits);
+    chain ch = {.n = m->n_scratch};
+    if (!m->full && ch.n > 0) /* no stack left: only the end may come, no token */
+        find_chain(m, &ch);
+    if (!m->full && ch.n > 0)
+        walk(m, &ch, &m->t->nodes[0], 0, 0, ch.n, e->bits);
     if (m->full)
         return false;
     uint32_t *tops = realloc(e->tops, sizeof *tops * (s->n ? s->n : 1));
     if (!tops)
         return false;
     e->tops = tops;
-    memcpy(e->tops, s->tops, sizeof *tops * s->n);
+    if (s->n)
+        memcpy(e->tops, s->tops, sizeof *tops * s->n);
     e->n = s->n;
     return true;
 }
@@ -407,7 +518,7 @@ const uint32_t *dy_gstate_mask(dy_gmatch *m, const dy_gstate *s)
     m->clock++;
     if (k != DY_HASHMAP_NONE) {
         mask_entry *e = &m->masks[k];
-        if (e->n == s->n && memcmp(e->tops, s->tops, sizeof *s->tops * s->n) == 0) {
+        if (e->n == s->n && (s->n == 0 || memcmp(e->tops, s->tops, sizeof *s->tops * s->n) == 0)) {
             e->used = m->clock;
             m->hits++;
             return e->bits;

@@ -1628,16 +1628,17 @@ static const json_t *follow_refs(const ctx *c, const json_t *s)
     return s;
 }
 
-/* The values a schema is limited to by enum or const (a const as a one-value array, to be
- * freed by the caller), or NULL. */
-static json_t *listed_values(const json_t *s)
+/* How many values a schema is limited to by enum or const (0: not limited), and the i-th.
+ * Read only: the schema may be shared between threads, so not even a reference is taken. */
+static size_t n_listed(const json_t *s)
 {
-    const json_t *v;
-    if ((v = json_object_get(s, "const")))
-        return json_pack("[O]", v);
-    if (json_is_array(v = json_object_get(s, "enum")))
-        return json_incref((json_t *)v);
-    return NULL;
+    return json_object_get(s, "const") ? 1 : json_array_size(json_object_get(s, "enum"));
+}
+
+static const json_t *listed(const json_t *s, size_t i)
+{
+    const json_t *v = json_object_get(s, "const");
+    return v ? v : json_array_get(json_object_get(s, "enum"), i);
 }
 
 static bool names_required(const json_t *s, const char *name)
@@ -1664,13 +1665,12 @@ static bool discriminated(const ctx *c, const json_t *a, const json_t *b)
         const json_t *sb = json_object_get(pb, key);
         if (!sb || !names_required(a, key) || !names_required(b, key))
             continue;
-        json_t *va = listed_values(follow_refs(c, sa)), *vb = listed_values(follow_refs(c, sb));
-        bool common = !va || !vb;
-        for (size_t i = 0; !common && i < json_array_size(va); i++)
-            for (size_t j = 0; !common && j < json_array_size(vb); j++)
-                common = json_equal(json_array_get(va, i), json_array_get(vb, j));
-        json_decref(va);
-        json_decref(vb);
+        const json_t *va = follow_refs(c, sa), *vb = follow_refs(c, sb);
+        size_t na = n_listed(va), nb = n_listed(vb);
+        bool common = na == 0 || nb == 0;
+        for (size_t i = 0; !common && i < na; i++)
+            for (size_t j = 0; !common && j < nb; j++)
+                common = json_equal(listed(va, i), listed(vb, j));
         if (!common)
             return true;
     }

@@ -93,7 +93,8 @@ static bool sort_tokens(dy_vocab_trie *t, const char *const *pieces, const uint3
     uint32_t n = 0;
     size_t at = 0;
     for (int i = 0; i < t->n_vocab; i++) {
-        memcpy(t->blob + at, pieces[i], lens[i]);
+        if (lens[i])
+            memcpy(t->blob + at, pieces[i], lens[i]);
         t->off[i] = at;
         t->len[i] = lens[i];
         if (lens[i] > 0) /* a token without text is never a grammar's to allow */
@@ -133,13 +134,18 @@ dy_vocab_trie *dy_vocab_trie_new(int n_vocab, const char *const *pieces, const u
         dy_vocab_trie_free(t);
         return NULL;
     }
-    /* children always come after their parent: one backward pass fills `below` */
-    for (uint32_t u = t->n_nodes; u-- > 0;)
-        for (uint32_t c = t->nodes[u].child_lo; c < t->nodes[u].child_hi; c++) {
+    /* children always come after their parent: one backward pass fills `below` and `deep` */
+    for (uint32_t u = t->n_nodes; u-- > 0;) {
+        tnode *x = &t->nodes[u];
+        x->deep = x->tok_lo < x->tok_hi ? t->len[t->ids[x->tok_lo]] : 0;
+        for (uint32_t c = x->child_lo; c < x->child_hi; c++) {
             set_add_range(&t->below[u], t->nodes[c].byte, t->nodes[c].byte);
             for (int w = 0; w < 8; w++)
                 t->below[u].w[w] |= t->below[c].w[w];
+            if (t->nodes[c].deep > x->deep)
+                x->deep = t->nodes[c].deep;
         }
+    }
     return t;
 }
 
