@@ -27,14 +27,20 @@ static dy_chat_msg conv[] = {
 };
 #define N_CONV 6
 
-static void expect_render(dy_chat_family f, const dy_chat_msg *m, int n, bool gen, const char *want)
+static void expect_render_tools(dy_chat_family f, const dy_chat_msg *m, int n,
+                                const dy_chat_tool *tools, int n_tools, bool gen, const char *want)
 {
-    char *got = dy_chat_render(f, m, n, gen, "<s>", "</s>");
+    char *got = dy_chat_render_tools(f, m, n, tools, n_tools, gen, "<s>", "</s>");
     assert_non_null(got);
     if (strcmp(got, want) != 0)
         print_error("family %s\n got: [%s]\nwant: [%s]\n", dy_chat_family_name(f), got, want);
     assert_string_equal(got, want);
     free(got);
+}
+
+static void expect_render(dy_chat_family f, const dy_chat_msg *m, int n, bool gen, const char *want)
+{
+    expect_render_tools(f, m, n, NULL, 0, gen, want);
 }
 
 /* ---- renderings ---- */
@@ -239,12 +245,7 @@ static dy_chat_msg tool_conv[] = {
 
 static void expect_tools(dy_chat_family f, const char *want)
 {
-    char *got = dy_chat_render_tools(f, tool_conv, 5, &weather, 1, true, "<s>", "</s>");
-    assert_non_null(got);
-    if (strcmp(got, want) != 0)
-        print_error("family %s\n got: [%s]\nwant: [%s]\n", dy_chat_family_name(f), got, want);
-    assert_string_equal(got, want);
-    free(got);
+    expect_render_tools(f, tool_conv, 5, &weather, 1, true, want);
 }
 
 static void test_tools_chatml(void **st)

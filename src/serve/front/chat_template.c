@@ -154,13 +154,23 @@ static const char GENERIC_TOOLS_HEAD[] = "Tools:\n";
 static const char GENERIC_TOOLS_TAIL[] =
     "\nTo call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>";
 
+/* {"name": N, "<args_key>": {...} — a call as the templates write it, without its closing
+ * brace (Mistral's adds the id before it). */
+static void put_call_open(rctx *c, const dy_chat_call *k, const char *args_key)
+{
+    dy_buf_append_str(&c->out, "{\"name\": ");
+    put_json_string(&c->out, k->name);
+    dy_buf_append_str(&c->out, ", \"");
+    dy_buf_append_str(&c->out, args_key);
+    dy_buf_append_str(&c->out, "\": ");
+    put_json_text(c, k->arguments, 0);
+}
+
 /* A call as the generic envelope (and toolcall.c's parser) writes it. */
 static void put_generic_call(rctx *c, const dy_chat_call *k)
 {
-    dy_buf_append_str(&c->out, "<tool_call>{\"name\": ");
-    put_json_string(&c->out, k->name);
-    dy_buf_append_str(&c->out, ", \"arguments\": ");
-    put_json_text(c, k->arguments, 0);
+    dy_buf_append_str(&c->out, "<tool_call>");
+    put_call_open(c, k, "arguments");
     dy_buf_append_str(&c->out, "}</tool_call>");
 }
 
@@ -307,10 +317,8 @@ static void chatml_calls(rctx *c, const dy_chat_msg *m)
         dy_buf_append_str(&c->out, m->content);
     }
     for (int k = 0; k < m->n_calls; k++) {
-        dy_buf_append_str(&c->out, "\n<tool_call>\n{\"name\": ");
-        put_json_string(&c->out, m->calls[k].name);
-        dy_buf_append_str(&c->out, ", \"arguments\": ");
-        put_json_text(c, m->calls[k].arguments, 0);
+        dy_buf_append_str(&c->out, "\n<tool_call>\n");
+        put_call_open(c, &m->calls[k], "arguments");
         dy_buf_append_str(&c->out, "}\n</tool_call>");
     }
     dy_buf_append_str(&c->out, "<|im_end|>\n");
@@ -442,10 +450,7 @@ static void llama31_calls(rctx *c, const dy_chat_msg *m)
     for (int k = 0; k < m->n_calls; k++) {
         if (k)
             dy_buf_append_str(&c->out, "\n");
-        dy_buf_append_str(&c->out, "{\"name\": ");
-        put_json_string(&c->out, m->calls[k].name);
-        dy_buf_append_str(&c->out, ", \"parameters\": ");
-        put_json_text(c, m->calls[k].arguments, 0);
+        put_call_open(c, &m->calls[k], "parameters");
         dy_buf_append_str(&c->out, "}");
     }
     dy_buf_append_str(&c->out, "<|eot_id|>");
@@ -570,10 +575,8 @@ static void mistral_calls(rctx *c, const mistral_style *st, const dy_chat_msg *m
     dy_buf_append_str(&c->out, st->tool_sep);
     dy_buf_append_str(&c->out, "[");
     for (int k = 0; k < m->n_calls; k++) {
-        dy_buf_append_str(&c->out, k ? ", {\"name\": " : "{\"name\": ");
-        put_json_string(&c->out, m->calls[k].name);
-        dy_buf_append_str(&c->out, ", \"arguments\": ");
-        put_json_text(c, m->calls[k].arguments, 0);
+        dy_buf_append_str(&c->out, k ? ", " : "");
+        put_call_open(c, &m->calls[k], "arguments");
         dy_buf_append_str(&c->out, ", \"id\": ");
         put_mistral_id(c, m->calls[k].id);
         dy_buf_append_str(&c->out, "}");

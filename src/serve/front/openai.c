@@ -30,10 +30,10 @@ enum {
     MAX_REGEX_LEN = 1024,       /* bytes in dyad.answer_regex */
     MAX_CMPL_LOGPROBS = 5,      /* completions' "logprobs", as OpenAI */
     MAX_TOP_LOGPROBS = 20,      /* chat's "top_logprobs", as OpenAI */
-    MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name, as OpenAI */
+    MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name and in a
+                                 * function's name, as OpenAI */
     MAX_PARAM = 256,            /* bytes of a parameter path (dy_api_error.param) */
     MAX_TOOLS = 128,            /* tools in a request, and calls in a message, as OpenAI */
-    MAX_TOOL_NAME = 64,         /* bytes in a function's name, as OpenAI */
 };
 
 /* ==== errors ==== */
@@ -789,7 +789,8 @@ static int f_penalty(pctx *c, const char *name, json_t *v)
     return 0;
 }
 
-/* A field that only makes sense with features we lack (tools, logit bias, suffix):
+/* A field that only makes sense with features we lack (the deprecated functions, logit bias,
+ * suffix):
  * its empty or neutral values are accepted, anything else is a 400. */
 static bool is_neutral(const char *name, json_t *v)
 {
@@ -825,6 +826,19 @@ static bool format_name_ok(const char *s, size_t len)
             return false;
     }
     return true;
+}
+
+/* A required name at `param` that follows format_name_ok (schemas' and functions' names). */
+static int get_name(pctx *c, const char *param, json_t *name, const char **out)
+{
+    if (!name || json_is_null(name))
+        return missing(c, param);
+    if (get_string(c, param, name, out))
+        return -1;
+    if (!format_name_ok(*out, json_string_length(name)))
+        return bad(c, param, "invalid_value", "Invalid '%s': '%.64s' is not a valid name: it must "
+                   "be 1 to %d letters, digits, '_' or '-'.", param, *out, MAX_FORMAT_NAME);
+    return 0;
 }
 
 /* The grammar text in g becomes the request's (g is left empty). */
@@ -894,13 +908,8 @@ static int parse_json_schema(pctx *c, const char *base, json_t *js)
     json_t *name = json_object_get(js, "name"), *desc = json_object_get(js, "description"),
            *st = json_object_get(js, "strict"), *schema = json_object_get(js, "schema");
     pfmt(q, sizeof q, "%s.name", p);
-    if (!name || json_is_null(name))
-        return missing(c, q);
-    if (get_string(c, q, name, &s))
+    if (get_name(c, q, name, &s))
         return -1;
-    if (!format_name_ok(s, json_string_length(name)))
-        return bad(c, q, "invalid_value", "Invalid '%s': '%.64s' is not a valid name: it must be "
-                   "1 to %d letters, digits, '_' or '-'.", q, s, MAX_FORMAT_NAME);
     pfmt(q, sizeof q, "%s.description", p);
     if (desc && !json_is_null(desc) && get_string(c, q, desc, &s))
         return -1;
@@ -1004,14 +1013,8 @@ static int tool_name(pctx *c, const char *p, json_t *fn, int i)
     char q[MAX_PARAM];
     const char *s = NULL;
     pfmt(q, sizeof q, "%s.name", p);
-    json_t *name = json_object_get(fn, "name");
-    if (!name || json_is_null(name))
-        return missing(c, q);
-    if (get_string(c, q, name, &s))
+    if (get_name(c, q, json_object_get(fn, "name"), &s))
         return -1;
-    if (!format_name_ok(s, json_string_length(name)))
-        return bad(c, q, "invalid_value", "Invalid '%s': '%.64s' is not a valid function name: it "
-                   "must be 1 to %d letters, digits, '_' or '-'.", q, s, MAX_TOOL_NAME);
     for (int k = 0; k < i; k++)
         if (strcmp(c->r->tools[k].name, s) == 0)
             return bad(c, q, "invalid_value", "Invalid '%s': the function '%s' is defined twice.", q, s);
