@@ -230,6 +230,10 @@ static void test_tool_role_and_edge_cases(void **st)
                      "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}," \
                      "\"required\":[\"city\"]}}"
 
+/* The generic envelope's tool list. */
+#define GENERIC_TOOLS "Tools:\n" TOOL_COMPACT "\nTo call one: <tool_call>{\"name\": <name>, " \
+                      "\"arguments\": <object>}</tool_call>"
+
 static dy_chat_call tool_call = {"call_abc123xyz", "get_weather", "{\"city\":\"Paris\"}"};
 static dy_chat_tool weather = {"get_weather", "Get the weather",
                                "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
@@ -372,9 +376,7 @@ static void test_tools_generic(void **st)
         "### System:\n"
         "Be brief.\n"
         "\n"
-        "Tools:\n"
-        TOOL_COMPACT "\n"
-        "To call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>\n"
+        GENERIC_TOOLS "\n"
         "\n"
         "### User:\n"
         "Weather in Paris?\n"
@@ -393,9 +395,7 @@ static void test_tools_generic(void **st)
         "<start_of_turn>user\n"
         "Be brief.\n"
         "\n"
-        "Tools:\n"
-        TOOL_COMPACT "\n"
-        "To call one: <tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call>\n"
+        GENERIC_TOOLS "\n"
         "\n"
         "Weather in Paris?<end_of_turn>\n"
         "<start_of_turn>model\n"
@@ -422,9 +422,7 @@ static void test_tools_edge_cases(void **st)
     free(got);
     /* the generic envelope adds a system message when there is none */
     got = dy_chat_render_tools(DY_CHAT_PLAIN, tool_conv + 4, 1, &weather, 1, true, NULL, NULL);
-    assert_string_equal(got, "### System:\nTools:\n" TOOL_COMPACT "\nTo call one: <tool_call>{\"name\": "
-                             "<name>, \"arguments\": <object>}</tool_call>\n\n### User:\nThanks!\n\n"
-                             "### Assistant:\n");
+    assert_string_equal(got, "### System:\n" GENERIC_TOOLS "\n\n### User:\nThanks!\n\n### Assistant:\n");
     free(got);
     /* a function without description or parameters */
     dy_chat_tool bare = {"now", NULL, NULL};
