@@ -8,7 +8,8 @@ finish_reason "tool_calls" and seed-determined ids; parallel_tool_calls decides 
 more calls may come; streamed forced calls reassemble to the same calls; a call cut by
 max_tokens says "length" and has no tool_calls; a round trip (the assistant's tool_calls, the
 tool's answer, the next user turn) is accepted and answered, with tool_choice auto and none;
-disaggregated, the decode worker samples the forced call too. Every bad input is a 400 whose
+disaggregated, the decode worker samples the forced call too; with --chat-template
+mistral-v3 the same holds in Mistral's call syntax. Every bad input is a 400 whose
 `param` names the place. Standard library and jsonschema; prints 'N passed, N failed'."""
 import json
 import os
@@ -201,6 +202,31 @@ def test_disaggregated(agg, dis):
             check_calls(c, names={"weather"})
 
 
+def test_mistral_family(agg, dis, mistral):
+    """A family with its own call syntax, end to end: the server renders the bundled model's
+    prompts as Mistral v3 (`--chat-template`), the forced answer is Mistral's array of calls
+    ([TOOL_CALLS] itself is a control token no grammar admits) and reads back as calls."""
+    for seed in (1, 2):
+        r = chat(mistral, tools=TOOLS, tool_choice="required", parallel_tool_calls=False,
+                 temperature=1.0, seed=seed, n=3)
+        for c in r["choices"]:
+            check_calls(c)
+        r = chat(mistral, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "alarm"}},
+                 temperature=1.0, seed=seed)
+        check_calls(r["choices"][0], names={"alarm"})
+    body = {"model": MODEL, "messages": QUESTION, "tools": TOOLS, "tool_choice": "required",
+            "parallel_tool_calls": False, "seed": 3, "stream": True}
+    content, calls, finish = streamed_calls(mistral.stream("/v1/chat/completions", body))
+    whole = chat(mistral, tools=TOOLS, tool_choice="required", parallel_tool_calls=False, seed=3)
+    assert finish[0] == "tool_calls" and 0 not in content
+    assert calls[0] == whole["choices"][0]["message"]["tool_calls"]
+    # a round trip in Mistral's syntax ([TOOL_CALLS], [TOOL_RESULTS]; "none": no tool list,
+    # which leaves room in the context)
+    r = chat(mistral, ROUND_TRIP, tools=TOOLS, tool_choice="none", max_tokens=20, seed=2)
+    c = r["choices"][0]
+    assert c["finish_reason"] in ("stop", "length") and c["message"]["content"], c
+
+
 def bad_request(s, param, **kw):
     body = {"model": MODEL, "messages": QUESTION, **kw}
     st, r, _ = s.request("POST", "/v1/chat/completions", body)
@@ -252,7 +278,9 @@ def test_bad_input(agg):
 def main():
     run_tests(globals(), [Server(DYAD, "--workers", "1", "--threads-per-worker", "1"),
                           Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1",
-                                 "--disagg-min-tokens", "16")])
+                                 "--disagg-min-tokens", "16"),
+                          Server(DYAD, "--workers", "1", "--threads-per-worker", "1",
+                                 "--chat-template", "mistral-v3")])
 
 
 main()
