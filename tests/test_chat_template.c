@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The conversations below give a message's role and content only; the tool fields after them
+ * stay zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 static dy_chat_msg conv[] = {
     {DY_ROLE_SYSTEM, "You are a helpful assistant"},
     {DY_ROLE_USER, "Hello"},
@@ -23,14 +27,20 @@ static dy_chat_msg conv[] = {
 };
 #define N_CONV 6
 
-static void expect_render(dy_chat_family f, const dy_chat_msg *m, int n, bool gen, const char *want)
+static void expect_render_tools(dy_chat_family f, const dy_chat_msg *m, int n,
+                                const dy_chat_tool *tools, int n_tools, bool gen, const char *want)
 {
-    char *got = dy_chat_render(f, m, n, gen, "<s>", "</s>");
+    char *got = dy_chat_render_tools(f, m, n, tools, n_tools, gen, "<s>", "</s>");
     assert_non_null(got);
     if (strcmp(got, want) != 0)
         print_error("family %s\n got: [%s]\nwant: [%s]\n", dy_chat_family_name(f), got, want);
     assert_string_equal(got, want);
     free(got);
+}
+
+static void expect_render(dy_chat_family f, const dy_chat_msg *m, int n, bool gen, const char *want)
+{
+    expect_render_tools(f, m, n, NULL, 0, gen, want);
 }
 
 /* ---- renderings ---- */
@@ -206,6 +216,228 @@ static void test_tool_role_and_edge_cases(void **st)
     assert_null(dy_chat_render(DY_CHAT_N_FAMILIES, conv, 1, true, NULL, NULL));
     dy_chat_msg bad[] = {{(dy_chat_role)9, "x"}};
     assert_null(dy_chat_render(DY_CHAT_CHATML, bad, 1, true, NULL, NULL));
+}
+
+/* ---- tools ---- */
+
+/* The tool as Python's json.dumps writes it (the templates' tojson). */
+#define TOOL_PY "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": " \
+                "\"Get the weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": " \
+                "{\"type\": \"string\"}}, \"required\": [\"city\"]}}}"
+
+/* The generic envelope's compact function object. */
+#define TOOL_COMPACT "{\"name\":\"get_weather\",\"description\":\"Get the weather\",\"parameters\":" \
+                     "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}," \
+                     "\"required\":[\"city\"]}}"
+
+/* The generic envelope's tool list. */
+#define GENERIC_TOOLS "Tools:\n" TOOL_COMPACT "\nTo call one: <tool_call>{\"name\": <name>, " \
+                      "\"arguments\": <object>}</tool_call>"
+
+static dy_chat_call tool_call = {"call_abc123xyz", "get_weather", "{\"city\":\"Paris\"}"};
+static dy_chat_tool weather = {"get_weather", "Get the weather",
+                               "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+                               "\"required\":[\"city\"]}"};
+/* A round trip: the question, the assistant's call, the tool's answer, the next question. */
+static dy_chat_msg tool_conv[] = {
+    {DY_ROLE_SYSTEM, "Be brief.", NULL, 0, NULL},
+    {DY_ROLE_USER, "Weather in Paris?", NULL, 0, NULL},
+    {DY_ROLE_ASSISTANT, "", &tool_call, 1, NULL},
+    {DY_ROLE_TOOL, "22 C", NULL, 0, "call_abc123xyz"},
+    {DY_ROLE_USER, "Thanks!", NULL, 0, NULL},
+};
+
+static void expect_tools(dy_chat_family f, const char *want)
+{
+    expect_render_tools(f, tool_conv, 5, &weather, 1, true, want);
+}
+
+static void test_tools_chatml(void **st)
+{
+    (void)st;
+    /* By hand from Qwen/Qwen2.5-7B-Instruct's template (Qwen 3's writes the same; neither's
+     * default system prompt is inserted): tools in the system turn, results in a user turn. */
+    expect_tools(DY_CHAT_CHATML,
+        "<|im_start|>system\n"
+        "Be brief.\n"
+        "\n"
+        "# Tools\n"
+        "\n"
+        "You may call one or more functions to assist with the user query.\n"
+        "\n"
+        "You are provided with function signatures within <tools></tools> XML tags:\n"
+        "<tools>\n"
+        TOOL_PY "\n"
+        "</tools>\n"
+        "\n"
+        "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+        "<tool_call>\n"
+        "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+        "</tool_call><|im_end|>\n"
+        "<|im_start|>user\n"
+        "Weather in Paris?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+        "<tool_call>\n"
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+        "</tool_call><|im_end|>\n"
+        "<|im_start|>user\n"
+        "<tool_response>\n"
+        "22 C\n"
+        "</tool_response><|im_end|>\n"
+        "<|im_start|>user\n"
+        "Thanks!<|im_end|>\n"
+        "<|im_start|>assistant\n");
+}
+
+static void test_tools_llama31(void **st)
+{
+    (void)st;
+    /* By hand from meta-llama/Llama-3.2-3B-Instruct's template (3.1's is the same without
+     * builtin tools): the tools (tojson, indent 4) in the first user turn. */
+    expect_tools(DY_CHAT_LLAMA31,
+        "<|start_header_id|>system<|end_header_id|>\n"
+        "\n"
+        "Environment: ipython\n"
+        "Cutting Knowledge Date: December 2023\n"
+        "Today Date: 26 Jul 2024\n"
+        "\n"
+        "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+        "\n"
+        "Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n"
+        "\n"
+        "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n"
+        "\n"
+        "{\n"
+        "    \"type\": \"function\",\n"
+        "    \"function\": {\n"
+        "        \"name\": \"get_weather\",\n"
+        "        \"description\": \"Get the weather\",\n"
+        "        \"parameters\": {\n"
+        "            \"type\": \"object\",\n"
+        "            \"properties\": {\n"
+        "                \"city\": {\n"
+        "                    \"type\": \"string\"\n"
+        "                }\n"
+        "            },\n"
+        "            \"required\": [\n"
+        "                \"city\"\n"
+        "            ]\n"
+        "        }\n"
+        "    }\n"
+        "}\n"
+        "\n"
+        "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+        "\n"
+        "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+        "\n"
+        "\"22 C\"<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+        "\n"
+        "Thanks!<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+        "\n");
+}
+
+static void test_tools_mistral(void **st)
+{
+    (void)st;
+    /* By hand from mistralai/Mistral-7B-Instruct-v0.3's template (ids: the last 9 characters;
+     * the tool's content raw, as `content|string` writes it). */
+    expect_tools(DY_CHAT_MISTRAL_V3,
+        "[INST] Weather in Paris?[/INST]"
+        "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123xyz\"}]</s>"
+        "[TOOL_RESULTS] {\"content\": 22 C, \"call_id\": \"abc123xyz\"}[/TOOL_RESULTS]"
+        "[AVAILABLE_TOOLS] [" TOOL_PY "][/AVAILABLE_TOOLS]"
+        "[INST] Be brief.\n"
+        "\n"
+        "Thanks![/INST]");
+    /* mistralai/Mistral-Nemo-Instruct-2407: the same without the spaces */
+    expect_tools(DY_CHAT_MISTRAL_V3_TEKKEN,
+        "[INST]Weather in Paris?[/INST]"
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123xyz\"}]</s>"
+        "[TOOL_RESULTS]{\"content\": 22 C, \"call_id\": \"abc123xyz\"}[/TOOL_RESULTS]"
+        "[AVAILABLE_TOOLS][" TOOL_PY "][/AVAILABLE_TOOLS]"
+        "[INST]Be brief.\n"
+        "\n"
+        "Thanks![/INST]");
+    /* v7: the system prompt in its block */
+    expect_tools(DY_CHAT_MISTRAL_V7_TEKKEN,
+        "[SYSTEM_PROMPT]Be brief.[/SYSTEM_PROMPT]"
+        "[INST]Weather in Paris?[/INST]"
+        "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abc123xyz\"}]</s>"
+        "[TOOL_RESULTS]{\"content\": 22 C, \"call_id\": \"abc123xyz\"}[/TOOL_RESULTS]"
+        "[AVAILABLE_TOOLS][" TOOL_PY "][/AVAILABLE_TOOLS]"
+        "[INST]Thanks![/INST]");
+}
+
+static void test_tools_generic(void **st)
+{
+    (void)st;
+    /* no tools in the family's template: the generic envelope */
+    expect_tools(DY_CHAT_PLAIN,
+        "### System:\n"
+        "Be brief.\n"
+        "\n"
+        GENERIC_TOOLS "\n"
+        "\n"
+        "### User:\n"
+        "Weather in Paris?\n"
+        "\n"
+        "### Assistant:\n"
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>\n"
+        "\n"
+        "### Tool:\n"
+        "22 C\n"
+        "\n"
+        "### User:\n"
+        "Thanks!\n"
+        "\n"
+        "### Assistant:\n");
+    expect_tools(DY_CHAT_GEMMA,
+        "<start_of_turn>user\n"
+        "Be brief.\n"
+        "\n"
+        GENERIC_TOOLS "\n"
+        "\n"
+        "Weather in Paris?<end_of_turn>\n"
+        "<start_of_turn>model\n"
+        "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call><end_of_turn>\n"
+        "<start_of_turn>user\n"
+        "22 C<end_of_turn>\n"
+        "<start_of_turn>user\n"
+        "Thanks!<end_of_turn>\n"
+        "<start_of_turn>model\n");
+    assert_false(dy_chat_family_has_tools(DY_CHAT_PLAIN));
+    assert_true(dy_chat_family_has_tools(DY_CHAT_CHATML));
+}
+
+static void test_tools_edge_cases(void **st)
+{
+    (void)st;
+    /* calls and results without tools (tool_choice "none"): no tool list, the calls still in
+     * the family's syntax */
+    char *got = dy_chat_render_tools(DY_CHAT_CHATML, tool_conv + 1, 3, NULL, 0, false, NULL, NULL);
+    assert_string_equal(got, "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n"
+                             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                             "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n22 C\n"
+                             "</tool_response><|im_end|>\n");
+    free(got);
+    /* the generic envelope adds a system message when there is none */
+    got = dy_chat_render_tools(DY_CHAT_PLAIN, tool_conv + 4, 1, &weather, 1, true, NULL, NULL);
+    assert_string_equal(got, "### System:\n" GENERIC_TOOLS "\n\n### User:\nThanks!\n\n### Assistant:\n");
+    free(got);
+    /* a function without description or parameters */
+    dy_chat_tool bare = {"now", NULL, NULL};
+    got = dy_chat_render_tools(DY_CHAT_CHATML, tool_conv + 4, 1, &bare, 1, false, NULL, NULL);
+    assert_non_null(strstr(got, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"now\"}}\n</tools>"));
+    free(got);
+    /* arguments that are not JSON fail the rendering */
+    dy_chat_call broken = {"c", "f", "{"};
+    dy_chat_msg m[] = {{DY_ROLE_ASSISTANT, "", &broken, 1, NULL}};
+    assert_null(dy_chat_render_tools(DY_CHAT_LLAMA31, m, 1, NULL, 0, false, NULL, NULL));
+    /* a Llama 3.1 conversation whose only message is the system one: the tool turn alone */
+    got = dy_chat_render_tools(DY_CHAT_LLAMA31, tool_conv, 1, &bare, 1, false, NULL, NULL);
+    assert_non_null(strstr(got, "Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": "
+                                "{\n        \"name\": \"now\"\n    }\n}\n\n<|eot_id|>"));
+    free(got);
 }
 
 /* ---- detection from real template texts ---- */
@@ -418,6 +650,11 @@ int main(void)
         cmocka_unit_test(test_zephyr),
         cmocka_unit_test(test_plain_fallback),
         cmocka_unit_test(test_tool_role_and_edge_cases),
+        cmocka_unit_test(test_tools_chatml),
+        cmocka_unit_test(test_tools_llama31),
+        cmocka_unit_test(test_tools_mistral),
+        cmocka_unit_test(test_tools_generic),
+        cmocka_unit_test(test_tools_edge_cases),
         cmocka_unit_test(test_detect_real_templates),
         cmocka_unit_test(test_family_names_round_trip),
     };

@@ -164,8 +164,8 @@ static char *build_response(const void *ctx)
 {
     const dy_api_meta *m = ctx;
     dy_api_choice ch[] = {
-        {0, "HiOnce up\xe2\x82", 11, DY_END_LENGTH, true, lps, 3, false},
-        {1, "x", 1, DY_END_CANCELLED, false, NULL, 0, false},
+        {0, "HiOnce up\xe2\x82", 11, DY_END_LENGTH, true, lps, 3, false, NULL, 0, false},
+        {1, "x", 1, DY_END_CANCELLED, false, NULL, 0, false, NULL, 0, false},
     };
     dy_api_usage u = {5, 7, 3};
     long left = plan.left;
@@ -180,8 +180,8 @@ static char *build_response(const void *ctx)
 static char *build_chunk(const void *ctx)
 {
     const dy_api_meta *m = ctx;
-    dy_api_choice ch[] = {{0, "Hi", 2, DY_END_NONE, true, lps + 1, 2, true},
-                          {1, NULL, 0, DY_END_STOP, false, NULL, 0, false}};
+    dy_api_choice ch[] = {{0, "Hi", 2, DY_END_NONE, true, lps + 1, 2, true, NULL, 0, false},
+                          {1, NULL, 0, DY_END_STOP, false, NULL, 0, false, NULL, 0, false}};
     return dy_api_chunk_json(m, ch, 2, true);
 }
 

@@ -313,9 +313,9 @@ static void test_messages_errors(void **st)
              "messages[0].content[0]", "invalid_type");
     bad_body(CHAT, "{'model':'m','messages':[{'role':'user','content':[{'text':'a'}]}]}",
              "messages[0].content[0].type", "missing_required_parameter");
-    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','content':null,'tool_calls':"
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'user','content':null,'tool_calls':"
                    "[{'id':'c','type':'function','function':{'name':'f','arguments':'{}'}}]}]}",
-             "messages[0].tool_calls", "unsupported_parameter");
+             "messages[0].tool_calls", "invalid_value");
     dy_api_limits l = lim();
     l.max_messages = 2;
     const char *b3 = "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\"},"
@@ -553,9 +553,9 @@ static void test_unsupported_params(void **st)
     bad(CMPL, "'repetition_penalty':1.1", "repetition_penalty", "unsupported_value");
     bad(CMPL, "'repetition_penalty':0", "repetition_penalty", "decimal_below_min_value");
     bad(CMPL, "'logit_bias':{'50256':-100}", "logit_bias", "unsupported_parameter");
-    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f'}}]", "tools",
-        "unsupported_parameter");
-    bad(CHAT, "'tool_choice':'required'", "tool_choice", "unsupported_parameter");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f g'}}]", "tools[0].function.name",
+        "invalid_value");
+    bad(CHAT, "'tool_choice':'required'", "tool_choice", "invalid_value");
     bad(CHAT, "'response_format':{'type':'json'}", "response_format.type", "invalid_value");
     bad(CMPL, "'suffix':'end'", "suffix", "unsupported_parameter");
 }
@@ -979,8 +979,8 @@ static void test_completion_response(void **st)
         {" upon", 5, -0.25f, false, 6, NULL, 0},
     };
     dy_api_choice ch[] = {
-        {0, "HiOnce upon", 11, DY_END_LENGTH, true, lps, 3, false},
-        {1, "x", 1, DY_END_STOP, false, NULL, 0, false},
+        {0, "HiOnce upon", 11, DY_END_LENGTH, true, lps, 3, false, NULL, 0, false},
+        {1, "x", 1, DY_END_STOP, false, NULL, 0, false, NULL, 0, false},
     };
     dy_api_usage u = {5, 7, 3};
     json_t *dyad = json_pack("{s:i,s:f}", "worker", 2, "overlap", 0.75);
@@ -1030,7 +1030,7 @@ static void test_chat_response(void **st)
     dy_api_alt alts[] = {{"Hello", 5, -0.01f}, {"Hi", 2, -4.6f}};
     dy_api_token_lp lps[] = {{"Hello", 5, -0.01f, false, 0, alts, 2},
                              {"\xe2\x80", 2, -1.0f, false, 0, NULL, 0}}; /* half a character */
-    dy_api_choice ch = {0, "Hello!", 6, DY_END_STOP, true, lps, 2, false};
+    dy_api_choice ch = {0, "Hello!", 6, DY_END_STOP, true, lps, 2, false, NULL, 0, false};
     dy_api_usage u = {9, 2, 0};
     json_t *j = load(dy_api_response_json(&m, &ch, 1, &u, NULL));
     assert_string_equal(s_at(j, "object"), "chat.completion");
@@ -1058,13 +1058,13 @@ static void test_text_sanitised_and_nonfinite(void **st)
     (void)st;
     dy_api_meta m = {CMPL, "c", 0, "m", NULL};
     dy_api_token_lp lp = {"a", 1, -INFINITY, false, 0, NULL, 0};
-    dy_api_choice ch = {0, "ok \xff\xe2\x82 end", 10, DY_END_STOP, true, &lp, 1, false};
+    dy_api_choice ch = {0, "ok \xff\xe2\x82 end", 10, DY_END_STOP, true, &lp, 1, false, NULL, 0, false};
     json_t *j = load(dy_api_response_json(&m, &ch, 1, NULL, NULL));
     assert_string_equal(s_at(j, "choices.0.text"), "ok \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd end");
     assert_true(r_at(j, "choices.0.logprobs.token_logprobs.0") == -9999.0);
     json_decref(j);
     /* a NUL byte inside the text survives as \u0000 */
-    dy_api_choice z = {0, "a\0b", 3, DY_END_STOP, false, NULL, 0, false};
+    dy_api_choice z = {0, "a\0b", 3, DY_END_STOP, false, NULL, 0, false, NULL, 0, false};
     char *s = dy_api_response_json(&m, &z, 1, NULL, NULL);
     assert_non_null(strstr(s, "\"a\\u0000b\""));
     free(s);
@@ -1074,7 +1074,7 @@ static void test_chat_stream_chunks(void **st)
 {
     (void)st;
     dy_api_meta m = {CHAT, "chatcmpl-s", 7, "llama", NULL};
-    dy_api_choice first = {0, NULL, 0, DY_END_NONE, false, NULL, 0, true};
+    dy_api_choice first = {0, NULL, 0, DY_END_NONE, false, NULL, 0, true, NULL, 0, false};
     json_t *j = load(dy_api_chunk_json(&m, &first, 1, true));
     assert_string_equal(s_at(j, "object"), "chat.completion.chunk");
     assert_string_equal(s_at(j, "id"), "chatcmpl-s");
@@ -1088,8 +1088,8 @@ static void test_chat_stream_chunks(void **st)
 
     dy_api_alt alt = {"Hi", 2, -0.5f};
     dy_api_token_lp lp = {"Hi", 2, -0.5f, false, 0, &alt, 1};
-    dy_api_choice mid[] = {{0, "Hi", 2, DY_END_NONE, true, &lp, 1, false},
-                           {1, " there", 6, DY_END_NONE, false, NULL, 0, false}};
+    dy_api_choice mid[] = {{0, "Hi", 2, DY_END_NONE, true, &lp, 1, false, NULL, 0, false},
+                           {1, " there", 6, DY_END_NONE, false, NULL, 0, false, NULL, 0, false}};
     j = load(dy_api_chunk_json(&m, mid, 2, false));
     assert_null(at(j, "usage")); /* absent without include_usage */
     assert_int_equal(json_object_size(at(j, "choices.0.delta")), 1);
@@ -1099,7 +1099,7 @@ static void test_chat_stream_chunks(void **st)
     assert_string_equal(s_at(j, "choices.1.delta.content"), " there");
     json_decref(j);
 
-    dy_api_choice last = {0, NULL, 0, DY_END_LENGTH, false, NULL, 0, false};
+    dy_api_choice last = {0, NULL, 0, DY_END_LENGTH, false, NULL, 0, false, NULL, 0, false};
     json_t *dyad = json_pack("{s:s}", "selected", "majority");
     j = load(dy_api_chunk_json_dyad(&m, &last, 1, true, dyad));
     assert_int_equal(dyad->refcount, 1);
@@ -1123,7 +1123,7 @@ static void test_completion_stream_chunks(void **st)
 {
     (void)st;
     dy_api_meta m = {CMPL, "cmpl-s", 7, "stories", NULL};
-    dy_api_choice c = {0, " upon", 5, DY_END_NONE, false, NULL, 0, true};
+    dy_api_choice c = {0, " upon", 5, DY_END_NONE, false, NULL, 0, true, NULL, 0, false};
     json_t *j = load(dy_api_chunk_json(&m, &c, 1, false));
     assert_string_equal(s_at(j, "object"), "text_completion");
     assert_string_equal(s_at(j, "choices.0.text"), " upon");
@@ -1132,7 +1132,7 @@ static void test_completion_stream_chunks(void **st)
     assert_null(at(j, "choices.0.delta"));
     assert_null(at(j, "usage"));
     json_decref(j);
-    dy_api_choice end = {0, NULL, 0, DY_END_STOP, false, NULL, 0, false};
+    dy_api_choice end = {0, NULL, 0, DY_END_STOP, false, NULL, 0, false, NULL, 0, false};
     j = load(dy_api_chunk_json(&m, &end, 1, true));
     assert_string_equal(s_at(j, "choices.0.text"), "");
     assert_string_equal(s_at(j, "choices.0.finish_reason"), "stop");
@@ -1160,7 +1160,7 @@ static void test_end_names(void **st)
     const dy_end ends[] = {DY_END_STOP, DY_END_LENGTH, DY_END_CANCELLED, DY_END_ERROR};
     const char *const reasons[] = {"stop", "length", "stop", "stop"};
     for (int i = 0; i < 4; i++) {
-        dy_api_choice c = {0, "x", 1, ends[i], false, NULL, 0, false};
+        dy_api_choice c = {0, "x", 1, ends[i], false, NULL, 0, false, NULL, 0, false};
         json_t *j = load(dy_api_response_json(&m, &c, 1, NULL, NULL));
         assert_string_equal(s_at(j, "choices.0.finish_reason"), reasons[i]);
         json_decref(j);
@@ -1234,6 +1234,170 @@ static void test_limits_default(void **st)
     assert_int_equal(dy_api_limits_default(0).max_context, 2048);
 }
 
+
+/* ==== tools ==== */
+
+#define WEATHER "{'type':'function','function':{'name':'get_weather','description':'d'," \
+                "'parameters':{'type':'object','properties':{'city':{'type':'string'}}," \
+                "'required':['city']},'strict':true}}"
+
+static void test_tools(void **st)
+{
+    (void)st;
+    dy_api_request r;
+    ok(CHAT, "'tools':[" WEATHER ",{'type':'function','function':{'name':'now'}}]", &r);
+    assert_int_equal(r.n_tools, 2);
+    assert_int_equal(r.tool_choice, DY_TOOLS_AUTO); /* the default with tools */
+    assert_true(r.parallel_tool_calls);
+    assert_string_equal(r.tools[0].name, "get_weather");
+    assert_string_equal(r.tools[0].description, "d");
+    assert_string_equal(r.tools[0].parameters,
+                        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},"
+                        "\"required\":[\"city\"]}");
+    assert_non_null(strstr(r.tool_rules[0], "tool0 ::="));
+    assert_null(r.tools[1].description);
+    assert_null(r.tools[1].parameters); /* none: the arguments are {} */
+    assert_non_null(strstr(r.tool_rules[1], "tool1 ::="));
+    assert_null(r.grammar); /* gen.c builds a forced call's grammar for the family */
+    dy_api_request_free(&r);
+
+    ok(CHAT, "'tools':[" WEATHER "],'tool_choice':{'type':'function','function':{'name':'get_weather'}},"
+             "'parallel_tool_calls':false", &r);
+    assert_int_equal(r.tool_choice, DY_TOOLS_FUNCTION);
+    assert_int_equal(r.tool_forced, 0);
+    assert_false(r.parallel_tool_calls);
+    dy_api_request_free(&r);
+    ok(CHAT, "'tools':[" WEATHER "],'tool_choice':'required'", &r);
+    assert_int_equal(r.tool_choice, DY_TOOLS_REQUIRED);
+    dy_api_request_free(&r);
+    ok(CHAT, "'tools':[" WEATHER "],'tool_choice':'none'", &r);
+    assert_int_equal(r.tool_choice, DY_TOOLS_NONE);
+    dy_api_request_free(&r);
+    ok(CHAT, "'tool_choice':'auto'", &r); /* auto without tools is none */
+    assert_int_equal(r.tool_choice, DY_TOOLS_NONE);
+    dy_api_request_free(&r);
+
+    /* a round trip: the assistant's calls and the tool's answer */
+    ok_body(CHAT, "{'model':'m','tools':[" WEATHER "],'messages':[{'role':'user','content':'w?'},"
+                  "{'role':'assistant','content':null,'tool_calls':[{'id':'call_1','type':'function',"
+                  "'function':{'name':'get_weather','arguments':'{\\\"city\\\": \\\"Paris\\\"}'}}]},"
+                  "{'role':'tool','tool_call_id':'call_1','content':'sunny'}]}", &r);
+    assert_int_equal(r.messages[1].n_calls, 1);
+    assert_string_equal(r.messages[1].calls[0].id, "call_1");
+    assert_string_equal(r.messages[1].calls[0].name, "get_weather");
+    assert_string_equal(r.messages[1].calls[0].arguments, "{\"city\": \"Paris\"}");
+    assert_string_equal(r.messages[1].content, "");
+    assert_string_equal(r.messages[2].tool_call_id, "call_1");
+    dy_api_request_free(&r);
+}
+
+static void test_tools_errors(void **st)
+{
+    (void)st;
+    bad(CHAT, "'tools':{}", "tools", "invalid_type");
+    bad(CHAT, "'tools':[3]", "tools[0]", "invalid_type");
+    bad(CHAT, "'tools':[{'function':{'name':'f'}}]", "tools[0].type", "missing_required_parameter");
+    bad(CHAT, "'tools':[{'type':'fn','function':{'name':'f'}}]", "tools[0].type", "invalid_value");
+    bad(CHAT, "'tools':[{'type':'function'}]", "tools[0].function", "missing_required_parameter");
+    bad(CHAT, "'tools':[{'type':'function','function':{}}]", "tools[0].function.name",
+        "missing_required_parameter");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':''}}]", "tools[0].function.name",
+        "invalid_value");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f'}},{'type':'function','function':"
+              "{'name':'f'}}]", "tools[1].function.name", "invalid_value");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f','description':1}}]",
+        "tools[0].function.description", "invalid_type");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f','strict':'yes'}}]",
+        "tools[0].function.strict", "invalid_type");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f','parameters':[]}}]",
+        "tools[0].function.parameters", "invalid_type");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f','parameters':{'type':'string'}}}]",
+        "tools[0].function.parameters.type", "invalid_value");
+    bad(CHAT, "'tools':[{'type':'function','function':{'name':'f','parameters':{'type':'object',"
+              "'properties':{'a':{'type':'number','multipleOf':3}}}}}]",
+        "tools[0].function.parameters.properties.a.multipleOf", "unsupported_parameter");
+    bad(CHAT, "'tool_choice':'always'", "tool_choice", "invalid_value");
+    bad(CHAT, "'tool_choice':3", "tool_choice", "invalid_type");
+    bad(CHAT, "'tools':[" WEATHER "],'tool_choice':{'type':'function','function':{'name':'other'}}",
+        "tool_choice.function.name", "invalid_value");
+    bad(CHAT, "'tools':[" WEATHER "],'tool_choice':{'type':'function'}", "tool_choice.function",
+        "missing_required_parameter");
+    bad(CHAT, "'tools':[" WEATHER "],'tool_choice':{'type':'x','function':{'name':'f'}}",
+        "tool_choice.type", "invalid_value");
+    bad(CHAT, "'tools':[" WEATHER "],'parallel_tool_calls':1", "parallel_tool_calls", "invalid_type");
+    bad(CHAT, "'tools':[" WEATHER "],'tool_choice':'required','response_format':{'type':'json_object'}",
+        "tool_choice", "invalid_value");
+    /* messages */
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'tool','content':'x'}]}",
+             "messages[0].tool_call_id", "missing_required_parameter");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'tool','content':'x','tool_call_id':4}]}",
+             "messages[0].tool_call_id", "invalid_type");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'tool','tool_call_id':'c'}]}",
+             "messages[0].content", "missing_required_parameter");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':{}}]}",
+             "messages[0].tool_calls", "invalid_type");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'user','content':'q'},{'role':'assistant',"
+                   "'tool_calls':[{'type':'function','function':{'name':'f','arguments':'{}'}}]}]}",
+             "messages[1].tool_calls[0].id", "missing_required_parameter");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':[{'id':'c',"
+                   "'type':'tool','function':{'name':'f','arguments':'{}'}}]}]}",
+             "messages[0].tool_calls[0].type", "invalid_value");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':[{'id':'c'}]}]}",
+             "messages[0].tool_calls[0].function", "missing_required_parameter");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':[{'id':'c',"
+                   "'function':{'arguments':'{}'}}]}]}",
+             "messages[0].tool_calls[0].function.name", "missing_required_parameter");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':[{'id':'c',"
+                   "'function':{'name':'f','arguments':'[1]'}}]}]}",
+             "messages[0].tool_calls[0].function.arguments", "invalid_value");
+    bad_body(CHAT, "{'model':'m','messages':[{'role':'assistant','tool_calls':[{'id':'c',"
+                   "'function':{'name':'f','arguments':{}}}]}]}",
+             "messages[0].tool_calls[0].function.arguments", "invalid_type");
+}
+
+/* message.tool_calls, content null and finish_reason "tool_calls"; the streamed deltas. */
+static void test_tool_call_responses(void **st)
+{
+    (void)st;
+    dy_api_meta m = {DY_API_CHAT, "chatcmpl-1", 5, "stories", NULL};
+    dy_api_tool_call tc = {0, "call_ab", "f", "{\"a\":1}"};
+    dy_api_choice ch = {.index = 0, .finish = DY_END_STOP, .tool_calls = &tc, .n_tool_calls = 1,
+                        .finish_tool_calls = true};
+    dy_api_usage u = {1, 2, 0};
+    json_t *j = load(dy_api_response_json(&m, &ch, 1, &u, NULL));
+    json_t *c0 = json_array_get(json_object_get(j, "choices"), 0), *msg = json_object_get(c0, "message");
+    assert_string_equal(json_string_value(json_object_get(c0, "finish_reason")), "tool_calls");
+    assert_true(json_is_null(json_object_get(msg, "content")));
+    json_t *call = json_array_get(json_object_get(msg, "tool_calls"), 0);
+    assert_string_equal(json_string_value(json_object_get(call, "id")), "call_ab");
+    assert_string_equal(json_string_value(json_object_get(call, "type")), "function");
+    assert_null(json_object_get(call, "index")); /* only deltas number their calls */
+    json_t *fn = json_object_get(call, "function");
+    assert_string_equal(json_string_value(json_object_get(fn, "name")), "f");
+    assert_string_equal(json_string_value(json_object_get(fn, "arguments")), "{\"a\":1}");
+    json_decref(j);
+    /* content before the calls stays */
+    ch.text = "Let me see.";
+    ch.len = 11;
+    j = load(dy_api_response_json(&m, &ch, 1, &u, NULL));
+    msg = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "message");
+    assert_string_equal(json_string_value(json_object_get(msg, "content")), "Let me see.");
+    json_decref(j);
+    /* a delta piece: its index and the arguments only */
+    dy_api_tool_call piece = {1, NULL, NULL, "{\"a\""};
+    dy_api_choice d = {.index = 0, .tool_calls = &piece, .n_tool_calls = 1};
+    j = load(dy_api_chunk_json(&m, &d, 1, false));
+    json_t *delta = json_object_get(json_array_get(json_object_get(j, "choices"), 0), "delta");
+    assert_null(json_object_get(delta, "content"));
+    call = json_array_get(json_object_get(delta, "tool_calls"), 0);
+    assert_int_equal(json_integer_value(json_object_get(call, "index")), 1);
+    assert_null(json_object_get(call, "id"));
+    assert_null(json_object_get(json_object_get(call, "function"), "name"));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")),
+                        "{\"a\"");
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1255,6 +1419,9 @@ int main(void)
         cmocka_unit_test(test_dyad_extension),
         cmocka_unit_test(test_response_format),
         cmocka_unit_test(test_response_format_errors),
+        cmocka_unit_test(test_tools),
+        cmocka_unit_test(test_tools_errors),
+        cmocka_unit_test(test_tool_call_responses),
         cmocka_unit_test(test_max_schema_bytes),
         cmocka_unit_test(test_unknown_fields_ignored),
         cmocka_unit_test(test_bad_json),

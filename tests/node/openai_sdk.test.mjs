@@ -1,6 +1,7 @@
 // openai_sdk.test.mjs — the official OpenAI Node SDK against a real `dyad serve`:
-// completions, chat, streaming (both APIs), n > 1 and structured outputs (parse, streamed
-// json_schema, a bad schema). Run by ctest as
+// completions, chat, streaming (both APIs), n > 1, structured outputs (parse, streamed
+// json_schema, a bad schema) and tool calls (a forced call, parse's parsed_arguments, a round
+// trip). Run by ctest as
 //   node --test tests/node/openai_sdk.test.mjs   (DYAD_BIN names the dyad binary)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -164,4 +165,75 @@ test('structured output: a bad schema is a 400 naming the keyword', async () => 
       response_format: { type: 'json_schema', json_schema: { name: 'bad name', schema: PERSON } },
     }),
     (e) => e.status === 400 && e.param === 'response_format.json_schema.name');
+});
+
+// Tool calls. Small schemas: the bundled model has 512 tokens of context and the tools are
+// part of the prompt.
+const ALARM = {
+  type: 'object',
+  properties: { hour: { type: 'integer', minimum: 0, maximum: 23 }, loud: { type: 'boolean' } },
+  required: ['hour', 'loud'],
+  additionalProperties: false,
+};
+const alarmTool = { type: 'function', function: { name: 'alarm', parameters: ALARM, strict: true } };
+
+function assertAlarm(a) {
+  assert.deepEqual(Object.keys(a).sort(), ['hour', 'loud']);
+  assert.ok(Number.isInteger(a.hour) && a.hour >= 0 && a.hour <= 23, String(a.hour));
+  assert.equal(typeof a.loud, 'boolean');
+}
+
+test('tools: a forced call with chat.completions.create', async () => {
+  const r = await client.chat.completions.create({
+    model: 'stories260K', seed: 4, n: 2, temperature: 1,
+    messages: [{ role: 'user', content: 'Wake me at seven.' }],
+    tools: [alarmTool], tool_choice: { type: 'function', function: { name: 'alarm' } },
+  });
+  for (const c of r.choices) {
+    assert.equal(c.finish_reason, 'tool_calls');
+    assert.equal(c.message.content, null);
+    assert.equal(c.message.tool_calls.length, 1);
+    const call = c.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.match(call.id, /^call_[0-9a-f]{24}$/);
+    assert.equal(call.function.name, 'alarm');
+    assertAlarm(JSON.parse(call.function.arguments));
+  }
+});
+
+test('tools: beta.chat.completions.parse gives parsed_arguments for a strict function', async () => {
+  const r = await client.beta.chat.completions.parse({
+    model: 'stories260K', seed: 6, temperature: 1,
+    messages: [{ role: 'user', content: 'An alarm, please.' }],
+    tools: [alarmTool], tool_choice: 'required', parallel_tool_calls: false,
+  });
+  const call = r.choices[0].message.tool_calls[0];
+  assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  assert.deepEqual(call.function.parsed_arguments, JSON.parse(call.function.arguments));
+  assertAlarm(call.function.parsed_arguments);
+});
+
+test('tools: a round trip (the call, the tool result, the answer)', async () => {
+  const messages = [{ role: 'user', content: 'Wake me.' }];
+  const first = await client.chat.completions.create({
+    model: 'stories260K', seed: 8, messages, tools: [alarmTool], tool_choice: 'required',
+    parallel_tool_calls: false,
+  });
+  const asked = first.choices[0].message;
+  assert.equal(asked.tool_calls.length, 1);
+  messages.push(asked, { role: 'tool', tool_call_id: asked.tool_calls[0].id, content: 'Set.' });
+  const second = await client.chat.completions.create({
+    model: 'stories260K', seed: 8, messages, tools: [alarmTool], tool_choice: 'none', max_tokens: 20,
+  });
+  const c = second.choices[0];
+  assert.ok(['stop', 'length'].includes(c.finish_reason), c.finish_reason);
+  assert.ok(c.message.content.length > 0);
+  assert.equal(c.message.tool_calls, undefined);
+  // a tool message without its call id is refused, naming the field
+  await assert.rejects(
+    client.chat.completions.create({
+      model: 'stories260K', tools: [alarmTool],
+      messages: [...messages.slice(0, 2), { role: 'tool', content: 'Set.' }],
+    }),
+    (e) => e.status === 400 && e.param === 'messages[2].tool_call_id');
 });

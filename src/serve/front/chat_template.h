@@ -36,11 +36,31 @@ typedef enum {
 
 typedef enum { DY_ROLE_SYSTEM = 0, DY_ROLE_USER, DY_ROLE_ASSISTANT, DY_ROLE_TOOL } dy_chat_role;
 
-/* One message. `content` is NUL-terminated UTF-8; whoever built the array owns it. */
+/* A tool call an assistant message carries: `arguments` is the JSON text of an object. */
+typedef struct {
+    char *id;
+    char *name;
+    char *arguments;
+} dy_chat_call;
+
+/* One message. `content` is NUL-terminated UTF-8; whoever built the array owns it (and every
+ * string below). An assistant message may carry tool calls; a tool message answers the call
+ * `tool_call_id` (NULL when the caller has none). */
 typedef struct {
     dy_chat_role role;
     char *content;
+    dy_chat_call *calls;
+    int n_calls;
+    char *tool_call_id;
 } dy_chat_msg;
+
+/* A function the model may call: `parameters` is the JSON text of its JSON Schema (an object),
+ * `description` NULL when there is none. */
+typedef struct {
+    char *name;
+    char *description;
+    char *parameters;
+} dy_chat_tool;
 
 /* The family of a template text; NULL, empty or unrecognised gives DY_CHAT_PLAIN. */
 dy_chat_family dy_chat_detect(const char *tmpl);
@@ -61,5 +81,21 @@ const char *dy_chat_role_name(dy_chat_role r);
  * not a family. */
 char *dy_chat_render(dy_chat_family f, const dy_chat_msg *msgs, int n, bool add_generation_prompt,
                      const char *bos, const char *eos);
+
+/* The same with the functions the model may call (n_tools may be 0), rendered where the
+ * family's template puts them: Llama 3.1 in the first user turn, ChatML (Qwen/Hermes) in the
+ * system turn between <tools> tags, Mistral v3/v7 as [AVAILABLE_TOOLS] before the last user
+ * turn. Assistant tool calls and tool results are written in the family's syntax; a family
+ * whose template has no tools gets the generic envelope (the tool list in the system message,
+ * calls as <tool_call>{"name": ..., "arguments": ...}</tool_call>; docs/structured-outputs.md).
+ * A conversation with no tools, no tool calls and no tool_call_id renders exactly as
+ * dy_chat_render. NULL if out of memory, f is not a family, or a call's or a tool's JSON text
+ * does not parse. */
+char *dy_chat_render_tools(dy_chat_family f, const dy_chat_msg *msgs, int n,
+                           const dy_chat_tool *tools, int n_tools, bool add_generation_prompt,
+                           const char *bos, const char *eos);
+
+/* Whether the family's template defines tool calls (else the generic envelope is used). */
+bool dy_chat_family_has_tools(dy_chat_family f);
 
 #endif

@@ -4,6 +4,7 @@
 #include "serve/front/gen.h"
 #include "serve/front/json.h"
 #include "serve/front/select.h"
+#include "serve/front/toolcall.h"
 #include "util/clock.h"
 
 #include <math.h>
@@ -38,6 +39,8 @@ struct dy_gen {
     /* streaming */
     int *next_tok;          /* per choice: next token event to send */
     bool *first_sent, *end_sent;
+    size_t *tool_sent;      /* per choice, with tools: the content bytes streamed so far */
+    const char **tool_names; /* the request's function names, for the parser */
     char *pend;
     size_t pend_len, pend_pos;
     bool stream_over;       /* nothing more will be queued: [DONE], or the end of a failed stream */
@@ -63,6 +66,8 @@ static void gen_free(gen *g)
     free(g->next_tok);
     free(g->first_sent);
     free(g->end_sent);
+    free(g->tool_sent);
+    free(g->tool_names);
     free(g->pend);
     free(g);
 }
@@ -88,7 +93,54 @@ static char *render_chat(const dy_gen_env *h, const dy_api_request *r)
     const dy_tokenizer *t = h->tok;
     const char *bos = dy_tokenizer_bos(t) >= 0 ? dy_tokenizer_token_text(t, dy_tokenizer_bos(t)) : NULL;
     const char *eos = dy_tokenizer_eos(t) >= 0 ? dy_tokenizer_token_text(t, dy_tokenizer_eos(t)) : NULL;
-    return dy_chat_render(h->chat, r->messages, r->n_messages, true, bos, eos);
+    /* tool_choice "none": the tools are not shown to the model */
+    int n_tools = r->tool_choice == DY_TOOLS_NONE ? 0 : r->n_tools;
+    return dy_chat_render_tools(h->chat, r->messages, r->n_messages, r->tools, n_tools, true, bos, eos);
+}
+
+/* ---------------------------------------------------------------- tool calls */
+
+static bool parses_tools(const gen *g)
+{
+    return g->req.kind == DY_API_CHAT && g->req.tool_choice != DY_TOOLS_NONE;
+}
+
+/* tool_choice "required" or a named function: the answer's grammar is the family's envelope
+ * around calls (toolcall.h), sent like response_format's. A named function is called once
+ * (as OpenAI does); "required" with parallel_tool_calls may call one or more. -1 with err
+ * set on failure. */
+static int setup_tools(gen *g, dy_api_error *err)
+{
+    dy_api_request *r = &g->req;
+    if (!parses_tools(g))
+        return 0;
+    if (!(g->tool_names = calloc((size_t)r->n_tools, sizeof *g->tool_names))) {
+        dy_api_error_internal(err, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < r->n_tools; i++)
+        g->tool_names[i] = r->tools[i].name;
+    if (r->tool_choice != DY_TOOLS_REQUIRED && r->tool_choice != DY_TOOLS_FUNCTION)
+        return 0;
+    dy_buf gr = {0};
+    dy_toolcall_grammar(g->env.chat, g->tool_names, (const char *const *)r->tool_rules, r->n_tools,
+                        r->tool_choice == DY_TOOLS_FUNCTION ? r->tool_forced : -1,
+                        r->parallel_tool_calls && r->tool_choice == DY_TOOLS_REQUIRED, &gr);
+    if (!dy_buf_cstr(&gr)) {
+        dy_buf_free(&gr);
+        dy_api_error_internal(err, "out of memory");
+        return -1;
+    }
+    if (gr.len > DY_WIRE_MAX_GRAMMAR) {
+        dy_buf_free(&gr);
+        dy_api_error_set(err, 400, "invalid_request_error", "invalid_value", "tool_choice",
+                         "Invalid 'tool_choice': the grammar of the forced call is larger than "
+                         "%u bytes; send fewer or smaller tools.", (unsigned)DY_WIRE_MAX_GRAMMAR);
+        return -1;
+    }
+    r->grammar = (char *)gr.data;
+    r->grammar_len = gr.len;
+    return 0;
 }
 
 /* The wire request for one prompt (everything but its random stream). */
@@ -216,6 +268,8 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
                          "'%s' is not supported by this server yet (see docs/api.md)", u);
         goto fail;
     }
+    if (setup_tools(g, err))
+        goto fail;
     g->n_prompts = kind == DY_API_CHAT ? 1 : g->req.n_prompts;
     g->per_prompt = g->req.best_of > g->req.n ? g->req.best_of : g->req.n;
     g->out_per_prompt = g->req.select != DY_SELECT_NONE ? 1 : g->req.n;
@@ -249,7 +303,9 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
     g->next_tok = calloc((size_t)nc, sizeof *g->next_tok);
     g->first_sent = calloc((size_t)nc, sizeof *g->first_sent);
     g->end_sent = calloc((size_t)nc, sizeof *g->end_sent);
-    if (!g->job || !g->prompt_tokens || !g->echo || !g->next_tok || !g->first_sent || !g->end_sent) {
+    g->tool_sent = calloc((size_t)nc, sizeof *g->tool_sent);
+    if (!g->job || !g->prompt_tokens || !g->echo || !g->next_tok || !g->first_sent || !g->end_sent ||
+        !g->tool_sent) {
         dy_api_error_internal(err, "out of memory");
         goto fail;
     }
@@ -365,6 +421,51 @@ static char *choice_text(const gen *g, int ci, size_t *len)
     *p = 0;
     *len = (size_t)(p - s);
     return s;
+}
+
+/* A choice's answer as calls: the parser's finds and the API's view of them. */
+typedef struct {
+    dy_toolcall_found found;
+    dy_api_tool_call *calls;
+    char (*ids)[32];
+} calls_out;
+
+static void calls_free(calls_out *co)
+{
+    dy_toolcall_found_free(&co->found);
+    free(co->calls);
+    free(co->ids);
+}
+
+/* When choice ci's finished answer (text) is calls: they go into ch, its content becomes the
+ * text before them (none: null) and its finish reason "tool_calls". A cut answer ("length")
+ * is never read as calls. false if memory ran out. */
+static bool set_calls(const gen *g, int ci, const char *text, size_t len, dy_api_choice *ch,
+                      calls_out *co)
+{
+    const dy_choice *c = &g->job->choices[ci];
+    memset(co, 0, sizeof *co);
+    if (!parses_tools(g) || c->finish != DY_END_STOP)
+        return true;
+    int n = dy_toolcall_parse(g->env.chat, text, len, g->tool_names, g->req.n_tools, &co->found);
+    if (n <= 0)
+        return n == 0;
+    co->calls = calloc((size_t)n, sizeof *co->calls);
+    co->ids = calloc((size_t)n, sizeof *co->ids);
+    if (!co->calls || !co->ids)
+        return false;
+    for (int k = 0; k < n; k++) {
+        dy_toolcall_id(c->req.seed, ci, k, co->ids[k]);
+        co->calls[k] = (dy_api_tool_call){.index = k, .id = co->ids[k],
+                                          .name = co->found.calls[k].name,
+                                          .arguments = co->found.calls[k].arguments};
+    }
+    ch->text = co->found.content_len ? text : NULL;
+    ch->len = co->found.content_len;
+    ch->tool_calls = co->calls;
+    ch->n_tool_calls = n;
+    ch->finish_tool_calls = true;
+    return true;
 }
 
 /* ---------------------------------------------------------------- selection */
@@ -550,8 +651,9 @@ static char *whole_response(const gen *g)
     dy_api_choice *ch = calloc((size_t)nc, sizeof *ch);
     char **texts = calloc((size_t)nc, sizeof *texts);
     lp_build *lps = calloc((size_t)nc, sizeof *lps);
+    calls_out *calls = calloc((size_t)nc, sizeof *calls);
     char *json = NULL;
-    if (!ch || !texts || !lps)
+    if (!ch || !texts || !lps || !calls)
         goto out;
     for (int i = 0; i < nc; i++) {
         const dy_choice *c = &g->job->choices[g->chosen[i]];
@@ -559,6 +661,8 @@ static char *whole_response(const gen *g)
         if (!(texts[i] = choice_text(g, g->chosen[i], &len)))
             goto out;
         ch[i] = (dy_api_choice){.index = i, .text = texts[i], .len = len, .finish = c->finish};
+        if (!set_calls(g, g->chosen[i], texts[i], len, &ch[i], &calls[i]))
+            goto out;
         if (g->req.logprobs) {
             const char *echo = g->echo[g->chosen[i] / g->per_prompt];
             if (!lp_make(g, c, 0, c->n_toks, echo ? (int)strlen(echo) : 0, &lps[i]))
@@ -574,13 +678,15 @@ static char *whole_response(const gen *g)
     json = dyad ? dy_api_response_json(&m, ch, nc, &u, dyad) : NULL;
     json_decref(dyad);
 out:
-    for (int i = 0; ch && texts && lps && i < nc; i++) {
+    for (int i = 0; ch && texts && lps && calls && i < nc; i++) {
         free(texts[i]);
         lp_free(&lps[i]);
+        calls_free(&calls[i]);
     }
     free(ch);
     free(texts);
     free(lps);
+    free(calls);
     return json;
 }
 
@@ -789,6 +895,48 @@ static void chunk(gen *g, const dy_api_choice *ch)
         fail_stream_oom(g);
 }
 
+/* Queues an answer given as calls: its content from byte `from` on (what was not streamed
+ * yet), then each call as two deltas, its id and name, then its arguments. */
+static void call_chunks(gen *g, int index, const char *text, size_t from, const dy_api_choice *ans)
+{
+    if (ans->text && ans->len > from) {
+        dy_api_choice body = {.index = index, .text = text + from, .len = ans->len - from};
+        chunk(g, &body);
+    }
+    for (int k = 0; k < ans->n_tool_calls; k++) {
+        const dy_api_tool_call *t = &ans->tool_calls[k];
+        dy_api_tool_call head = {.index = k, .id = t->id, .name = t->name, .arguments = ""};
+        dy_api_tool_call args = {.index = k, .arguments = t->arguments};
+        dy_api_choice a = {.index = index, .tool_calls = &head, .n_tool_calls = 1};
+        dy_api_choice b = {.index = index, .tool_calls = &args, .n_tool_calls = 1};
+        chunk(g, &a);
+        chunk(g, &b);
+    }
+}
+
+/* The rest of a finished answer from byte `from` (as calls, or as content), then its
+ * finishing chunk. */
+static void finish_chunks(gen *g, int index, int ci, const char *text, size_t len, size_t from)
+{
+    const dy_choice *c = &g->job->choices[ci];
+    dy_api_choice ans = {.index = index, .text = text, .len = len, .finish = c->finish};
+    calls_out co;
+    if (!set_calls(g, ci, text, len, &ans, &co)) {
+        calls_free(&co);
+        fail_stream_oom(g);
+        return;
+    }
+    if (ans.n_tool_calls > 0) {
+        call_chunks(g, index, text, from, &ans);
+    } else if (len > from) {
+        dy_api_choice body = {.index = index, .text = text + from, .len = len - from};
+        chunk(g, &body);
+    }
+    dy_api_choice end = {.index = index, .finish = c->finish, .finish_tool_calls = ans.finish_tool_calls};
+    chunk(g, &end);
+    calls_free(&co);
+}
+
 /* Selection modes stream nothing until every sample has ended (or was dropped by a settled
  * vote); then each returned choice comes as one chunk of text and its finishing chunk. */
 static void stream_selected(gen *g)
@@ -808,12 +956,39 @@ static void stream_selected(gen *g)
             fail_stream_oom(g);
             return;
         }
-        dy_api_choice body = {.index = r, .text = text, .len = len};
-        chunk(g, &body);
+        finish_chunks(g, r, g->chosen[r], text, len, 0);
         free(text);
-        dy_api_choice end = {.index = r, .finish = c->finish};
-        chunk(g, &end);
     }
+}
+
+/* With tools, choice i's text is streamed as content only as far as it cannot be part of a
+ * call (toolcall.h); the rest waits for the end, when it is sent as calls or as content.
+ * Log-probabilities are not streamed here. */
+static void stream_tool_text(gen *g, int i)
+{
+    const dy_choice *c = &g->job->choices[i];
+    if (g->end_sent[i] || c->finish == DY_END_ERROR || (!c->done && g->next_tok[i] == c->n_toks))
+        return;
+    g->next_tok[i] = c->n_toks;
+    size_t len = 0;
+    char *text = choice_text(g, i, &len);
+    if (!text) {
+        fail_stream_oom(g);
+        return;
+    }
+    if (c->done) {
+        g->end_sent[i] = true;
+        finish_chunks(g, i, i, text, len, g->tool_sent[i]);
+    } else {
+        size_t safe = dy_utf8_sendable(text, dy_toolcall_content_prefix(g->env.chat, text, len));
+        if (safe > g->tool_sent[i]) {
+            dy_api_choice body = {.index = i, .text = text + g->tool_sent[i],
+                                  .len = safe - g->tool_sent[i]};
+            chunk(g, &body);
+            g->tool_sent[i] = safe;
+        }
+    }
+    free(text);
 }
 
 /* Queues the chunk of one token event of choice i. */
@@ -851,6 +1026,10 @@ static void stream_tokens(gen *g)
                                     .first = true};
                 chunk(g, &ch);
             }
+        }
+        if (parses_tools(g)) {
+            stream_tool_text(g, i);
+            continue;
         }
         for (; g->next_tok[i] < c->n_toks; g->next_tok[i]++)
             token_chunk(g, i, g->next_tok[i]);

@@ -30,8 +30,10 @@ enum {
     MAX_REGEX_LEN = 1024,       /* bytes in dyad.answer_regex */
     MAX_CMPL_LOGPROBS = 5,      /* completions' "logprobs", as OpenAI */
     MAX_TOP_LOGPROBS = 20,      /* chat's "top_logprobs", as OpenAI */
-    MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name, as OpenAI */
+    MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name and in a
+                                 * function's name, as OpenAI */
     MAX_PARAM = 256,            /* bytes of a parameter path (dy_api_error.param) */
+    MAX_TOOLS = 128,            /* tools in a request, and calls in a message, as OpenAI */
 };
 
 /* ==== errors ==== */
@@ -170,6 +172,8 @@ typedef struct {
     dy_api_request *r;
     dy_api_error *err;
     bool has_stream_options, has_top_logprobs, has_best_of;
+    bool has_tool_choice;
+    const char *forced_name; /* tool_choice's function name (in root), until check_tools */
 } pctx;
 
 static int bad(pctx *c, const char *param, const char *code, const char *fmt, ...)
@@ -217,6 +221,11 @@ static int bad_type(pctx *c, const char *param, const char *want, const json_t *
 {
     return bad(c, param, "invalid_type", "Invalid type for '%s': expected %s, but got %s instead.",
                param, want, type_name(v));
+}
+
+static int missing(pctx *c, const char *param)
+{
+    return bad(c, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
 }
 
 static int get_double(pctx *c, const char *p, const json_t *v, double lo, bool lo_open, double hi,
@@ -465,19 +474,99 @@ static int parse_content(pctx *c, json_t *m, const char *p, dy_chat_msg *msg)
     return bad_type(c, q, "a string or an array of content parts", v);
 }
 
+/* A string field of a message's part at `param` (required: absent or null is a 400). */
+static int required_string(pctx *c, const char *param, json_t *v, const char **out)
+{
+    if (!v || json_is_null(v))
+        return bad(c, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
+    return get_string(c, param, v, out);
+}
+
+/* One of an assistant message's tool calls: {"id", "type": "function", "function": {"name",
+ * "arguments"}}, `arguments` a string holding a JSON object (the template writes it as JSON). */
+static int parse_call(pctx *c, json_t *v, const char *p, dy_chat_call *call)
+{
+    char q[MAX_PARAM];
+    const char *s = NULL;
+    if (!json_is_object(v))
+        return bad_type(c, p, "an object", v);
+    pfmt(q, sizeof q, "%s.id", p);
+    if (required_string(c, q, json_object_get(v, "id"), &s) || !(call->id = dup_or_fail(c, s)))
+        return -1;
+    pfmt(q, sizeof q, "%s.type", p);
+    json_t *type = json_object_get(v, "type");
+    if (type && !json_is_null(type) && (get_string(c, q, type, &s) || strcmp(s, "function") != 0))
+        return json_is_string(type) ? bad(c, q, "invalid_value", "Invalid value: '%.64s'. "
+                                          "Supported values are: 'function'.", s) : -1;
+    pfmt(q, sizeof q, "%s.function", p);
+    json_t *fn = json_object_get(v, "function");
+    if (!fn || json_is_null(fn))
+        return missing(c, q);
+    if (!json_is_object(fn))
+        return bad_type(c, q, "an object", fn);
+    pfmt(q, sizeof q, "%s.function.name", p);
+    if (required_string(c, q, json_object_get(fn, "name"), &s) || !(call->name = dup_or_fail(c, s)))
+        return -1;
+    pfmt(q, sizeof q, "%s.function.arguments", p);
+    if (required_string(c, q, json_object_get(fn, "arguments"), &s))
+        return -1;
+    json_t *args = json_loads(s, 0, NULL);
+    bool is_object = json_is_object(args);
+    json_decref(args);
+    if (!is_object)
+        return bad(c, q, "invalid_value", "Invalid '%s': expected a string holding a JSON object.", q);
+    return (call->arguments = dup_or_fail(c, s)) ? 0 : -1;
+}
+
+static int parse_calls(pctx *c, json_t *calls, const char *p, dy_chat_msg *msg)
+{
+    char q[MAX_PARAM];
+    pfmt(q, sizeof q, "%s.tool_calls", p);
+    if (!calls || json_is_null(calls))
+        return 0;
+    if (!json_is_array(calls))
+        return bad_type(c, q, "an array", calls);
+    size_t n = json_array_size(calls);
+    if (n == 0)
+        return 0;
+    if (msg->role != DY_ROLE_ASSISTANT)
+        return bad(c, q, "invalid_value", "Invalid '%s': only assistant messages carry tool calls.", q);
+    if (n > MAX_TOOLS)
+        return too_long_array(c, q, MAX_TOOLS, n);
+    if (!(msg->calls = calloc(n, sizeof *msg->calls)))
+        return oom(c);
+    for (size_t k = 0; k < n; k++) {
+        char e[MAX_PARAM];
+        pfmt(e, sizeof e, "%s[%zu]", q, k);
+        msg->n_calls = (int)k + 1; /* so that dy_api_request_free sees what was made */
+        if (parse_call(c, json_array_get(calls, k), e, &msg->calls[k]))
+            return -1;
+    }
+    return 0;
+}
+
+/* A tool message answers one call: its tool_call_id is required. */
+static int parse_tool_call_id(pctx *c, json_t *m, const char *p, dy_chat_msg *msg)
+{
+    char q[MAX_PARAM];
+    const char *s = NULL;
+    pfmt(q, sizeof q, "%s.tool_call_id", p);
+    if (msg->role != DY_ROLE_TOOL)
+        return 0;
+    if (required_string(c, q, json_object_get(m, "tool_call_id"), &s))
+        return -1;
+    return (msg->tool_call_id = dup_or_fail(c, s)) ? 0 : -1;
+}
+
 static int parse_message(pctx *c, json_t *m, size_t i, dy_chat_msg *msg)
 {
-    char p[48], q[64];
+    char p[48];
     pfmt(p, sizeof p, "messages[%zu]", i);
     if (!json_is_object(m))
         return bad_type(c, p, "an object", m);
-    if (parse_role(c, m, p, &msg->role))
+    if (parse_role(c, m, p, &msg->role) || parse_calls(c, json_object_get(m, "tool_calls"), p, msg) ||
+        parse_tool_call_id(c, m, p, msg))
         return -1;
-    json_t *calls = json_object_get(m, "tool_calls");
-    pfmt(q, sizeof q, "%s.tool_calls", p);
-    if (calls && !json_is_null(calls) && !(json_is_array(calls) && json_array_size(calls) == 0))
-        return bad(c, q, "unsupported_parameter", "Unsupported parameter: '%s': tool calls are "
-                   "not supported by this server.", q);
     return parse_content(c, m, p, msg);
 }
 
@@ -700,7 +789,8 @@ static int f_penalty(pctx *c, const char *name, json_t *v)
     return 0;
 }
 
-/* A field that only makes sense with features we lack (tools, logit bias, suffix):
+/* A field that only makes sense with features we lack (the deprecated functions, logit bias,
+ * suffix):
  * its empty or neutral values are accepted, anything else is a 400. */
 static bool is_neutral(const char *name, json_t *v)
 {
@@ -724,11 +814,6 @@ static int f_unsupported(pctx *c, const char *name, json_t *v)
 
 /* ==== structured output: response_format (chat) and dyad.grammar (completions) ==== */
 
-static int missing(pctx *c, const char *param)
-{
-    return bad(c, param, "missing_required_parameter", "Missing required parameter: '%s'.", param);
-}
-
 /* OpenAI's rule for json_schema.name: ^[a-zA-Z0-9_-]{1,64}$. */
 static bool format_name_ok(const char *s, size_t len)
 {
@@ -741,6 +826,19 @@ static bool format_name_ok(const char *s, size_t len)
             return false;
     }
     return true;
+}
+
+/* A required name at `param` that follows format_name_ok (schemas' and functions' names). */
+static int get_name(pctx *c, const char *param, json_t *name, const char **out)
+{
+    if (!name || json_is_null(name))
+        return missing(c, param);
+    if (get_string(c, param, name, out))
+        return -1;
+    if (!format_name_ok(*out, json_string_length(name)))
+        return bad(c, param, "invalid_value", "Invalid '%s': '%.64s' is not a valid name: it must "
+                   "be 1 to %d letters, digits, '_' or '-'.", param, *out, MAX_FORMAT_NAME);
+    return 0;
 }
 
 /* The grammar text in g becomes the request's (g is left empty). */
@@ -756,9 +854,9 @@ static int take_grammar(pctx *c, dy_buf *g)
     return 0;
 }
 
-/* The schema (already known to be an object) compiled to grammar text; an error names the
- * keyword's path under `param`. */
-static int compile_schema(pctx *c, const char *param, json_t *schema)
+/* Appends the rules of `schema` (already known to be an object) named `prefix`; an error
+ * names the keyword's path under `param`. */
+static int schema_rules(pctx *c, const char *param, json_t *schema, const char *prefix, dy_buf *g)
 {
     size_t bytes = json_dumpb(schema, NULL, 0, JSON_COMPACT);
     if (bytes > c->lim->max_schema_bytes)
@@ -768,17 +866,26 @@ static int compile_schema(pctx *c, const char *param, json_t *schema)
     /* The grammar must fit a REQUEST frame. */
     dy_schema_opts opts = {.max_grammar_bytes = DY_WIRE_MAX_GRAMMAR};
     dy_schema_error e;
-    dy_buf g = {0};
-    dy_schema_status st = dy_schema_to_grammar(schema, &opts, &g, &e);
+    dy_schema_status st = dy_schema_rules(schema, prefix, &opts, g, &e);
     if (st == DY_SCHEMA_OK)
-        return take_grammar(c, &g);
-    dy_buf_free(&g);
+        return 0;
     if (st == DY_SCHEMA_NOMEM)
         return oom(c);
     char q[MAX_PARAM];
     pfmt(q, sizeof q, "%s%s%s", param, e.param[0] ? "." : "", e.param);
     return bad(c, q, st == DY_SCHEMA_UNSUPPORTED ? "unsupported_parameter" : "invalid_value",
                "Invalid '%s': %s", q, e.message);
+}
+
+/* The schema compiled to the request's grammar text. */
+static int compile_schema(pctx *c, const char *param, json_t *schema)
+{
+    dy_buf g = {0};
+    if (schema_rules(c, param, schema, "root", &g)) {
+        dy_buf_free(&g);
+        return -1;
+    }
+    return take_grammar(c, &g);
 }
 
 static int json_object_grammar(pctx *c)
@@ -801,13 +908,8 @@ static int parse_json_schema(pctx *c, const char *base, json_t *js)
     json_t *name = json_object_get(js, "name"), *desc = json_object_get(js, "description"),
            *st = json_object_get(js, "strict"), *schema = json_object_get(js, "schema");
     pfmt(q, sizeof q, "%s.name", p);
-    if (!name || json_is_null(name))
-        return missing(c, q);
-    if (get_string(c, q, name, &s))
+    if (get_name(c, q, name, &s))
         return -1;
-    if (!format_name_ok(s, json_string_length(name)))
-        return bad(c, q, "invalid_value", "Invalid '%s': '%.64s' is not a valid name: it must be "
-                   "1 to %d letters, digits, '_' or '-'.", q, s, MAX_FORMAT_NAME);
     pfmt(q, sizeof q, "%s.description", p);
     if (desc && !json_is_null(desc) && get_string(c, q, desc, &s))
         return -1;
@@ -855,6 +957,200 @@ static int parse_format(pctx *c, const char *base, json_t *v)
 static int f_response_format(pctx *c, const char *name, json_t *v)
 {
     return parse_format(c, name, v);
+}
+
+/* ==== tools ==== */
+
+/* A function without `parameters` takes none (OpenAI's rule): its arguments are {}. */
+static const char NO_PARAMETERS[] = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
+
+/* Function parameters are an object's schema: a "type" other than "object" is refused. */
+static int check_parameters_type(pctx *c, const char *param, json_t *schema)
+{
+    char q[MAX_PARAM];
+    json_t *t = json_object_get(schema, "type");
+    pfmt(q, sizeof q, "%s.type", param);
+    if (t && !(json_is_string(t) && strcmp(json_string_value(t), "object") == 0))
+        return bad(c, q, "invalid_value", "Invalid '%s': function parameters must be a JSON Schema "
+                   "of type 'object'.", q);
+    return 0;
+}
+
+/* tools[i].function.parameters: checked, compiled to the tool's argument rules, and kept as
+ * compact JSON text for the chat template. */
+static int tool_parameters(pctx *c, const char *p, json_t *params, int i)
+{
+    char q[MAX_PARAM], prefix[32];
+    pfmt(q, sizeof q, "%s.parameters", p);
+    pfmt(prefix, sizeof prefix, "tool%d", i);
+    json_t *schema = params && !json_is_null(params) ? json_incref(params)
+                                                     : json_loads(NO_PARAMETERS, 0, NULL);
+    dy_buf g = {0};
+    int rc = -1;
+    if (!schema)
+        rc = oom(c);
+    else if (!json_is_object(schema))
+        rc = bad_type(c, q, "an object", schema);
+    else if (!check_parameters_type(c, q, schema) && !schema_rules(c, q, schema, prefix, &g)) {
+        if (!dy_buf_cstr(&g))
+            rc = oom(c);
+        else {
+            c->r->tool_rules[i] = (char *)g.data;
+            g = (dy_buf){0};
+            rc = 0;
+        }
+    }
+    if (rc == 0 && params && !json_is_null(params) &&
+        !(c->r->tools[i].parameters = json_dumps(params, JSON_COMPACT)))
+        rc = oom(c);
+    dy_buf_free(&g);
+    json_decref(schema);
+    return rc;
+}
+
+static int tool_name(pctx *c, const char *p, json_t *fn, int i)
+{
+    char q[MAX_PARAM];
+    const char *s = NULL;
+    pfmt(q, sizeof q, "%s.name", p);
+    if (get_name(c, q, json_object_get(fn, "name"), &s))
+        return -1;
+    for (int k = 0; k < i; k++)
+        if (strcmp(c->r->tools[k].name, s) == 0)
+            return bad(c, q, "invalid_value", "Invalid '%s': the function '%s' is defined twice.", q, s);
+    return (c->r->tools[i].name = dup_or_fail(c, s)) ? 0 : -1;
+}
+
+/* {"type": "function", "function": {"name", "description", "parameters", "strict"}} */
+static int parse_tool(pctx *c, json_t *v, int i)
+{
+    char p[MAX_PARAM], q[MAX_PARAM];
+    const char *s = NULL;
+    bool strict = false;
+    pfmt(p, sizeof p, "tools[%d]", i);
+    if (!json_is_object(v))
+        return bad_type(c, p, "an object", v);
+    pfmt(q, sizeof q, "%s.type", p);
+    json_t *type = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+    if (!type || json_is_null(type))
+        return missing(c, q);
+    if (get_string(c, q, type, &s))
+        return -1;
+    if (strcmp(s, "function") != 0)
+        return bad(c, q, "invalid_value", "Invalid value: '%.64s'. Supported values are: "
+                   "'function'.", s);
+    pfmt(p, sizeof p, "tools[%d].function", i);
+    if (!fn || json_is_null(fn))
+        return missing(c, p);
+    if (!json_is_object(fn))
+        return bad_type(c, p, "an object", fn);
+    if (tool_name(c, p, fn, i))
+        return -1;
+    json_t *desc = json_object_get(fn, "description"), *st = json_object_get(fn, "strict");
+    pfmt(q, sizeof q, "%s.description", p);
+    if (desc && !json_is_null(desc) &&
+        (get_string(c, q, desc, &s) || !(c->r->tools[i].description = dup_or_fail(c, s))))
+        return -1;
+    /* The arguments follow the schema under a forced tool_choice either way. */
+    pfmt(q, sizeof q, "%s.strict", p);
+    if (st && !json_is_null(st) && get_bool(c, q, st, &strict))
+        return -1;
+    return tool_parameters(c, p, json_object_get(fn, "parameters"), i);
+}
+
+static int f_tools(pctx *c, const char *name, json_t *v)
+{
+    if (!json_is_array(v))
+        return bad_type(c, name, "an array", v);
+    size_t n = json_array_size(v);
+    if (n > MAX_TOOLS)
+        return too_long_array(c, name, MAX_TOOLS, n);
+    if (n == 0)
+        return 0;
+    if (!(c->r->tools = calloc(n, sizeof *c->r->tools)) ||
+        !(c->r->tool_rules = calloc(n, sizeof *c->r->tool_rules)))
+        return oom(c);
+    for (size_t i = 0; i < n; i++) {
+        c->r->n_tools = (int)i + 1;
+        if (parse_tool(c, json_array_get(v, i), (int)i))
+            return -1;
+    }
+    return 0;
+}
+
+/* {"type": "function", "function": {"name": ...}}: the name is looked up in check_tools. */
+static int named_choice(pctx *c, json_t *v)
+{
+    const char *s = NULL;
+    json_t *type = json_object_get(v, "type"), *fn = json_object_get(v, "function");
+    if (!type || json_is_null(type))
+        return missing(c, "tool_choice.type");
+    if (get_string(c, "tool_choice.type", type, &s))
+        return -1;
+    if (strcmp(s, "function") != 0)
+        return bad(c, "tool_choice.type", "invalid_value", "Invalid value: '%.64s'. Supported "
+                   "values are: 'function'.", s);
+    if (!fn || json_is_null(fn))
+        return missing(c, "tool_choice.function");
+    if (!json_is_object(fn))
+        return bad_type(c, "tool_choice.function", "an object", fn);
+    if (required_string(c, "tool_choice.function.name", json_object_get(fn, "name"), &c->forced_name))
+        return -1;
+    c->r->tool_choice = DY_TOOLS_FUNCTION;
+    return 0;
+}
+
+static int f_tool_choice(pctx *c, const char *name, json_t *v)
+{
+    static const struct { const char *name; dy_api_tool_choice choice; } modes[] = {
+        {"none", DY_TOOLS_NONE}, {"auto", DY_TOOLS_AUTO}, {"required", DY_TOOLS_REQUIRED},
+    };
+    c->has_tool_choice = true;
+    if (json_is_object(v))
+        return named_choice(c, v);
+    if (!json_is_string(v))
+        return bad_type(c, name, "a string or an object", v);
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        if (strcmp(json_string_value(v), modes[i].name) == 0) {
+            c->r->tool_choice = modes[i].choice;
+            return 0;
+        }
+    }
+    return bad(c, name, "invalid_value", "Invalid value: '%.64s'. Supported values are: 'none', "
+               "'auto', 'required' and an object naming a function.", json_string_value(v));
+}
+
+static int f_parallel_tool_calls(pctx *c, const char *name, json_t *v)
+{
+    return get_bool(c, name, v, &c->r->parallel_tool_calls);
+}
+
+/* tool_choice against the tools: the default, the named function, what cannot be forced. */
+static int check_tools(pctx *c)
+{
+    dy_api_request *r = c->r;
+    if (!c->has_tool_choice)
+        r->tool_choice = r->n_tools > 0 ? DY_TOOLS_AUTO : DY_TOOLS_NONE;
+    if (r->tool_choice == DY_TOOLS_REQUIRED && r->n_tools == 0)
+        return bad(c, "tool_choice", "invalid_value", "Invalid value for 'tool_choice': 'required' "
+                   "is only allowed when 'tools' are specified.");
+    if (r->tool_choice == DY_TOOLS_FUNCTION) {
+        r->tool_forced = -1;
+        for (int i = 0; i < r->n_tools; i++)
+            if (strcmp(r->tools[i].name, c->forced_name) == 0)
+                r->tool_forced = i;
+        if (r->tool_forced < 0)
+            return bad(c, "tool_choice.function.name", "invalid_value", "Invalid value for "
+                       "'tool_choice': no function named '%.64s' was specified in 'tools'.",
+                       c->forced_name);
+    }
+    if (r->tool_choice == DY_TOOLS_AUTO && r->n_tools == 0)
+        r->tool_choice = DY_TOOLS_NONE;
+    bool forced = r->tool_choice == DY_TOOLS_REQUIRED || r->tool_choice == DY_TOOLS_FUNCTION;
+    if (forced && r->format != DY_FORMAT_TEXT)
+        return bad(c, "tool_choice", "invalid_value", "Invalid value for 'tool_choice': a forced "
+                   "tool call cannot be combined with a JSON 'response_format'.");
+    return 0;
 }
 
 /* ==== the "dyad" extension object ==== */
@@ -972,8 +1268,9 @@ static const field fields[] = {
     {"repetition_penalty", K_BOTH, f_penalty},
     {"logit_bias", K_BOTH, f_unsupported},
     {"response_format", K_CHAT, f_response_format},
-    {"tools", K_CHAT, f_unsupported},
-    {"tool_choice", K_CHAT, f_unsupported},
+    {"tools", K_CHAT, f_tools},
+    {"tool_choice", K_CHAT, f_tool_choice},
+    {"parallel_tool_calls", K_CHAT, f_parallel_tool_calls},
     {"functions", K_CHAT, f_unsupported},
     {"function_call", K_CHAT, f_unsupported},
     {"suffix", K_CMPL, f_unsupported},
@@ -1056,7 +1353,7 @@ static int check_cross(pctx *c)
     if (r->answer_regex && r->select != DY_SELECT_MAJORITY)
         return bad(c, "dyad.answer_regex", "invalid_value", "Invalid 'dyad.answer_regex': it is "
                    "only used with dyad.select = \"majority\".");
-    return 0;
+    return r->kind == DY_API_CHAT ? check_tools(c) : 0;
 }
 
 static void set_defaults(pctx *c)
@@ -1068,6 +1365,7 @@ static void set_defaults(pctx *c)
     /* OpenAI's default for completions is 16 tokens; for chat, whatever context is left. */
     r->max_tokens_auto = c->kind == DY_API_CHAT;
     r->max_tokens = r->max_tokens_auto ? c->lim->max_context : 16;
+    r->parallel_tool_calls = true;
 }
 
 static int bad_json(pctx *c, const json_error_t *je)
@@ -1112,8 +1410,25 @@ void dy_api_request_free(dy_api_request *r)
         free(r->prompts[i].text);
         free(r->prompts[i].ids);
     }
-    for (int i = 0; i < r->n_messages; i++)
-        free(r->messages[i].content);
+    for (int i = 0; i < r->n_messages; i++) {
+        dy_chat_msg *m = &r->messages[i];
+        for (int k = 0; k < m->n_calls; k++) {
+            free(m->calls[k].id);
+            free(m->calls[k].name);
+            free(m->calls[k].arguments);
+        }
+        free(m->calls);
+        free(m->tool_call_id);
+        free(m->content);
+    }
+    for (int i = 0; i < r->n_tools; i++) {
+        free(r->tools[i].name);
+        free(r->tools[i].description);
+        free(r->tools[i].parameters);
+        free(r->tool_rules[i]);
+    }
+    free(r->tools);
+    free(r->tool_rules);
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     free(r->prompts);
@@ -1281,15 +1596,51 @@ static json_t *cmpl_choice(dy_jb *b, const dy_api_choice *ch)
     return o;
 }
 
+/* A choice's finish_reason: "tool_calls" when its answer was calls. */
+static json_t *choice_finish_json(const dy_api_choice *ch)
+{
+    return ch->finish_tool_calls ? json_string("tool_calls") : finish_json(ch->finish);
+}
+
+/* {"id", "type": "function", "function": {"name", "arguments"}}; a streamed piece after the
+ * call's first carries only its index and arguments. */
+static json_t *tool_call_json(dy_jb *b, const dy_api_tool_call *t, bool delta)
+{
+    json_t *o = json_object(), *fn = json_object();
+    if (delta)
+        dy_jb_set(b, o, "index", json_integer(t->index));
+    if (t->id) {
+        dy_jb_set(b, o, "id", dy_json_str(t->id));
+        dy_jb_set(b, o, "type", json_string("function"));
+    }
+    if (t->name)
+        dy_jb_set(b, fn, "name", dy_json_str(t->name));
+    dy_jb_set(b, fn, "arguments", dy_json_str(t->arguments ? t->arguments : ""));
+    dy_jb_set(b, o, "function", fn);
+    return o;
+}
+
+static json_t *tool_calls_json(dy_jb *b, const dy_api_choice *ch, bool delta)
+{
+    json_t *a = json_array();
+    for (int k = 0; k < ch->n_tool_calls; k++)
+        dy_jb_append(b, a, tool_call_json(b, &ch->tool_calls[k], delta));
+    return a;
+}
+
 static json_t *chat_choice(dy_jb *b, const dy_api_choice *ch)
 {
     json_t *o = json_object(), *msg = json_object();
+    bool calls = ch->n_tool_calls > 0;
     dy_jb_set(b, msg, "role", json_string("assistant"));
-    dy_jb_set(b, msg, "content", dy_json_strn(ch->text, ch->text ? ch->len : 0));
+    dy_jb_set(b, msg, "content", calls && !ch->text ? json_null()
+                                 : dy_json_strn(ch->text, ch->text ? ch->len : 0));
+    if (calls)
+        dy_jb_set(b, msg, "tool_calls", tool_calls_json(b, ch, false));
     dy_jb_set(b, o, "index", json_integer(ch->index));
     dy_jb_set(b, o, "message", msg);
     dy_jb_set(b, o, "logprobs", chat_logprobs(b, ch));
-    dy_jb_set(b, o, "finish_reason", finish_json(ch->finish));
+    dy_jb_set(b, o, "finish_reason", choice_finish_json(ch));
     return o;
 }
 
@@ -1318,6 +1669,8 @@ static json_t *chat_delta(dy_jb *b, const dy_api_choice *ch)
         dy_jb_set(b, d, "role", json_string("assistant"));
     if (ch->first || ch->text)
         dy_jb_set(b, d, "content", dy_json_strn(ch->text, ch->text ? ch->len : 0));
+    if (ch->n_tool_calls > 0)
+        dy_jb_set(b, d, "tool_calls", tool_calls_json(b, ch, true));
     return d;
 }
 
@@ -1329,7 +1682,7 @@ static json_t *chunk_choice(dy_jb *b, const dy_api_choice *ch, bool chat)
     dy_jb_set(b, o, "index", json_integer(ch->index));
     dy_jb_set(b, o, "delta", chat_delta(b, ch));
     dy_jb_set(b, o, "logprobs", chat_logprobs(b, ch));
-    dy_jb_set(b, o, "finish_reason", finish_json(ch->finish));
+    dy_jb_set(b, o, "finish_reason", choice_finish_json(ch));
     return o;
 }
 

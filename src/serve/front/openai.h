@@ -77,6 +77,15 @@ typedef enum { DY_SELECT_NONE = 0, DY_SELECT_MAJORITY, DY_SELECT_LOGPROB } dy_ap
 /* response_format's type (chat), or dyad.grammar's (completions). */
 typedef enum { DY_FORMAT_TEXT = 0, DY_FORMAT_JSON_OBJECT, DY_FORMAT_JSON_SCHEMA } dy_api_format;
 
+/* tool_choice: NONE renders no tools and parses no calls; AUTO renders them and parses calls
+ * from the answer; REQUIRED and FUNCTION constrain the answer to calls (docs/api.md). */
+typedef enum {
+    DY_TOOLS_NONE = 0,
+    DY_TOOLS_AUTO,
+    DY_TOOLS_REQUIRED,
+    DY_TOOLS_FUNCTION,
+} dy_api_tool_choice;
+
 /* A validated request. It owns every pointer in it; free with dy_api_request_free. */
 typedef struct {
     dy_api_kind kind;
@@ -113,6 +122,14 @@ typedef struct {
     char *grammar;      /* the grammar every sample follows (grammar/grammar.h's notation),
                          * compiled from the schema; NULL for text */
     size_t grammar_len;
+    /* tools (chat) */
+    dy_chat_tool *tools;
+    int n_tools;
+    char **tool_rules;  /* per tool: its arguments' grammar rules, named "tool<i>" (schema.h's
+                         * dy_schema_rules), for toolcall.h's forced-call grammar */
+    dy_api_tool_choice tool_choice; /* AUTO when tools are given without it, else NONE */
+    int tool_forced;    /* FUNCTION: the index of the named tool */
+    bool parallel_tool_calls; /* default true */
 } dy_api_request;
 
 /* Parses and validates a request body for /v1/completions or /v1/chat/completions. Unknown
@@ -148,6 +165,15 @@ typedef struct {
     int n_top;
 } dy_api_token_lp;
 
+/* A tool call in an answer: `arguments` is compact JSON text. In a streamed delta, a NULL id
+ * or name is left out (the pieces after a call's first). */
+typedef struct {
+    int index;           /* streaming: the call's place in the choice's tool_calls */
+    const char *id;
+    const char *name;
+    const char *arguments;
+} dy_api_tool_call;
+
 /* One choice of a response, or one choice's part of a streamed chunk. */
 typedef struct {
     int index;
@@ -158,6 +184,10 @@ typedef struct {
     const dy_api_token_lp *logprobs;
     int n_logprobs;
     bool first;                   /* streaming chat: this choice's first chunk (role in delta) */
+    const dy_api_tool_call *tool_calls; /* chat: message.tool_calls (or the delta's); with
+                                         * them a NULL text is "content": null */
+    int n_tool_calls;
+    bool finish_tool_calls;       /* finish_reason "tool_calls" (finish is STOP) */
 } dy_api_choice;
 
 typedef struct {
