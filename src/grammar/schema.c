@@ -11,7 +11,7 @@
  *
  * The principle throughout: every text the grammar accepts validates. Where a keyword cannot
  * be compiled exactly, it is refused with its path rather than approximated. */
-#include "grammar/schema.h"
+#include "grammar/schema_impl.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -39,7 +39,7 @@ void dy_schema_literal(dy_buf *out, const char *s, size_t n)
 
 /* One byte (or range) inside [...]: letters and digits as themselves, anything else as \xHH so
  * no member can be read as syntax. */
-static void class_byte(dy_buf *out, unsigned c)
+void dy_schema_class_byte(dy_buf *out, unsigned c)
 {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
         dy_buf_printf(out, "%c", (char)c);
@@ -47,17 +47,17 @@ static void class_byte(dy_buf *out, unsigned c)
         dy_buf_printf(out, "\\x%02x", c);
 }
 
-static void class_range(dy_buf *out, unsigned lo, unsigned hi)
+void dy_schema_class_range(dy_buf *out, unsigned lo, unsigned hi)
 {
-    class_byte(out, lo);
+    dy_schema_class_byte(out, lo);
     if (hi > lo) {
         dy_buf_append_str(out, "-");
-        class_byte(out, hi);
+        dy_schema_class_byte(out, hi);
     }
 }
 
 /* A quantifier for {min,max} (unbounded: max ignored), "" for exactly one. */
-static void quantifier(dy_buf *out, uint64_t min, uint64_t max, bool unbounded)
+void dy_schema_quantifier(dy_buf *out, uint64_t min, uint64_t max, bool unbounded)
 {
     if (unbounded && min == 0)
         dy_buf_append_str(out, "*");
@@ -528,16 +528,6 @@ static bool compile_values(ctx *c, const json_t *s, dy_buf *body)
 
 /* ---------------------------------------------------------------- numbers */
 
-/* One bound: minimum/maximum inclusive, exclusiveMinimum/exclusiveMaximum (a number, or the
- * draft-4 boolean that makes minimum/maximum exclusive). */
-typedef struct {
-    bool set, excl;
-    const char *key;   /* the keyword that set it, for errors */
-    bool is_int;       /* the value is an integer within int64 */
-    int64_t i;         /* is_int: the value */
-    double d;
-} bound;
-
 #define INT64_LIMIT 9223372036854775807.0 /* 2^63 - 1 rounds to 2^63 as a double */
 
 static bool read_bound(ctx *c, const json_t *s, const char *key, bound *b)
@@ -589,170 +579,6 @@ static bool read_bounds(ctx *c, const json_t *s, bound *lo, bound *hi)
     return true;
 }
 
-static const char nines[] = "9999999999999999999999";
-static const char zeros[] = "0000000000000000000000";
-
-static void digit_range(dy_buf *b, char lo, char hi)
-{
-    if (lo == hi)
-        dy_buf_printf(b, "\"%c\"", lo);
-    else
-        dy_buf_printf(b, "[%c-%c]", lo, hi);
-}
-
-/* The decimal strings of n digits from x to y (x <= y, same length), digit by digit. */
-static void same_length_range(dy_buf *b, const char *x, const char *y, size_t n)
-{
-    size_t k = 0;
-    while (k < n && x[k] == y[k])
-        k++;
-    if (k)
-        dy_schema_literal(b, x, k);
-    if (k == n)
-        return;
-    if (k)
-        dy_buf_append_str(b, " ");
-    x += k, y += k, n -= k;
-    if (n == 1) {
-        digit_range(b, x[0], y[0]);
-        return;
-    }
-    bool x_zeros = strncmp(x + 1, zeros, n - 1) == 0;
-    bool y_nines = strncmp(y + 1, nines, n - 1) == 0;
-    char mid_lo = x_zeros ? x[0] : (char)(x[0] + 1);
-    char mid_hi = y_nines ? y[0] : (char)(y[0] - 1);
-    bool first = true;
-    dy_buf_append_str(b, "( ");
-    if (!x_zeros) {
-        dy_buf_printf(b, "\"%c\" ", x[0]);
-        same_length_range(b, x + 1, nines, n - 1);
-        first = false;
-    }
-    if (mid_lo <= mid_hi) {
-        dy_buf_append_str(b, first ? "" : " | ");
-        digit_range(b, mid_lo, mid_hi);
-        dy_buf_append_str(b, " [0-9]");
-        quantifier(b, n - 1, n - 1, false);
-        first = false;
-    }
-    if (!y_nines) {
-        dy_buf_append_str(b, first ? "" : " | ");
-        dy_buf_printf(b, "\"%c\" ", y[0]);
-        same_length_range(b, zeros, y + 1, n - 1);
-    }
-    dy_buf_append_str(b, " )");
-}
-
-/* The canonical decimal strings (no leading zero) of lo..hi, or lo.. with no upper end. */
-static void digits_range(dy_buf *b, uint64_t lo, uint64_t hi, bool unbounded)
-{
-    char x[24], y[24];
-    int nx = snprintf(x, sizeof x, "%llu", (unsigned long long)lo);
-    int ny = unbounded ? nx : snprintf(y, sizeof y, "%llu", (unsigned long long)hi);
-    dy_buf_append_str(b, "( ");
-    for (int len = nx; len <= ny; len++) {
-        char from[24], to[24];
-        if (len == nx)
-            memcpy(from, x, (size_t)nx + 1);
-        else
-            snprintf(from, sizeof from, "1%.*s", len - 1, zeros);
-        if (len == ny && !unbounded)
-            memcpy(to, y, (size_t)ny + 1);
-        else
-            snprintf(to, sizeof to, "%.*s", len, nines);
-        if (len > nx)
-            dy_buf_append_str(b, " | ");
-        same_length_range(b, from, to, (size_t)len);
-    }
-    if (unbounded)
-        dy_buf_printf(b, " | [1-9] [0-9]{%d,}", nx);
-    dy_buf_append_str(b, " )");
-}
-
-/* |v| of an int64 without overflow. */
-static uint64_t magnitude(int64_t v)
-{
-    return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
-}
-
-/* Integers lo..hi (each end optional): a '-' and magnitudes for the negative ones, then the
- * non-negative ones; "-0" is never written. */
-static void integer_range(dy_buf *b, bool has_lo, int64_t lo, bool has_hi, int64_t hi)
-{
-    bool neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
-    dy_buf_append_str(b, "( ");
-    if (neg) {
-        uint64_t from = has_hi && hi < 0 ? magnitude(hi) : 1;
-        dy_buf_append_str(b, "\"-\" ");
-        digits_range(b, from, has_lo ? magnitude(lo) : 0, !has_lo);
-    }
-    if (neg && pos)
-        dy_buf_append_str(b, " | ");
-    if (pos)
-        digits_range(b, has_lo && lo > 0 ? (uint64_t)lo : 0, has_hi ? (uint64_t)hi : 0, !has_hi);
-    dy_buf_append_str(b, " )");
-}
-
-#define FRAC_ANY "( \".\" [0-9]+ )?"
-#define FRAC_ZERO "( \".\" \"0\"+ )?"
-#define FRAC_NONZERO "\".\" \"0\"* [1-9] [0-9]*"
-
-/* Decimal numbers (an integer part and an optional fraction, no exponent) whose value m lies
- * between the integers a and b (b absent: no upper end), each end inclusive or not: by the
- * integer part, a fraction is free strictly inside, must be non-zero at an exclusive a and
- * zero at an inclusive b. Requires a non-empty interval. */
-static void magnitude_range(dy_buf *b, uint64_t a, bool a_excl, uint64_t hi, bool hi_excl,
-                            bool unbounded)
-{
-    char t[24];
-    dy_buf_append_str(b, "( ");
-    if (!unbounded && a == hi) {
-        snprintf(t, sizeof t, "%llu", (unsigned long long)a);
-        dy_schema_literal(b, t, strlen(t));
-        dy_buf_append_str(b, " " FRAC_ZERO " )");
-        return;
-    }
-    snprintf(t, sizeof t, "%llu", (unsigned long long)a);
-    dy_schema_literal(b, t, strlen(t));
-    dy_buf_append_str(b, a_excl ? " " FRAC_NONZERO : " " FRAC_ANY);
-    if (unbounded || a + 1 < hi) {
-        dy_buf_append_str(b, " | ");
-        digits_range(b, a + 1, unbounded ? 0 : hi - 1, unbounded);
-        dy_buf_append_str(b, " " FRAC_ANY);
-    }
-    if (!unbounded && !hi_excl) {
-        snprintf(t, sizeof t, "%llu", (unsigned long long)hi);
-        dy_buf_append_str(b, " | ");
-        dy_schema_literal(b, t, strlen(t));
-        dy_buf_append_str(b, " " FRAC_ZERO);
-    }
-    dy_buf_append_str(b, " )");
-}
-
-/* Numbers between integer-valued bounds: non-negative values by magnitude_range, negative ones
- * as '-' and the magnitude range mirrored (0 excluded there: it belongs to the other side). */
-static void number_range(dy_buf *b, const bound *lo, const bound *hi)
-{
-    bool pos = !hi->set || hi->i > 0 || (hi->i == 0 && !hi->excl);
-    bool neg = !lo->set || lo->i < 0;
-    dy_buf_append_str(b, "( ");
-    if (pos) {
-        bool from_zero = !lo->set || lo->i < 0;
-        magnitude_range(b, from_zero ? 0 : (uint64_t)lo->i, from_zero ? false : lo->excl,
-                        hi->set ? (uint64_t)hi->i : 0, hi->excl, !hi->set);
-    }
-    if (pos && neg)
-        dy_buf_append_str(b, " | ");
-    if (neg) {
-        bool to_zero = !hi->set || hi->i >= 0;
-        dy_buf_append_str(b, "\"-\" ");
-        magnitude_range(b, to_zero ? 0 : magnitude(hi->i), to_zero ? true : hi->excl,
-                        lo->set ? magnitude(lo->i) : 0, lo->excl, !lo->set);
-    }
-    dy_buf_append_str(b, " )");
-}
-
-/* An integer bound as an inclusive int64: a fractional bound rounds inwards. */
 static bool integer_bound(ctx *c, const bound *bd, bool lower, int64_t *out)
 {
     double d = bd->d;
@@ -789,7 +615,7 @@ static bool compile_integer(ctx *c, const json_t *s, dy_buf *body)
         return false;
     if (lo.set && hi.set && l > h)
         return fail(c, DY_SCHEMA_INVALID, "no integer lies within the bounds");
-    integer_range(body, lo.set, l, hi.set, h);
+    dy_schema_integer_range(body, lo.set, l, hi.set, h);
     return true;
 }
 
@@ -808,7 +634,7 @@ static bool compile_number(ctx *c, const json_t *s, dy_buf *body)
                         "bounds of a 'number' must be integers (or use type 'integer')");
     if (lo.set && hi.set && (lo.i > hi.i || (lo.i == hi.i && (lo.excl || hi.excl))))
         return fail(c, DY_SCHEMA_INVALID, "no number lies within the bounds");
-    number_range(body, &lo, &hi);
+    dy_schema_number_range(body, &lo, &hi);
     return true;
 }
 
@@ -843,474 +669,12 @@ static bool append_format(ctx *c, const char *name, dy_buf *body)
                     "the format '%s' is not supported (date, time, date-time and uuid are)", name);
 }
 
-/* A regular expression's parser: the pattern's characters (UTF-8) to grammar text over the
- * JSON text of the string's characters. */
-typedef struct {
-    ctx *c;
-    const char *s;
-    size_t i, n;
-} regex;
-
-static bool regex_fail(regex *r, size_t at, const char *what)
-{
-    return fail_key(r->c, "pattern", DY_SCHEMA_UNSUPPORTED,
-                    "pattern: %s at offset %zu is not supported", what, at);
-}
-
-/* Decodes one UTF-8 character of the pattern; -1 if the bytes are not UTF-8. */
-static long regex_utf8(regex *r)
-{
-    const unsigned char *p = (const unsigned char *)r->s + r->i;
-    size_t left = r->n - r->i;
-    int len = p[0] < 0x80 ? 1 : (p[0] >> 5) == 6 ? 2 : (p[0] >> 4) == 14 ? 3
-            : (p[0] >> 3) == 30 ? 4 : 0;
-    if (!len || (size_t)len > left)
-        return -1;
-    long cp = len == 1 ? p[0] : p[0] & (0x3f >> (len - 1));
-    for (int k = 1; k < len; k++) {
-        if ((p[k] & 0xc0) != 0x80)
-            return -1;
-        cp = cp << 6 | (p[k] & 0x3f);
-    }
-    r->i += (size_t)len;
-    return cp;
-}
-
-/* One character as its JSON text: raw where JSON allows it, else its short escape. */
-static void json_char(dy_buf *b, long cp)
-{
-    static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
-                                     ['\t'] = 't'};
-    char t[8];
-    int n;
-    if (cp == '"' || cp == '\\')
-        n = snprintf(t, sizeof t, "\\%c", (char)cp);
-    else if (cp < (long)sizeof short_esc && short_esc[cp])
-        n = snprintf(t, sizeof t, "\\%c", short_esc[cp]);
-    else if (cp < 0x20)
-        n = snprintf(t, sizeof t, "\\u%04lx", cp);
-    else if (cp < 0x80)
-        t[0] = (char)cp, n = 1;
-    else if (cp < 0x800)
-        t[0] = (char)(0xc0 | cp >> 6), t[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
-    else if (cp < 0x10000)
-        t[0] = (char)(0xe0 | cp >> 12), t[1] = (char)(0x80 | (cp >> 6 & 0x3f)),
-        t[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
-    else
-        t[0] = (char)(0xf0 | cp >> 18), t[1] = (char)(0x80 | (cp >> 12 & 0x3f)),
-        t[2] = (char)(0x80 | (cp >> 6 & 0x3f)), t[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
-    dy_schema_literal(b, t, (size_t)n);
-}
-
-/* A set of characters from a class: ASCII as a bitmap, others listed. */
-typedef struct {
-    bool ascii[128];
-    long other[32];
-    int n_other;
-    bool negated;
-} charset;
-
-static void set_range(charset *cs, long lo, long hi)
-{
-    for (long c = lo; c <= hi; c++)
-        cs->ascii[c] = true;
-}
-
-/* \d \w \s as ASCII sets (ECMA-262's \d and \w are ASCII; its \s also holds non-ASCII spaces,
- * so \s is a subset here, and refused inside a negated class). */
-static bool class_escape(charset *cs, char e)
-{
-    switch (e) {
-    case 'd': set_range(cs, '0', '9'); return true;
-    case 'w': set_range(cs, '0', '9'); set_range(cs, 'a', 'z'); set_range(cs, 'A', 'Z');
-              cs->ascii['_'] = true; return true;
-    case 's': set_range(cs, '\t', '\r'); cs->ascii[' '] = true; return true;
-    default: return false;
-    }
-}
-
-/* An escape that stands for one character: its code point, or -1 (not such an escape). */
-static long char_escape(regex *r)
-{
-    char e = r->s[r->i];
-    static const char syntax[] = "^$\\.*+?()[]{}|/-";
-    switch (e) {
-    case 'n': r->i++; return '\n';
-    case 'r': r->i++; return '\r';
-    case 't': r->i++; return '\t';
-    case 'f': r->i++; return '\f';
-    case 'v': r->i++; return '\v';
-    case '0':
-        if (r->i + 1 < r->n && r->s[r->i + 1] >= '0' && r->s[r->i + 1] <= '9')
-            return -1;
-        r->i++;
-        return 0;
-    case 'x': case 'u': {
-        int digits = e == 'x' ? 2 : 4;
-        long v = 0;
-        if (r->i + (size_t)digits >= r->n)
-            return -1;
-        for (int k = 1; k <= digits; k++) {
-            char h = r->s[r->i + (size_t)k];
-            int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                  : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
-            if (d < 0)
-                return -1;
-            v = v * 16 + d;
-        }
-        if (v >= 0xd800 && v <= 0xdfff)
-            return -1;
-        r->i += (size_t)digits + 1;
-        return v;
-    }
-    default:
-        if (e && strchr(syntax, e)) {
-            r->i++;
-            return (unsigned char)e;
-        }
-        return -1;
-    }
-}
-
-/* One member of a class (a character, an escape), its code point in *cp or -2 for a class
- * escape already added. */
-static bool class_member(regex *r, charset *cs, long *cp)
-{
-    size_t at = r->i;
-    if (r->s[r->i] != '\\') {
-        *cp = regex_utf8(r);
-        return *cp >= 0 || regex_fail(r, at, "a byte that is not UTF-8");
-    }
-    r->i++;
-    if (r->i >= r->n)
-        return regex_fail(r, at, "a trailing backslash");
-    if (class_escape(cs, r->s[r->i])) {
-        if (cs->negated)
-            return regex_fail(r, at, "\\d, \\w or \\s inside a negated class");
-        r->i++;
-        *cp = -2;
-        return true;
-    }
-    if (r->s[r->i] == 'b') { /* inside a class \b is the backspace */
-        r->i++;
-        *cp = '\b';
-        return true;
-    }
-    *cp = char_escape(r);
-    return *cp >= 0 || regex_fail(r, at, "this escape");
-}
-
-static bool parse_charset(regex *r, charset *cs)
-{
-    size_t start = r->i++;
-    if (r->i < r->n && r->s[r->i] == '^') {
-        cs->negated = true;
-        r->i++;
-    }
-    bool any = false;
-    while (r->i < r->n && r->s[r->i] != ']') {
-        long lo, hi;
-        if (!class_member(r, cs, &lo))
-            return false;
-        hi = lo;
-        if (lo != -2 && r->i + 1 < r->n && r->s[r->i] == '-' && r->s[r->i + 1] != ']') {
-            r->i++;
-            if (!class_member(r, cs, &hi))
-                return false;
-            if (hi == -2 || hi < lo)
-                return regex_fail(r, start, "this class range");
-        }
-        any = true;
-        if (lo == -2)
-            continue;
-        if (hi >= 0x80 && hi != lo)
-            return regex_fail(r, start, "a class range outside ASCII");
-        if (lo >= 0x80) {
-            if (cs->negated)
-                return regex_fail(r, start, "a character outside ASCII in a negated class");
-            if (cs->n_other == (int)(sizeof cs->other / sizeof cs->other[0]))
-                return regex_fail(r, start, "a class with this many characters outside ASCII");
-            cs->other[cs->n_other++] = lo;
-        } else {
-            set_range(cs, lo, hi);
-        }
-    }
-    if (r->i >= r->n)
-        return regex_fail(r, start, "an unclosed [");
-    r->i++;
-    if (!any)
-        return regex_fail(r, start, "an empty class");
-    return true;
-}
-
-/* Appends one byte class of the ASCII characters in `want` that JSON writes raw. */
-static bool raw_ascii_class(dy_buf *b, const bool want[128])
-{
-    dy_buf cls = {0};
-    for (int c = 0x20; c < 0x80; c++) {
-        bool in = want[c] && c != '"' && c != '\\';
-        if (!in)
-            continue;
-        int hi = c;
-        while (hi + 1 < 0x80 && want[hi + 1] && hi + 1 != '"' && hi + 1 != '\\')
-            hi++;
-        class_range(&cls, (unsigned)c, (unsigned)hi);
-        c = hi;
-    }
-    bool any = cls.len > 0;
-    if (any) {
-        dy_buf_append_str(b, "[");
-        dy_buf_append(b, cls.data, cls.len);
-        dy_buf_append_str(b, "]");
-    }
-    dy_buf_free(&cls);
-    return any;
-}
-
-/* A class as alternatives over JSON text. Negated: any character JSON writes raw except the
- * listed ones (the grammar's negated class matches whole UTF-8 characters), and the short
- * escapes of those not listed. */
-static void emit_charset(dy_buf *b, const charset *cs)
-{
-    bool first = true;
-    dy_buf_append_str(b, "( ");
-    if (cs->negated) {
-        dy_buf_append_str(b, "[^\\x22\\x5c\\x00-\\x1f");
-        for (int c = 0x20; c < 0x80; c++)
-            if (cs->ascii[c] && c != '"' && c != '\\')
-                class_byte(b, (unsigned)c);
-        dy_buf_append_str(b, "]");
-        first = false;
-        static const char escaped[] = "\"\\\b\f\n\r\t";
-        for (const char *e = escaped; *e; e++)
-            if (!cs->ascii[(int)*e]) {
-                dy_buf_append_str(b, " | ");
-                json_char(b, *e);
-            }
-    } else {
-        first = !raw_ascii_class(b, cs->ascii);
-        for (int c = 0; c < 0x80; c++)
-            if (cs->ascii[c] && (c < 0x20 || c == '"' || c == '\\')) {
-                dy_buf_append_str(b, first ? "" : " | ");
-                json_char(b, c);
-                first = false;
-            }
-        for (int k = 0; k < cs->n_other; k++) {
-            dy_buf_append_str(b, first ? "" : " | ");
-            json_char(b, cs->other[k]);
-            first = false;
-        }
-    }
-    dy_buf_append_str(b, " )");
-}
-
-static bool regex_alternatives(regex *r, dy_buf *b, int depth, bool top);
-
-/* One atom into b (empty text: it matches only the empty string). */
-static bool regex_atom(regex *r, dy_buf *b, int depth)
-{
-    size_t at = r->i;
-    char ch = r->s[r->i];
-    if (ch == '(') {
-        r->i++;
-        if (r->i < r->n && r->s[r->i] == '?') {
-            if (r->i + 1 < r->n && r->s[r->i + 1] == ':')
-                r->i += 2;
-            else if (r->i + 2 < r->n && r->s[r->i + 1] == '<' && r->s[r->i + 2] != '=' &&
-                     r->s[r->i + 2] != '!') {
-                while (r->i < r->n && r->s[r->i] != '>')
-                    r->i++;
-                if (r->i++ >= r->n)
-                    return regex_fail(r, at, "an unclosed group name");
-            } else {
-                return regex_fail(r, at, "a lookaround");
-            }
-        }
-        if (depth > 64)
-            return regex_fail(r, at, "groups nested this deep");
-        if (!regex_alternatives(r, b, depth + 1, false))
-            return false;
-        if (r->i >= r->n || r->s[r->i] != ')')
-            return regex_fail(r, at, "an unclosed (");
-        r->i++;
-        return true;
-    }
-    if (ch == '[') {
-        charset cs = {0};
-        if (!parse_charset(r, &cs))
-            return false;
-        emit_charset(b, &cs);
-        return true;
-    }
-    if (ch == '.') {
-        r->i++;
-        r->c->used_dot = true;
-        dy_buf_printf(b, "%s-dot", r->c->prefix);
-        return true;
-    }
-    if (ch == '\\') {
-        r->i++;
-        if (r->i >= r->n)
-            return regex_fail(r, at, "a trailing backslash");
-        charset cs = {0};
-        if (class_escape(&cs, r->s[r->i])) {
-            r->i++;
-            emit_charset(b, &cs);
-            return true;
-        }
-        long cp = char_escape(r);
-        if (cp < 0)
-            return regex_fail(r, at, "this escape");
-        json_char(b, cp);
-        return true;
-    }
-    if (ch == '*' || ch == '+' || ch == '?' || ch == ')' || ch == ']' || ch == '{' || ch == '}')
-        return regex_fail(r, at, "this character unescaped");
-    if (ch == '^' || ch == '$')
-        return regex_fail(r, at, "an anchor inside the pattern (only at its ends)");
-    long cp = regex_utf8(r);
-    if (cp < 0)
-        return regex_fail(r, at, "a byte that is not UTF-8");
-    json_char(b, cp);
-    return true;
-}
-
-/* Reads a quantifier if one is next: *min, *max, *unbounded; false with *none if none. */
-static bool regex_quantifier(regex *r, uint64_t *min, uint64_t *max, bool *unbounded, bool *none)
-{
-    size_t at = r->i;
-    *none = false, *unbounded = false;
-    char ch = r->i < r->n ? r->s[r->i] : 0;
-    if (ch == '*' || ch == '+' || ch == '?') {
-        r->i++;
-        *min = ch == '+';
-        *max = 1;
-        *unbounded = ch != '?';
-    } else if (ch == '{') {
-        unsigned long m = 0, n = 0;
-        int used = 0;
-        char close = 0;
-        if (sscanf(r->s + r->i, "{%lu%n", &m, &used) < 1 || used < 2)
-            return regex_fail(r, at, "a '{' that is not a quantifier");
-        r->i += (size_t)used;
-        n = m;
-        if (r->i < r->n && r->s[r->i] == ',') {
-            r->i++;
-            if (r->i < r->n && r->s[r->i] == '}')
-                *unbounded = true;
-            else if (sscanf(r->s + r->i, "%lu%n", &n, &used) < 1)
-                return regex_fail(r, at, "this quantifier");
-            else
-                r->i += (size_t)used;
-        }
-        close = r->i < r->n ? r->s[r->i] : 0;
-        if (close != '}' || (!*unbounded && n < m) || m > 10000 || n > 10000)
-            return regex_fail(r, at, "this quantifier");
-        r->i++;
-        *min = m, *max = n;
-    } else {
-        *none = true;
-        return true;
-    }
-    if (r->i < r->n && r->s[r->i] == '?') /* lazy: the same set of whole matches */
-        r->i++;
-    return true;
-}
-
-/* A sequence of quantified atoms up to '|', ')' or the end. */
-static bool regex_sequence(regex *r, dy_buf *b, int depth, bool top)
-{
-    bool first = true;
-    while (r->i < r->n && r->s[r->i] != '|' && r->s[r->i] != ')') {
-        if (top && r->s[r->i] == '$' &&
-            (r->i + 1 == r->n || r->s[r->i + 1] == '|'))
-            break;
-        dy_buf atom = {0};
-        uint64_t min = 1, max = 1;
-        bool unbounded = false, none = true;
-        bool ok = regex_atom(r, &atom, depth) &&
-                  regex_quantifier(r, &min, &max, &unbounded, &none);
-        if (ok && atom.len && (unbounded || max > 0)) {
-            dy_buf_append_str(b, first ? "" : " ");
-            first = false;
-            if (none) {
-                dy_buf_append(b, atom.data, atom.len);
-            } else {
-                dy_buf_append_str(b, "( ");
-                dy_buf_append(b, atom.data, atom.len);
-                dy_buf_append_str(b, " )");
-                quantifier(b, min, max, unbounded);
-            }
-        }
-        dy_buf_free(&atom);
-        if (!ok)
-            return false;
-    }
-    return true;
-}
-
-/* Alternatives; at the top each may start with '^' and end with '$', and an unanchored end
- * lets any characters come before or after (patterns are not anchored). An alternative that
- * matches only the empty string makes the group optional. */
-static bool regex_alternatives(regex *r, dy_buf *b, int depth, bool top)
-{
-    dy_buf alts = {0};
-    bool empty = false, ok = true;
-    int n = 0;
-    for (;;) {
-        bool start = false;
-        if (top && r->i < r->n && r->s[r->i] == '^')
-            start = true, r->i++;
-        dy_buf seq = {0};
-        ok = regex_sequence(r, &seq, depth, top);
-        bool end = false;
-        if (ok && top && r->i < r->n && r->s[r->i] == '$')
-            end = true, r->i++;
-        if (ok && top) {
-            dy_buf wrapped = {0};
-            if (!start)
-                dy_buf_printf(&wrapped, "%s-char*", r->c->prefix);
-            if (seq.len)
-                dy_buf_printf(&wrapped, "%s%.*s", wrapped.len ? " " : "", (int)seq.len,
-                              (const char *)seq.data);
-            if (!end)
-                dy_buf_printf(&wrapped, "%s%s-char*", wrapped.len ? " " : "", r->c->prefix);
-            dy_buf_free(&seq);
-            seq = wrapped;
-        }
-        if (ok && seq.len) {
-            dy_buf_append_str(&alts, n++ ? " | " : "");
-            dy_buf_append(&alts, seq.data, seq.len);
-        } else if (ok) {
-            empty = true;
-        }
-        dy_buf_free(&seq);
-        if (!ok || r->i >= r->n || r->s[r->i] != '|')
-            break;
-        r->i++;
-    }
-    if (ok && top && r->i < r->n)
-        ok = regex_fail(r, r->i, "an unmatched )");
-    if (ok && n) {
-        dy_buf_append_str(b, "( ");
-        dy_buf_append(b, alts.data, alts.len);
-        dy_buf_append_str(b, empty ? " )?" : " )");
-    }
-    dy_buf_free(&alts);
-    return ok;
-}
-
 static bool compile_pattern(ctx *c, const char *pattern, size_t n, dy_buf *body)
 {
-    regex r = {c, pattern, 0, n};
-    dy_buf inner = {0};
-    bool ok = regex_alternatives(&r, &inner, 0, true);
-    dy_buf_append_str(body, "\"\\\"\" ");
-    if (inner.len)
-        dy_buf_append(body, inner.data, inner.len);
-    dy_buf_append_str(body, inner.len ? " \"\\\"\"" : "\"\\\"\"");
-    dy_buf_free(&inner);
-    return ok;
+    dy_schema_regex rx = {.prefix = c->prefix};
+    bool ok = dy_schema_pattern(&rx, pattern, n, body);
+    c->used_dot |= rx.used_dot;
+    return ok || fail_key(c, "pattern", DY_SCHEMA_UNSUPPORTED, "%s", rx.why);
 }
 
 static bool compile_string(ctx *c, const json_t *s, dy_buf *body)
@@ -1354,7 +718,7 @@ static bool compile_string(ctx *c, const json_t *s, dy_buf *body)
         return true;
     }
     dy_buf_printf(body, "\"\\\"\" %s-char", c->prefix);
-    quantifier(body, min, max, !has_max);
+    dy_schema_quantifier(body, min, max, !has_max);
     dy_buf_append_str(body, " \"\\\"\"");
     return true;
 }
@@ -1560,7 +924,7 @@ static bool compile_array(ctx *c, const json_t *s, dy_buf *body)
     uint64_t rmin = min ? min - 1 : 0, rmax = max - 1;
     if (!has_max || rmax > 0) {
         dy_buf_printf(body, " ( \",\" %s-ws %s )", p, item);
-        quantifier(body, rmin, rmax, !has_max);
+        dy_schema_quantifier(body, rmin, rmax, !has_max);
     }
     dy_buf_printf(body, " %s-ws%s \"]\"", p, min == 0 ? " )?" : "");
     return true;
