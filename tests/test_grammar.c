@@ -204,7 +204,14 @@ static bool bit(const uint32_t *bits, int i)
     return bits[i >> 5] >> (i & 31) & 1u;
 }
 
-/* The mask by hand: a token is allowed iff its whole text advances the state. */
+/* What a worker does with a sampled token: its text, or the token itself if it has none. */
+static dy_grammar_status advance_token(dy_gmatch *m, dy_gstate *s, int i)
+{
+    return VOCAB[i][0] ? dy_gstate_advance(m, s, VOCAB[i], strlen(VOCAB[i]))
+                       : dy_gstate_advance_token(m, s, i);
+}
+
+/* The mask by hand: a token is allowed iff it advances the state. */
 static void check_mask(dy_gmatch *m, const dy_gstate *s)
 {
     const uint32_t *bits = dy_gstate_mask(m, s);
@@ -214,8 +221,7 @@ static void check_mask(dy_gmatch *m, const dy_gstate *s)
     for (int i = 0; i < NV; i++) {
         dy_gstate t;
         assert_true(dy_gstate_copy(&t, s));
-        bool ok = VOCAB[i][0] && dy_gstate_advance(m, &t, VOCAB[i], strlen(VOCAB[i])) ==
-                                     DY_GRAMMAR_OK;
+        bool ok = advance_token(m, &t, i) == DY_GRAMMAR_OK;
         dy_gstate_free(&t);
         if (ok != bit(copy, i))
             fail_msg("token %d \"%s\": mask says %d, by hand %d", i, VOCAB[i], bit(copy, i), ok);
@@ -226,6 +232,9 @@ static void check_mask(dy_gmatch *m, const dy_gstate *s)
 static const char *const COUNTED =
     "root ::= \"{\" \"\\\"k\\\":\" \" \"? \"\\\"\" [^\"\\\\]{0,6} \"\\\"\" ( \",\" num )? \"}\"\n"
     "num  ::= [0-9]{1,3}\n";
+
+/* Token 0 (no text) named by the grammar, as a template's control token is. */
+static const char *const WITH_TOKEN = "root ::= <[0]> \" \"? \"[\" ( <[0]> \"a\" | \"1\" )* \"]\"\n";
 
 /* A cycle of tail references that reads nothing (a repetition of what can be empty). */
 static const char *const EMPTY_LOOP = "root ::= \"[\" ( \"a\"? | \"1\" | ( \"b\" \"\\\"\"? )? )* \"]\"\n";
@@ -253,8 +262,7 @@ static void random_walks(const char *grammar, unsigned max_masks)
             }
             assert_true(n > 0); /* JSON can always go on until it is whole */
             int pick = allowed[tu_rng_u64(&rng) % (uint64_t)n];
-            assert_int_equal(dy_gstate_advance(m, &s, VOCAB[pick], strlen(VOCAB[pick])),
-                             DY_GRAMMAR_OK);
+            assert_int_equal(advance_token(m, &s, pick), DY_GRAMMAR_OK);
         }
         dy_gstate_free(&s);
     }
@@ -274,6 +282,7 @@ static void test_masks_match_trying_every_token(void **st)
     random_walks(JSON, 0);
     random_walks(COUNTED, 0);
     random_walks(EMPTY_LOOP, 0);
+    random_walks(WITH_TOKEN, 0);
 }
 
 static void test_masks_survive_eviction(void **st)
@@ -309,6 +318,31 @@ static void test_mask_of_a_literal_and_the_end(void **st)
     dy_gmatch_free(m);
     dy_vocab_trie_free(t);
     dy_grammar_free(g);
+}
+
+static void test_a_token_without_text(void **st)
+{
+    (void)st;
+    dy_grammar *g = compile("root ::= <[0]> \"[\" [0-9] \"]\"");
+    dy_vocab_trie *t = vocab_trie();
+    dy_gmatch *m = dy_gmatch_new(g, t, (dy_gmatch_limits){0});
+    dy_gstate s;
+    assert_int_equal(dy_gstate_start(m, &s), DY_GRAMMAR_OK);
+    const uint32_t *bits = dy_gstate_mask(m, &s);
+    for (int i = 0; i < NV; i++)
+        assert_int_equal(bit(bits, i), i == 0); /* only the token itself */
+    assert_int_equal(dy_gstate_advance(m, &s, "[", 1), DY_GRAMMAR_REJECT);
+    assert_int_equal(dy_gstate_advance_token(m, &s, 5), DY_GRAMMAR_REJECT);
+    assert_int_equal(dy_gstate_advance_token(m, &s, 0), DY_GRAMMAR_OK);
+    assert_int_equal(dy_gstate_advance(m, &s, "[1]", 3), DY_GRAMMAR_OK);
+    assert_true(s.accept);
+    dy_gstate_free(&s);
+    dy_gmatch_free(m);
+    dy_vocab_trie_free(t);
+    assert_false(accepts(g, "[1]")); /* bytes alone never stand for the token */
+    dy_grammar_free(g);
+    expect_error("root ::= <[12", "expected <[token id]>");
+    expect_error("root ::= <[99999999999]>", "below 2^30");
 }
 
 static void test_forks_are_independent(void **st)
@@ -366,6 +400,7 @@ int main(void)
         cmocka_unit_test(test_masks_match_trying_every_token),
         cmocka_unit_test(test_masks_survive_eviction),
         cmocka_unit_test(test_mask_of_a_literal_and_the_end),
+        cmocka_unit_test(test_a_token_without_text),
         cmocka_unit_test(test_forks_are_independent),
         cmocka_unit_test(test_node_limit),
     };

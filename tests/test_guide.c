@@ -88,7 +88,7 @@ static void test_masks_follow_the_text(void **st)
         if (isfinite(f->logits[i]))
             assert_memory_equal(piece, "Once", (size_t)k);
     }
-    assert_true(dy_guide_advance(&g, "Once", 4, err, sizeof err));
+    assert_true(dy_guide_advance(&g, -1, "Once", 4, err, sizeof err));
     assert_true(dy_guide_complete(&g));
     flat_logits(f);
     assert_true(dy_guide_mask(&f->gs, &g, f->logits, true, err, sizeof err));
@@ -99,7 +99,7 @@ static void test_masks_follow_the_text(void **st)
     assert_true(dy_guide_mask(&f->gs, &g, f->logits, false, err, sizeof err));
     allowed(f, &end);
     assert_false(end); /* ignore_eos: the end is never allowed */
-    assert_false(dy_guide_advance(&g, " down", 5, err, sizeof err));
+    assert_false(dy_guide_advance(&g, -1, " down", 5, err, sizeof err));
     assert_non_null(strstr(err, "refuses"));
     dy_guide_end(&f->gs, &g);
 }
@@ -110,7 +110,7 @@ static void test_a_dead_end_is_an_error(void **st)
     dy_guide g;
     start(f, &g, "root ::= \"Once\"");
     char err[256];
-    assert_true(dy_guide_advance(&g, "Once", 4, err, sizeof err));
+    assert_true(dy_guide_advance(&g, -1, "Once", 4, err, sizeof err));
     flat_logits(f);
     /* complete, nothing may follow, and the request ignores the end token */
     assert_false(dy_guide_mask(&f->gs, &g, f->logits, false, err, sizeof err));
@@ -127,7 +127,7 @@ static void test_one_compile_per_text(void **st)
     start(f, &b, "root ::= [a-z]+");
     assert_int_equal(f->gs.compiled, before + 1); /* the second sequence shares it */
     char err[256];
-    assert_true(dy_guide_advance(&a, "once", 4, err, sizeof err));
+    assert_true(dy_guide_advance(&a, -1, "once", 4, err, sizeof err));
     assert_false(dy_guide_complete(&b)); /* each its own state */
     assert_true(dy_guide_complete(&a));
     dy_guide_end(&f->gs, &a);

@@ -175,7 +175,8 @@ static const char *SCHEMA_WEATHER =
 static const char *SCHEMA_NONE = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}";
 
 /* The grammar of family f forcing tool `forced` (-1: any) of the two. */
-static dy_grammar *forced_grammar(dy_chat_family f, int forced, bool parallel)
+static dy_grammar *forced_grammar_with(dy_chat_family f, int forced, bool parallel,
+                                      int32_t call_token)
 {
     const char *schemas[] = {SCHEMA_WEATHER, SCHEMA_NONE};
     char *rules[2];
@@ -190,7 +191,7 @@ static dy_grammar *forced_grammar(dy_chat_family f, int forced, bool parallel)
         rules[i] = (char *)dy_buf_cstr(&b);
     }
     dy_buf g = {0};
-    dy_toolcall_grammar(f, NAMES, (const char *const *)rules, 2, forced, parallel, &g);
+    dy_toolcall_grammar(f, NAMES, (const char *const *)rules, 2, forced, parallel, call_token, &g);
     free(rules[0]);
     free(rules[1]);
     char err[256] = "";
@@ -202,6 +203,11 @@ static dy_grammar *forced_grammar(dy_chat_family f, int forced, bool parallel)
     assert_non_null(gr);
     dy_buf_free(&g);
     return gr;
+}
+
+static dy_grammar *forced_grammar(dy_chat_family f, int forced, bool parallel)
+{
+    return forced_grammar_with(f, forced, parallel, -1);
 }
 
 static bool accepts(const dy_grammar *g, const char *s)
@@ -256,6 +262,19 @@ static void test_grammar_llama_and_mistral(void **st)
                                            "\"get_weather\", \"arguments\": {\"city\": \"B\", \"days\": 2}}]", 2);
     accepted_parses(DY_CHAT_MISTRAL_V3, g, "[{\"name\": \"now\", \"arguments\": {}}]", 1);
     assert_false(accepts(g, "[]"));
+    dy_grammar_free(g);
+    /* a vocabulary with [TOOL_CALLS] (id 7 here): the answer starts with that token */
+    g = forced_grammar_with(DY_CHAT_MISTRAL_V3, 1, false, 7);
+    const char *call = "[{\"name\": \"now\", \"arguments\": {}}]";
+    assert_false(accepts(g, call)); /* the text alone is not enough */
+    dy_gmatch *m = dy_gmatch_new(g, NULL, (dy_gmatch_limits){0});
+    dy_gstate s;
+    assert_int_equal(dy_gstate_start(m, &s), DY_GRAMMAR_OK);
+    assert_int_equal(dy_gstate_advance_token(m, &s, 7), DY_GRAMMAR_OK);
+    assert_int_equal(dy_gstate_advance(m, &s, call, strlen(call)), DY_GRAMMAR_OK);
+    assert_true(s.accept);
+    dy_gstate_free(&s);
+    dy_gmatch_free(m);
     dy_grammar_free(g);
 }
 

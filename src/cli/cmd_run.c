@@ -266,7 +266,7 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
             break;
         char piece[256];
         size_t n = token_text(s, prev, next, piece);
-        if (guided && !dy_guide_advance(&s->guide, piece, n, err, errlen))
+        if (guided && !dy_guide_advance(&s->guide, next, piece, n, err, errlen))
             return -1;
         emit_piece(s, piece, n);
         if (s->stop.stopped || generated == o->max_tokens || pos == ctx ||

@@ -13,6 +13,7 @@
  * The notation (docs/structured-outputs.md has it in full) is GBNF's:
  *   name ::= alternatives        one rule per definition; the start rule is `root`
  *   "literal"  [a-z0-9_]  [^"\\]  .  name  ( group )  x*  x+  x?  x{m}  x{m,}  x{m,n}  a | b
+ *   <[N]>      token N itself: for a token that writes no text (a control token)
  * Literals and classes hold bytes; escapes \n \r \t \\ \" \] \- \xHH \uHHHH (written as UTF-8).
  * A class holds ASCII or \xHH bytes; a negated class and `.` match one whole UTF-8 character
  * (never a byte of one alone), so a grammar built from them only admits valid UTF-8.
@@ -79,14 +80,17 @@ bool dy_gstate_copy(dy_gstate *dst, const dy_gstate *src);
 void dy_gstate_free(dy_gstate *s);
 /* Follows the bytes; on anything but OK the state is unchanged. */
 dy_grammar_status dy_gstate_advance(dy_gmatch *m, dy_gstate *s, const char *bytes, size_t n);
+/* Follows a token that writes no text, which only a <[N]> element admits. */
+dy_grammar_status dy_gstate_advance_token(dy_gmatch *m, dy_gstate *s, int32_t token);
 /* Whether some byte may follow (false: only the end may come). */
 static inline bool dy_gstate_can_continue(const dy_gstate *s)
 {
     return s->n > 0;
 }
-/* The tokens whose whole text the grammar allows next, as a bitset of n_vocab bits (bit i of
- * word i / 32); owned by the matcher and valid until its next call. NULL if the matcher has no
- * trie or memory is short. End-of-generation is the caller's: allowed iff s->accept. */
+/* The tokens whose whole text the grammar allows next, and those its <[N]> elements name, as
+ * a bitset of n_vocab bits (bit i of word i / 32); owned by the matcher and valid until its
+ * next call. NULL if the matcher has no trie or memory is short. End-of-generation is the
+ * caller's: allowed iff s->accept. */
 const uint32_t *dy_gstate_mask(dy_gmatch *m, const dy_gstate *s);
 
 #endif

@@ -456,6 +456,26 @@ static bool parse_class(parser *p, seq *q)
 
 static bool parse_alternatives(parser *p, uint32_t r, int depth);
 
+/* <[N]>: token N itself, for tokens that write no text (a template's control tokens). */
+static bool parse_token(parser *p, seq *q)
+{
+    size_t at = p->i;
+    if (p->i + 2 > p->n || p->s[p->i + 1] != '[')
+        return fail_at(p, at, "expected <[token id]>");
+    p->i += 2;
+    unsigned long id = 0;
+    size_t digits = 0;
+    while (peek(p) >= '0' && peek(p) <= '9' && id < (1ul << 30)) {
+        id = id * 10 + (unsigned long)(p->s[p->i++] - '0');
+        digits++;
+    }
+    if (!digits || id >= (1ul << 30) || peek(p) != ']' || p->i + 1 >= p->n ||
+        p->s[p->i + 1] != '>')
+        return fail_at(p, at, "expected <[token id]> with an id below 2^30");
+    p->i += 2;
+    return seq_push(p, q, (elem){E_TOKEN, (uint32_t)id});
+}
+
 static bool parse_group(parser *p, seq *q, int depth)
 {
     size_t start = p->i++;
@@ -566,6 +586,8 @@ static bool parse_item(parser *p, seq *q, int depth)
         ok = parse_class(p, &x);
     } else if (c == '(') {
         ok = parse_group(p, &x, depth);
+    } else if (c == '<') {
+        ok = parse_token(p, &x);
     } else if (c == '.') {
         p->i++;
         byteset all = {{0}};

@@ -9,11 +9,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum { E_END = 0, E_SET, E_RULE };
+enum { E_END = 0, E_SET, E_RULE, E_TOKEN };
 
 typedef struct {
     uint32_t kind : 2;
-    uint32_t arg : 30; /* E_SET: index into sets; E_RULE: rule id */
+    uint32_t arg : 30; /* E_SET: index into sets; E_RULE: rule id; E_TOKEN: a token id (a
+                        * token without text, such as Mistral's [TOOL_CALLS], matched whole) */
 } elem;
 
 typedef struct {

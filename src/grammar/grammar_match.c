@@ -153,7 +153,7 @@ static void closure(dy_gmatch *m, uint32_t pos, uint32_t parent)
         pos = m->nodes[parent].pos;
         parent = m->nodes[parent].parent;
     }
-    if (g->el[pos].kind == E_SET) {
+    if (g->el[pos].kind == E_SET || g->el[pos].kind == E_TOKEN) {
         uint32_t id = intern(m, pos, parent);
         if (id != NIL)
             push_top(m, id);
@@ -209,7 +209,8 @@ static void advance_byte(dy_gmatch *m, size_t lo, size_t hi, uint8_t c)
     m->epoch++;
     for (size_t k = lo; k < hi && !m->full; k++) {
         const gnode *top = &m->nodes[m->scratch[k]];
-        if (set_has(&m->g->sets[m->g->el[top->pos].arg], c))
+        elem e = m->g->el[top->pos];
+        if (e.kind == E_SET && set_has(&m->g->sets[e.arg], c))
             closure(m, top->pos + 1, top->parent);
     }
     normalize(m, out);
@@ -283,6 +284,25 @@ dy_grammar_status dy_gstate_advance(dy_gmatch *m, dy_gstate *s, const char *byte
     return state_store(s, m->scratch + lo, hi - lo, accept) ? DY_GRAMMAR_OK : DY_GRAMMAR_LIMIT;
 }
 
+dy_grammar_status dy_gstate_advance_token(dy_gmatch *m, dy_gstate *s, int32_t token)
+{
+    m->n_scratch = 0;
+    m->full = m->accept = false;
+    m->epoch++;
+    for (uint32_t k = 0; k < s->n && !m->full; k++) {
+        const gnode *top = &m->nodes[s->tops[k]];
+        elem e = m->g->el[top->pos];
+        if (e.kind == E_TOKEN && token >= 0 && e.arg == (uint32_t)token)
+            closure(m, top->pos + 1, top->parent);
+    }
+    normalize(m, 0);
+    if (m->full)
+        return DY_GRAMMAR_LIMIT;
+    if (m->n_scratch == 0 && !m->accept)
+        return DY_GRAMMAR_REJECT;
+    return state_store(s, m->scratch, m->n_scratch, m->accept) ? DY_GRAMMAR_OK : DY_GRAMMAR_LIMIT;
+}
+
 bool dy_grammar_accepts(const dy_grammar *g, const char *s, size_t n)
 {
     dy_gmatch *m = dy_gmatch_new(g, NULL, (dy_gmatch_limits){0});
@@ -346,7 +366,10 @@ static bool same_segment(const dy_gmatch *m, size_t lo, size_t hi, size_t lo2, s
 static bool uniform(const dy_gmatch *m, size_t lo, size_t hi, const byteset *cls)
 {
     for (size_t k = lo; k < hi; k++) {
-        const byteset *s = &m->g->sets[m->g->el[m->nodes[m->scratch[k]].pos].arg];
+        elem e = m->g->el[m->nodes[m->scratch[k]].pos];
+        if (e.kind != E_SET) /* a token top reads no byte */
+            continue;
+        const byteset *s = &m->g->sets[e.arg];
         bool some = false, all = true;
         for (int w = 0; w < 8; w++) {
             uint32_t x = s->w[w] & cls->w[w];
@@ -368,9 +391,11 @@ static void find_class(const dy_gmatch *m, chain *ch)
     uint64_t sig[256];
     for (unsigned b = 0; b < 256; b++) {
         sig[b] = 0;
-        for (size_t k = 0; k < ch->n; k++)
-            if (set_has(&m->g->sets[m->g->el[m->nodes[m->scratch[k]].pos].arg], (uint8_t)b))
+        for (size_t k = 0; k < ch->n; k++) {
+            elem e = m->g->el[m->nodes[m->scratch[k]].pos];
+            if (e.kind == E_SET && set_has(&m->g->sets[e.arg], (uint8_t)b))
                 sig[b] |= 1ull << k;
+        }
     }
     uint64_t best = 0;
     int best_count = 0;
@@ -505,6 +530,16 @@ static mask_entry *mask_slot(dy_gmatch *m)
     return old;
 }
 
+/* The tokens the state's token elements stand for (they have no text, so no walk finds them). */
+static void allow_token_tops(const dy_gmatch *m, const dy_gstate *s, uint32_t *bits)
+{
+    for (uint32_t k = 0; k < s->n; k++) {
+        elem e = m->g->el[m->nodes[s->tops[k]].pos];
+        if (e.kind == E_TOKEN && e.arg < (uint32_t)m->t->n_vocab)
+            bits[e.arg >> 5] |= 1u << (e.arg & 31);
+    }
+}
+
 static bool compute_mask(dy_gmatch *m, const dy_gstate *s, mask_entry *e)
 {
     if (!e->bits && !(e->bits = malloc(sizeof *e->bits * m->words)))
@@ -519,6 +554,7 @@ static bool compute_mask(dy_gmatch *m, const dy_gstate *s, mask_entry *e)
         find_chain(m, &ch);
     if (!m->full && ch.n > 0)
         walk(m, &ch, &m->t->nodes[0], 0, 0, ch.n, e->bits);
+    allow_token_tops(m, s, e->bits);
     if (m->full)
         return false;
     uint32_t *tops = realloc(e->tops, sizeof *tops * (s->n ? s->n : 1));

@@ -105,6 +105,15 @@ static bool parses_tools(const gen *g)
     return g->req.kind == DY_API_CHAT && g->req.tool_choice != DY_TOOLS_NONE;
 }
 
+/* The id of a control token written as `text` (one token that writes no text), or -1. */
+static int32_t control_token(const dy_tokenizer *t, const char *text)
+{
+    int32_t ids[2];
+    int n = dy_tokenize(t, text, strlen(text), false, true, ids, 2);
+    char piece[8];
+    return n == 1 && dy_token_to_piece(t, -1, ids[0], piece, sizeof piece) == 0 ? ids[0] : -1;
+}
+
 /* tool_choice "required" or a named function: the answer's grammar is the family's envelope
  * around calls (toolcall.h), sent like response_format's. A named function is called once
  * (as OpenAI does); "required" with parallel_tool_calls may call one or more. -1 with err
@@ -125,7 +134,8 @@ static int setup_tools(gen *g, dy_api_error *err)
     dy_buf gr = {0};
     dy_toolcall_grammar(g->env.chat, g->tool_names, (const char *const *)r->tool_rules, r->n_tools,
                         r->tool_choice == DY_TOOLS_FUNCTION ? r->tool_forced : -1,
-                        r->parallel_tool_calls && r->tool_choice == DY_TOOLS_REQUIRED, &gr);
+                        r->parallel_tool_calls && r->tool_choice == DY_TOOLS_REQUIRED,
+                        control_token(g->env.tok, "[TOOL_CALLS]"), &gr);
     if (!dy_buf_cstr(&gr)) {
         dy_buf_free(&gr);
         dy_api_error_internal(err, "out of memory");

@@ -74,7 +74,7 @@ static void envelope(dy_buf *out, const char *open, const char *close, const cha
 }
 
 void dy_toolcall_grammar(dy_chat_family f, const char *const *names, const char *const *rules,
-                         int n, int forced, bool parallel, dy_buf *out)
+                         int n, int forced, bool parallel, int32_t call_token, dy_buf *out)
 {
     syntax sx = syntax_of(f);
     dy_buf_append_str(out, "call ::= ");
@@ -96,9 +96,12 @@ void dy_toolcall_grammar(dy_chat_family f, const char *const *names, const char 
     if (sx == SYNTAX_LLAMA) {
         dy_buf_append_str(out, "root ::= call\n");
     } else if (sx == SYNTAX_MISTRAL) {
-        /* [TOOL_CALLS] is a control token, which no grammar admits: the array alone, with
-         * the space the template writes before it (v3, v7) allowed. */
-        dy_buf_append_str(out, "root ::= \" \"? ");
+        /* [TOOL_CALLS] is a control token: named by its id where the vocabulary has it, then
+         * the array, with the space the template writes before it (v3, v7) allowed. */
+        dy_buf_append_str(out, "root ::= ");
+        if (call_token >= 0)
+            dy_buf_printf(out, "<[%d]> ", (int)call_token);
+        dy_buf_append_str(out, "\" \"? ");
         dy_buf_append_str(out, "mistral-calls\nmistral-calls ::= ");
         literal(out, "[");
         dy_buf_append_str(out, " call ");

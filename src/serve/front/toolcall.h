@@ -38,10 +38,12 @@ typedef struct {
 /* Appends the grammar of a forced answer: the family's envelope around one call (or, with
  * `parallel`, one or more; Llama 3.1's template takes one only) of tool `forced`, or of any of
  * the n tools when forced is -1. rules[i] are tool i's argument rules, named "tool<i>"
- * (schema.h's dy_schema_rules with that prefix); names[i] its name. Fails only when memory
- * does (out->oom). */
+ * (schema.h's dy_schema_rules with that prefix); names[i] its name. call_token: Mistral's
+ * [TOOL_CALLS] control token in the model's vocabulary, which the answer then starts with, or
+ * -1 (a vocabulary without it: the answer starts at the array). Fails only when memory does
+ * (out->oom). */
 void dy_toolcall_grammar(dy_chat_family f, const char *const *names, const char *const *rules,
-                         int n, int forced, bool parallel, dy_buf *out);
+                         int n, int forced, bool parallel, int32_t call_token, dy_buf *out);
 
 /* The calls in text[0..len) (a finished answer) to functions among names[0..n_names). Returns
  * the number of calls (0: the answer is all content, *out empty) or -1 if memory ran out. */

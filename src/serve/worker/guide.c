@@ -203,9 +203,11 @@ bool dy_guide_mask(dy_guides *gs, dy_guide *g, float *logits, bool allow_end, ch
     return true;
 }
 
-bool dy_guide_advance(dy_guide *g, const char *piece, size_t n, char *err, size_t errlen)
+bool dy_guide_advance(dy_guide *g, int32_t token, const char *piece, size_t n, char *err,
+                      size_t errlen)
 {
-    dy_grammar_status r = dy_gstate_advance(g->e->m, &g->st, piece, n);
+    dy_grammar_status r = n ? dy_gstate_advance(g->e->m, &g->st, piece, n)
+                            : dy_gstate_advance_token(g->e->m, &g->st, token);
     if (r == DY_GRAMMAR_OK)
         return true;
     snprintf(err, errlen, r == DY_GRAMMAR_REJECT ? "the grammar refuses the sampled token's text"

@@ -54,10 +54,12 @@ void dy_guide_end(dy_guides *gs, dy_guide *g);
  * message when no token is left (or the matcher ran out of room): the answer cannot go on. */
 bool dy_guide_mask(dy_guides *gs, dy_guide *g, float *logits, bool allow_end, char *err,
                    size_t errlen);
-/* Follows the text a sampled token appended. false and a message if the grammar refuses it
- * (a token's text can differ from the one its mask was built from only at the very start of a
+/* Follows a sampled token: the text it appended, or the token itself when it writes none (a
+ * control token the grammar names). false and a message if the grammar refuses it (a token's
+ * text can differ from the one its mask was built from only at the very start of a
  * prompt-less answer) or the matcher is full. */
-bool dy_guide_advance(dy_guide *g, const char *piece, size_t n, char *err, size_t errlen);
+bool dy_guide_advance(dy_guide *g, int32_t token, const char *piece, size_t n, char *err,
+                      size_t errlen);
 /* Whether the text so far is a whole sentence of the grammar. */
 static inline bool dy_guide_complete(const dy_guide *g)
 {

@@ -343,7 +343,8 @@ static void deliver(worker *w, const sample_out *o)
         if (n > (int)sizeof piece)
             n = (int)sizeof piece;
         char why[128];
-        if (r->guide.e && !dy_guide_advance(&r->guide, piece, (size_t)n, why, sizeof why)) {
+        if (r->guide.e &&
+            !dy_guide_advance(&r->guide, o->token, piece, (size_t)n, why, sizeof why)) {
             dy_worker_send_error(w, r->id, why);
             dy_worker_drop_req(w, r);
             return;
