@@ -337,7 +337,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         dy_gen_collect(st->g);
         if ((n = dy_gen_take(st->g, buf, max)) > 0)
             break;
-        if (dy_gen_stream_over(st->g))
+        if (dy_gen_stream_over(st->g) || dy_gen_votes_pending(st->g))
             continue;
         wait_job(j, 200);
         if (fd_gone(st->client_fd)) {

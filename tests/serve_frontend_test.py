@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""serve_frontend_test.py DYAD SOURCE_DIR — the frontend against clients that misbehave.
+
+One request's pathological dyad.answer_regex fails that request alone (a 400 naming it) and
+leaves the latency of other clients' requests alone; sampling settings the sampler would
+refuse (max_tokens 0, a top_p that rounds to 0) are 400s naming the field before anything is
+streamed; a request needing more sequences than --max-queue is a 400, not a 429 that SDKs
+retry forever; the API key accepts the Bearer scheme in any case; two Content-Length
+headers are refused. Standard library only; prints 'N passed, N failed'."""
+import json
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dyad_http import MODEL, Server, run_tests  # noqa: E402
+
+DYAD, SRC = sys.argv[1], sys.argv[2]
+
+# Nested quantifiers over a long lowercase answer: exponential backtracking.
+PATHOLOGICAL = "^(([a-z ])+.)+[A-Z]([a-z])+$"
+
+
+def timed_completion(s, body):
+    t = time.monotonic()
+    status, r, _ = s.request("POST", "/v1/completions", body)
+    return status, r, time.monotonic() - t
+
+
+def raw_http(s, data, timeout=10):
+    """Sends bytes as they are; returns the status code and the body text of the answer."""
+    with socket.create_connection((s.host, s.port), timeout=timeout) as c:
+        c.sendall(data)
+        got = b""
+        while True:
+            try:
+                part = c.recv(65536)
+            except socket.timeout:
+                break
+            if not part:
+                break
+            got += part
+            head, _, body = got.partition(b"\r\n\r\n")
+            length = [int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:")]
+            if length and len(body) >= length[0]:
+                break
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body.decode(errors="replace")
+
+
+# ---------------------------------------------------------------- answer_regex
+
+def test_pathological_regex_stalls_no_one(s):
+    # Two clients vote with the pathological pattern over 16 long samples each while another
+    # sends short requests one after the other. Every finished sample's answer is matched;
+    # a match that runs unbounded, or under a lock the workers' reader threads need, holds
+    # up the short requests' tokens.
+    bad = {"model": MODEL, "prompt": "once upon a time there was a little", "n": 16,
+           "max_tokens": 400, "temperature": 1.0,
+           "dyad": {"select": "majority", "answer_regex": PATHOLOGICAL}}
+    results = []
+
+    def pathological():
+        results.append(timed_completion(s, bad))
+
+    threads = [threading.Thread(target=pathological) for _ in range(2)]
+    for t in threads:
+        t.start()
+    short = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 2, "temperature": 0}
+    latencies = []
+    while any(t.is_alive() for t in threads):
+        status, r, dt = timed_completion(s, short)
+        assert status == 200, r
+        latencies.append(dt)
+    for t in threads:
+        t.join()
+    print(f"short requests: {len(latencies)}, max latency {max(latencies):.3f} s; "
+          f"pathological: {[(st, round(dt, 2)) for st, _, dt in results]}")
+    assert max(latencies) < 0.5, max(latencies)
+    for status, r, _ in results:
+        assert status == 400, (status, str(r)[:300])
+        assert r["error"]["param"] == "dyad.answer_regex", r
+        assert "limit" in r["error"]["message"], r
+    # The server goes on serving, and a harmless pattern still votes.
+    ok = {**bad, "n": 4, "max_tokens": 20, "dyad": {"select": "majority",
+                                                   "answer_regex": "([a-z]+)$"}}
+    status, r, _ = timed_completion(s, ok)
+    assert status == 200 and r["dyad"]["selection"][0]["vote"]["winner"], r
+
+
+def test_pathological_regex_streamed(s):
+    # Selection streams nothing before the vote: the stream is one error event and [DONE].
+    body = {"model": MODEL, "prompt": "once upon a time there was a little", "n": 8,
+            "max_tokens": 300, "temperature": 1.0, "ignore_eos": True, "stream": True,
+            "dyad": {"select": "majority", "answer_regex": PATHOLOGICAL}}
+    events = s.stream("/v1/completions", body)
+    assert events[-1] == "[DONE]" and len(events) == 2, events
+    assert events[0]["error"]["param"] == "dyad.answer_regex", events
+
+
+def main():
+    run_tests(globals(), [Server(DYAD, "--workers", "2", "--threads-per-worker", "1")])
+
+
+main()
