@@ -54,7 +54,7 @@ def raw_http(s, data, timeout=10):
 # ---------------------------------------------------------------- answer_regex
 
 def test_pathological_regex_stalls_no_one(s):
-    # Two clients vote with the pathological pattern over 16 long samples each while another
+    # Four clients vote with the pathological pattern over 16 long samples each while another
     # sends short requests one after the other. Every finished sample's answer is matched;
     # a match that runs unbounded, or under a lock the workers' reader threads need, holds
     # up the short requests' tokens.
@@ -66,7 +66,7 @@ def test_pathological_regex_stalls_no_one(s):
     def pathological():
         results.append(timed_completion(s, bad))
 
-    threads = [threading.Thread(target=pathological) for _ in range(2)]
+    threads = [threading.Thread(target=pathological) for _ in range(4)]
     for t in threads:
         t.start()
     short = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 2, "temperature": 0}
@@ -99,6 +99,74 @@ def test_pathological_regex_streamed(s):
     events = s.stream("/v1/completions", body)
     assert events[-1] == "[DONE]" and len(events) == 2, events
     assert events[0]["error"]["param"] == "dyad.answer_regex", events
+
+
+# ---------------------------------------------------------------- validation in the API layer
+
+def test_sampling_refused_before_streaming(s):
+    # Values the sampler refuses are 400s naming the field, before any stream starts: a
+    # top_p of 1e-300 is 0 in the sampler's single precision, and no worker generates 0
+    # tokens.
+    base = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 4}
+    for extra, param in [({"top_p": 1e-300}, "top_p"), ({"max_tokens": 0}, "max_tokens"),
+                         ({"min_p": 1e-300, "top_p": 1e-46}, "top_p")]:
+        for stream in (False, True):
+            status, r, _ = s.request("POST", "/v1/completions", {**base, **extra, "stream": stream})
+            assert status == 400, (extra, stream, status, r)
+            assert r["error"]["param"] == param, (extra, r)
+    status, r, _ = s.request("POST", "/v1/chat/completions", {
+        "model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "top_p": 1e-300,
+        "stream": True})
+    assert status == 400 and r["error"]["param"] == "top_p", (status, r)
+    status, r, _ = s.request("POST", "/v1/completions", {**base, "top_p": 1e-30})
+    assert status == 200, r  # small, but not 0 as a float
+
+
+def test_more_sequences_than_the_queue():
+    # A request that could never be admitted is a 400 (SDKs retry a 429 forever); one that
+    # fits the queue is served.
+    s = Server(DYAD, "--workers", "1", "--max-queue", "4")
+    try:
+        base = {"model": MODEL, "prompt": "Once", "max_tokens": 2}
+        status, r, _ = s.request("POST", "/v1/completions", {**base, "n": 8})
+        assert status == 400 and r["error"]["param"] == "n", (status, r)
+        status, r, _ = s.request("POST", "/v1/completions", {**base, "best_of": 5})
+        assert status == 400 and r["error"]["param"] == "best_of", (status, r)
+        status, r, _ = s.request("POST", "/v1/completions", {**base, "prompt": ["a", "b", "c"],
+                                                              "n": 2})
+        assert status == 400 and r["error"]["param"] == "n", (status, r)
+        status, r, _ = s.request("POST", "/v1/completions", {**base, "n": 4})
+        assert status == 200 and len(r["choices"]) == 4, r
+    finally:
+        assert s.stop() == 0
+
+
+def test_bearer_scheme_any_case():
+    s = Server(DYAD, "--workers", "1", "--api-key", "sekret")
+    try:
+        body = {"model": MODEL, "prompt": "Hi", "max_tokens": 2}
+        for auth, want in [("Bearer sekret", 200), ("bearer sekret", 200), ("BEARER  sekret", 200),
+                           ("Bearer sekre", 401), ("Bearer sekretX", 401), ("Bearer ", 401),
+                           ("Basic sekret", 401), ("Bearersekret", 401), ("sekret", 401)]:
+            status, r, _ = s.request("POST", "/v1/completions", body, headers={"Authorization": auth})
+            assert status == want, (auth, status, r)
+            if want == 401:
+                assert r["error"]["code"] == "invalid_api_key", r
+    finally:
+        assert s.stop() == 0
+
+
+def test_conflicting_content_length(s):
+    body = json.dumps({"model": MODEL, "prompt": "Once", "max_tokens": 2}).encode()
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    status, text = raw_http(s, head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+                            % (len(body), len(body) + 5) + body)
+    assert status == 400, (status, text)
+    assert "Content-Length" in json.loads(text)["error"]["message"], text
+    # The same value twice is one length (RFC 9110 lets a server accept it).
+    status, text = raw_http(s, head + b"Content-Length: %d\r\nContent-Length: %d\r\n\r\n"
+                            % (len(body), len(body)) + body)
+    assert status == 200, (status, text)
 
 
 def main():
