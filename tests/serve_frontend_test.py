@@ -79,7 +79,7 @@ def test_pathological_regex_stalls_no_one(s):
         t.join()
     print(f"short requests: {len(latencies)}, max latency {max(latencies):.3f} s; "
           f"pathological: {[(st, round(dt, 2)) for st, _, dt in results]}")
-    assert max(latencies) < 0.5, max(latencies)
+    assert max(latencies) < 1.0, max(latencies)
     for status, r, _ in results:
         assert status == 400, (status, str(r)[:300])
         assert r["error"]["param"] == "dyad.answer_regex", r

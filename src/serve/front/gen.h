@@ -62,7 +62,9 @@ char *dy_gen_answer(dy_gen *g, int *status);
 
 /* Streaming, with the job's mutex held: queues SSE frames for everything that arrived since
  * the last call (data: [DONE] last, once every choice has ended). A choice that failed, or a
- * frame that could not be built, ends the stream with an error event and [DONE]. */
+ * frame that could not be built, ends the stream with an error event and [DONE]. With a
+ * vote, nothing is chosen until dy_gen_progress (called unlocked) has counted every sample
+ * that ended. */
 void dy_gen_collect(dy_gen *g);
 /* Moves up to max queued bytes into buf; returns how many. */
 size_t dy_gen_take(dy_gen *g, char *buf, size_t max);
