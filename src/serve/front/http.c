@@ -402,9 +402,10 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         dy_gen_collect(st->g);
         if ((n = dy_gen_take(st->g, buf, max)) > 0)
             break;
-        if (dy_gen_stream_over(st->g) || dy_gen_votes_pending(st->g))
+        if (dy_gen_stream_over(st->g))
             continue;
-        wait_job(j, 200);
+        /* A sample that ended after the votes were counted is counted on the next turn. */
+        wait_job(j, dy_gen_votes_pending(st->g) ? 1 : 200);
         if (fd_gone(st->client_fd)) {
             pthread_mutex_unlock(&j->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
