@@ -23,10 +23,15 @@ DYAD, SRC = sys.argv[1], sys.argv[2]
 PATHOLOGICAL = "^(([a-z ])+.)+[A-Z]([a-z])+$"
 
 
-def timed_completion(s, body):
+def timed_completion(s, body, timeout=60):
+    c = s.conn(timeout=timeout)
     t = time.monotonic()
-    status, r, _ = s.request("POST", "/v1/completions", body)
-    return status, r, time.monotonic() - t
+    c.request("POST", "/v1/completions", body=json.dumps(body),
+              headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = json.loads(r.read().decode())
+    c.close()
+    return r.status, out, time.monotonic() - t
 
 
 def raw_http(s, data, timeout=10):
@@ -53,20 +58,18 @@ def raw_http(s, data, timeout=10):
 
 # ---------------------------------------------------------------- answer_regex
 
-def test_pathological_regex_stalls_no_one(s):
-    # Four clients vote with the pathological pattern over 16 long samples each while another
-    # sends short requests one after the other. Every finished sample's answer is matched;
-    # a match that runs unbounded, or under a lock the workers' reader threads need, holds
-    # up the short requests' tokens.
-    bad = {"model": MODEL, "prompt": "once upon a time there was a little", "n": 16,
-           "max_tokens": 400, "temperature": 1.0,
-           "dyad": {"select": "majority", "answer_regex": PATHOLOGICAL}}
+def voting_load(s, regex):
+    """Two clients vote with `regex` while another sends 2-token requests one after the
+    other: the short requests' latencies, and the voting requests' (status, body, seconds).
+    Each voting request has two prompts of 8 greedy samples; the first prompt's samples stop
+    at "After" (some 150 tokens in, on this model) while the second's go on to 480 tokens, so
+    the first answers are matched while the other samples' tokens still arrive."""
+    vote = {"model": MODEL, "prompt": ["once upon a time there was a little", "once upon a time"],
+            "n": 8, "max_tokens": 480, "temperature": 0, "stop": ["After"],
+            "dyad": {"select": "majority", "answer_regex": regex}}
     results = []
-
-    def pathological():
-        results.append(timed_completion(s, bad))
-
-    threads = [threading.Thread(target=pathological) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: results.append(timed_completion(s, vote, 600)))
+               for _ in range(2)]
     for t in threads:
         t.start()
     short = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 2, "temperature": 0}
@@ -77,16 +80,28 @@ def test_pathological_regex_stalls_no_one(s):
         latencies.append(dt)
     for t in threads:
         t.join()
-    print(f"short requests: {len(latencies)}, max latency {max(latencies):.3f} s; "
-          f"pathological: {[(st, round(dt, 2)) for st, _, dt in results]}")
-    assert max(latencies) < 1.0, max(latencies)
+    print(f"{regex}: short requests {len(latencies)}, max latency {max(latencies):.3f} s; "
+          f"voting requests {[(st, round(dt, 2)) for st, _, dt in results]}")
+    return latencies, results
+
+
+def test_pathological_regex_stalls_no_one(s):
+    # Every finished sample's answer is matched; a match that runs unbounded, or under a lock
+    # the workers' reader threads need, holds up every other request's tokens. The same load
+    # with a harmless pattern is the yardstick, so a slow (sanitizer, shared) machine does not
+    # fail the test.
+    control, results = voting_load(s, "([a-z]+)[^a-z]*$")
+    assert all(st == 200 for st, _, _ in results), results
+    latencies, results = voting_load(s, PATHOLOGICAL)
+    assert max(latencies) < max(control) + 1.0, (max(latencies), max(control))
     for status, r, _ in results:
         assert status == 400, (status, str(r)[:300])
         assert r["error"]["param"] == "dyad.answer_regex", r
         assert "limit" in r["error"]["message"], r
+    assert len(results) == 2
     # The server goes on serving, and a harmless pattern still votes.
-    ok = {**bad, "n": 4, "max_tokens": 20, "dyad": {"select": "majority",
-                                                   "answer_regex": "([a-z]+)$"}}
+    ok = {"model": MODEL, "prompt": "once upon a time", "n": 4, "max_tokens": 20,
+          "dyad": {"select": "majority", "answer_regex": "([a-z]+)$"}}
     status, r, _ = timed_completion(s, ok)
     assert status == 200 and r["dyad"]["selection"][0]["vote"]["winner"], r
 
