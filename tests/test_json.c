@@ -446,6 +446,11 @@ static void take_stream(dy_gen *g, stream_frames *out)
     size_t len = 0;
     pthread_mutex_lock(&j->mu);
     for (int round = 0; !dy_gen_stream_over(g) && round < 100; round++) {
+        if (dy_gen_votes(g)) { /* as http.c's stream_reader: votes are counted unlocked */
+            pthread_mutex_unlock(&j->mu);
+            dy_gen_progress(g);
+            pthread_mutex_lock(&j->mu);
+        }
         dy_gen_collect(g);
         len += dy_gen_take(g, buf + len, sizeof buf - 1 - len);
     }

@@ -819,6 +819,44 @@ static void test_body_too_large(void **st)
     dy_api_request_free(&r);
 }
 
+/* Values inside this layer's ranges that the sampler (engine/sampler.c, the check the worker
+ * applies) refuses once they are single precision: refused here, naming the field. */
+static void test_sampling_as_the_worker_sees_it(void **st)
+{
+    (void)st;
+    dy_api_request r;
+    bad(CMPL, "'top_p':1e-300", "top_p", "invalid_value");
+    bad(CHAT, "'top_p':1e-46", "top_p", "invalid_value");
+    bad(CHAT, "'top_p':1e-300,'stream':true", "top_p", "invalid_value");
+    ok(CMPL, "'top_p':1e-30,'min_p':1e-300,'temperature':1e-300", &r); /* > 0, or 0 is valid */
+    assert_true(r.sampling.top_p > 0 && r.sampling.min_p == 0 && r.sampling.temperature == 0);
+    assert_null(dy_sampling_check(&r.sampling));
+    dy_api_request_free(&r);
+}
+
+/* The sequence limit names what makes a request large; dyad serve lowers it to --max-queue. */
+static void test_sequence_limit(void **st)
+{
+    (void)st;
+    dy_api_limits l = lim();
+    l.max_sequences = 4;
+    char *b = J("{'model':'m','prompt':'p','n':5}");
+    expect_error_raw(CMPL, b, strlen(b), &l, 400, "n", "invalid_value");
+    free(b);
+    b = J("{'model':'m','prompt':'p','n':2,'best_of':5}");
+    expect_error_raw(CMPL, b, strlen(b), &l, 400, "best_of", "invalid_value");
+    free(b);
+    b = J("{'model':'m','prompt':['a','b','c'],'n':2}");
+    expect_error_raw(CMPL, b, strlen(b), &l, 400, "n", "invalid_value");
+    free(b);
+    b = J("{'model':'m','messages':[{'role':'user','content':'hi'}],'n':4}");
+    dy_api_request r;
+    dy_api_error e;
+    assert_int_equal(dy_api_parse(b, strlen(b), CHAT, &l, &r, &e), 0);
+    dy_api_request_free(&r);
+    free(b);
+}
+
 /* ==== after tokenization ==== */
 
 static void test_max_new_tokens(void **st)
@@ -836,6 +874,14 @@ static void test_max_new_tokens(void **st)
     assert_string_equal(e.param, "prompt");
     assert_int_equal(dy_api_max_new_tokens(&r, 0, &l, &e), -1);
     assert_string_equal(e.param, "prompt");
+    dy_api_request_free(&r);
+
+    /* Parsed (echo-only scoring), but no worker generates 0 tokens. */
+    ok(CMPL, "'max_tokens':0", &r);
+    assert_int_equal(dy_api_max_new_tokens(&r, 10, &l, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "max_tokens");
+    assert_string_equal(e.code, "integer_below_min_value");
     dy_api_request_free(&r);
 
     ok(CHAT, "", &r);
@@ -1413,6 +1459,8 @@ int main(void)
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_stream_options),
         cmocka_unit_test(test_n_and_best_of),
+        cmocka_unit_test(test_sampling_as_the_worker_sees_it),
+        cmocka_unit_test(test_sequence_limit),
         cmocka_unit_test(test_logprobs),
         cmocka_unit_test(test_echo_user_ignore_eos),
         cmocka_unit_test(test_unsupported_params),

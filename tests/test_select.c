@@ -134,6 +134,30 @@ static void test_ties_and_no_answers(void **st)
     dy_vote_free(v);
 }
 
+/* A pattern that backtracks exponentially stops at the match limit: the sample abstains and
+ * the vote reports why, quickly, instead of running for seconds; invalid UTF-8 is no answer,
+ * not an error. */
+static void test_match_limit(void **st)
+{
+    (void)st;
+    char err[128], text[4001];
+    for (int i = 0; i < 4000; i++)
+        text[i] = "abc de"[i % 6];
+    text[4000] = 0;
+    dy_vote *v = dy_vote_new("^(([a-z ])+.)+[A-Z]([a-z])+$", 3, err, sizeof err);
+    assert_non_null(v);
+    add(v, 0, "\xff\xfe not text");
+    assert_null(dy_vote_error(v));
+    add(v, 1, text);
+    assert_null(dy_vote_answer(v, 1));
+    assert_non_null(dy_vote_error(v));
+    assert_non_null(strstr(dy_vote_error(v), "limit"));
+    assert_non_null(strstr(dy_vote_error(v), "sample 1"));
+    add(v, 2, "a b Cd"); /* still matches what it can */
+    assert_string_equal(dy_vote_answer(v, 2), "a b"); /* group 1, trimmed */
+    dy_vote_free(v);
+}
+
 static void test_rank_by_mean_logprob(void **st)
 {
     (void)st;
@@ -158,6 +182,7 @@ int main(void)
         cmocka_unit_test(test_vote_table),
         cmocka_unit_test(test_settles_early),
         cmocka_unit_test(test_ties_and_no_answers),
+        cmocka_unit_test(test_match_limit),
         cmocka_unit_test(test_rank_by_mean_logprob),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

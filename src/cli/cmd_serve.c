@@ -273,6 +273,8 @@ int cmd_serve(int argc, char **argv)
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.max_schema_bytes = (size_t)o.max_schema;
         hc.limits.vocab_size = m->hp.vocab_size;
+        if (hc.limits.max_sequences > o.w.max_queue) /* more could never be admitted: a 400 */
+            hc.limits.max_sequences = o.w.max_queue;
         http = dy_http_start(&hc, err, sizeof err);
     }
     if (!http) {

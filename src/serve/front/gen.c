@@ -28,6 +28,8 @@ struct dy_gen {
     bool *counted;          /* per job choice: its end was seen by the selection */
     bool *dropped;          /* per job choice: cancelled because the vote was settled */
     bool selected;          /* chosen[] is final */
+    bool vote_failed;       /* a sample's answer could not be extracted: vote_err answers */
+    dy_api_error vote_err;
     int *prompt_tokens;     /* per prompt */
     char **echo;            /* per prompt: the prompt text, when echo is on */
     char id[64];
@@ -498,69 +500,125 @@ static double choice_mean_logprob(const dy_choice *c)
     return c->n_toks ? sum / c->n_toks : dy_mean_logprob(lp, 0);
 }
 
-/* Counts the votes of samples that ended since the last call. When a prompt's vote is
- * settled, its samples still running are listed in cancel[] (the caller cancels them
- * without the job's lock: the pool's lock comes first). Call with the job's mu held. */
-static int vote_progress(gen *g, int *cancel)
+/* A sample that ended since the votes were last counted, its text copied out of the job
+ * (NULL: it gave none), so that the regex runs without the job's lock: a reader thread takes
+ * that lock with the fleet's held, and every other request waits on the fleet's. */
+typedef struct {
+    int prompt, sample;
+    char *text;
+    size_t len;
+} ended_sample;
+
+/* With the job's mu held: the samples that ended since the last call, into out[] (each one
+ * once); returns how many. */
+static int take_ended(gen *g, ended_sample *out)
 {
-    int n_cancel = 0;
-    if (!g->votes)
-        return 0;
-    for (int p = 0; p < g->n_prompts; p++) {
-        bool was = dy_vote_settled(g->votes[p]);
-        for (int k = 0; k < g->per_prompt; k++) {
-            int ci = p * g->per_prompt + k;
-            const dy_choice *c = &g->job->choices[ci];
-            if (!c->done || g->counted[ci])
-                continue;
-            g->counted[ci] = true;
-            size_t len = 0;
-            char *text = c->finish == DY_END_STOP || c->finish == DY_END_LENGTH
-                         ? choice_text(g, ci, &len) : NULL;
-            if (text)
-                dy_vote_add(g->votes[p], k, text, len);
-            else
-                dy_vote_abstain(g->votes[p], k);
-            free(text);
-        }
-        if (!was && dy_vote_settled(g->votes[p]))
-            for (int k = 0; k < g->per_prompt; k++) {
-                int ci = p * g->per_prompt + k;
-                if (!g->job->choices[ci].done) {
-                    g->dropped[ci] = true;
-                    cancel[n_cancel++] = ci;
-                }
-            }
+    int n = 0;
+    for (int ci = 0; ci < g->job->n_choices; ci++) {
+        const dy_choice *c = &g->job->choices[ci];
+        if (!c->done || g->counted[ci])
+            continue;
+        g->counted[ci] = true;
+        size_t len = 0;
+        char *text = c->finish == DY_END_STOP || c->finish == DY_END_LENGTH
+                     ? choice_text(g, ci, &len) : NULL;
+        out[n++] = (ended_sample){ci / g->per_prompt, ci % g->per_prompt, text, len};
     }
-    return n_cancel;
+    return n;
 }
 
-/* Lets the votes settle early: cancels the samples no longer needed. Call without locks. */
+/* Without locks: counts the votes of the samples taken (freeing their texts). Once a match
+ * ran past its limits the request fails (vote_err), and later samples abstain unread.
+ * Returns true when this call is the one that failed it. */
+static bool count_ended(gen *g, ended_sample *e, int n)
+{
+    bool was_failed = g->vote_failed;
+    for (int i = 0; i < n; i++) {
+        dy_vote *v = g->votes[e[i].prompt];
+        if (e[i].text && !g->vote_failed)
+            dy_vote_add(v, e[i].sample, e[i].text, e[i].len);
+        else
+            dy_vote_abstain(v, e[i].sample);
+        free(e[i].text);
+        if (!g->vote_failed && dy_vote_error(v)) {
+            g->vote_failed = true;
+            dy_api_error_set(&g->vote_err, 400, "invalid_request_error", "invalid_value",
+                             "dyad.answer_regex", "Invalid 'dyad.answer_regex': %s.",
+                             dy_vote_error(v));
+        }
+    }
+    return g->vote_failed && !was_failed;
+}
+
+/* With the job's mu held: the samples still running of the prompts whose vote settled since
+ * was[] was taken, into cancel[] (marked dropped); returns how many. */
+static int newly_unneeded(gen *g, const bool *was, int *cancel)
+{
+    int n = 0;
+    for (int p = 0; p < g->n_prompts; p++) {
+        if (was[p] || !dy_vote_settled(g->votes[p]))
+            continue;
+        for (int k = 0; k < g->per_prompt; k++) {
+            int ci = p * g->per_prompt + k;
+            if (!g->job->choices[ci].done) {
+                g->dropped[ci] = true;
+                cancel[n++] = ci;
+            }
+        }
+    }
+    return n;
+}
+
+/* Counts the votes of samples that ended since the last call, and cancels what no longer
+ * matters: the samples a settled vote does not need, or every sample once the vote failed.
+ * Call without locks: the job's is taken only to copy texts out and to see what still runs,
+ * never while a regex runs. */
 static void settle_votes(gen *g)
 {
     if (!g->votes)
         return;
-    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
-    if (!cancel)
-        return;
+    int nc = g->job->n_choices;
+    ended_sample *e = malloc(sizeof *e * (size_t)nc);
+    int *cancel = malloc(sizeof(int) * (size_t)nc);
+    bool *was = malloc(sizeof(bool) * (size_t)g->n_prompts);
+    if (!e || !cancel || !was)
+        goto out;
+    for (int p = 0; p < g->n_prompts; p++)
+        was[p] = dy_vote_settled(g->votes[p]);
     pthread_mutex_lock(&g->job->mu);
-    int n = vote_progress(g, cancel);
+    int n = take_ended(g, e);
     pthread_mutex_unlock(&g->job->mu);
-    for (int i = 0; i < n; i++)
+    if (count_ended(g, e, n)) {
+        dy_fleet_cancel(g->env.workers, g->job);
+        goto out;
+    }
+    pthread_mutex_lock(&g->job->mu);
+    int n_cancel = newly_unneeded(g, was, cancel);
+    pthread_mutex_unlock(&g->job->mu);
+    for (int i = 0; i < n_cancel; i++)
         dy_fleet_cancel_choice(g->env.workers, g->job, cancel[i]);
+out:
+    free(e);
     free(cancel);
+    free(was);
 }
 
-/* Once every sample has ended: which samples are returned. Call with the job's mu held. */
+/* With the job's mu held: a sample has ended whose vote settle_votes has not counted yet. */
+static bool votes_pending(const gen *g)
+{
+    for (int ci = 0; g->votes && ci < g->job->n_choices; ci++)
+        if (g->job->choices[ci].done && !g->counted[ci])
+            return true;
+    return false;
+}
+
+/* Once every sample has ended and its vote is counted (settle_votes): which samples are
+ * returned. Call with the job's mu held. */
 static void select_choices(gen *g)
 {
     if (g->selected || !selecting(g))
         return;
     g->selected = true;
-    int *cancel = malloc(sizeof(int) * (size_t)g->job->n_choices);
-    if (cancel)
-        vote_progress(g, cancel); /* everything has ended: nothing left to cancel */
-    free(cancel);
     double *score = malloc(sizeof(double) * (size_t)g->per_prompt);
     for (int p = 0; score && p < g->n_prompts; p++) {
         int base = p * g->per_prompt, *out = g->chosen + p * g->out_per_prompt;
@@ -784,7 +842,9 @@ static json_t *log_entry(const gen *g, dy_end outcome, double e2e)
     dy_jb_set(&b, o, "ttft_ms", json_real(ttft >= 0 ? ttft * 1e3 : -1.0));
     dy_jb_set(&b, o, "e2e_ms", json_real(e2e * 1e3));
     dy_jb_set(&b, o, "samples", samples);
-    if (bad)
+    if (g->vote_failed)
+        dy_jb_set(&b, o, "error", dy_json_str(g->vote_err.message));
+    else if (bad)
         dy_jb_set(&b, o, "error", dy_json_str(bad->tail ? bad->tail : "generation failed"));
     return dy_jb_tree(&b, o);
 }
@@ -832,6 +892,8 @@ static void record(gen *g, double now)
         if (c->finish > outcome)
             outcome = c->finish;
     }
+    if (g->vote_failed) /* its samples were cancelled because of it */
+        outcome = DY_END_ERROR;
     double e2e = now - g->t_arrival;
     if (g->env.loadwin)
         observe_load(g);
@@ -1081,6 +1143,12 @@ static void stream_collect(gen *g)
     dy_job *j = g->job;
     if (g->stream_over)
         return;
+    if (g->vote_failed) {
+        fail_stream(g, &g->vote_err);
+        return;
+    }
+    if (votes_pending(g)) /* stream_reader counts them first, without this lock */
+        return;
     if (!selecting(g))
         stream_tokens(g);
     else if (dy_job_all_done(j) && !failed_choice(j))
@@ -1116,13 +1184,20 @@ void dy_gen_progress(dy_gen *g)
     settle_votes(g);
 }
 
+bool dy_gen_votes_pending(const dy_gen *g)
+{
+    return votes_pending(g);
+}
+
 /* The body of an answer that is not streamed, and its status in g->status: the error of a
  * choice that failed, the whole response, or a 500 when the response could not be built. */
 static char *answer_body(gen *g)
 {
     dy_api_error e;
     const dy_choice *bad = failed_choice(g->job);
-    if (!bad) {
+    if (g->vote_failed)
+        e = g->vote_err;
+    else if (!bad) {
         char *json = whole_response(g);
         if (json) {
             g->status = 200;
@@ -1137,6 +1212,7 @@ static char *answer_body(gen *g)
 
 char *dy_gen_answer(dy_gen *g, int *status)
 {
+    settle_votes(g); /* the votes of the samples that ended last */
     pthread_mutex_lock(&g->job->mu);
     select_choices(g);
     pthread_mutex_unlock(&g->job->mu);

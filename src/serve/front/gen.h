@@ -45,9 +45,14 @@ bool dy_gen_streams(const dy_gen *g);
 /* The request votes among its samples (dyad.select = "majority"), so dy_gen_progress has
  * work to do while the job runs. */
 bool dy_gen_votes(const dy_gen *g);
-/* While the job runs, without its lock: counts the votes of samples that ended and cancels
- * the samples a settled vote no longer needs. */
+/* Without the job's lock (it takes it only briefly, never while a regex runs): counts the
+ * votes of samples that ended and cancels the samples a settled vote no longer needs, or
+ * every sample once a match ran past its limits (the request then fails with a 400 naming
+ * dyad.answer_regex). */
 void dy_gen_progress(dy_gen *g);
+/* With the job's mu held: a sample has ended whose vote dy_gen_progress has not counted yet
+ * (dy_gen_collect waits for it, so call dy_gen_progress before waiting on the job). */
+bool dy_gen_votes_pending(const dy_gen *g);
 
 /* Not streaming, once every choice has ended: the response body (malloc'd) and its HTTP
  * status — 200, the error of a choice that failed, or 500 when the response could not be
@@ -57,7 +62,9 @@ char *dy_gen_answer(dy_gen *g, int *status);
 
 /* Streaming, with the job's mutex held: queues SSE frames for everything that arrived since
  * the last call (data: [DONE] last, once every choice has ended). A choice that failed, or a
- * frame that could not be built, ends the stream with an error event and [DONE]. */
+ * frame that could not be built, ends the stream with an error event and [DONE]. With a
+ * vote, nothing is chosen until dy_gen_progress (called unlocked) has counted every sample
+ * that ended. */
 void dy_gen_collect(dy_gen *g);
 /* Moves up to max queued bytes into buf; returns how many. */
 size_t dy_gen_take(dy_gen *g, char *buf, size_t max);

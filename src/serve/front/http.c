@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 struct dy_http {
     dy_http_config cfg;
@@ -24,8 +25,9 @@ struct dy_http {
 
 /* ---------------------------------------------------------------- responses */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type,
-                                 char *body)
+/* close: the connection closes after the answer (its framing cannot be trusted). */
+static enum MHD_Result send_body(struct MHD_Connection *c, int status, const char *type,
+                                 char *body, bool close)
 {
     if (!body)
         return MHD_NO;
@@ -36,9 +38,17 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", type);
+    if (close)
+        MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ok;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type,
+                                 char *body)
+{
+    return send_body(c, status, type, body, false);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, char *json)
@@ -70,13 +80,19 @@ static json_t *rejected_entry(const char *url, const dy_api_error *e)
 }
 
 /* A refused request: counted, logged, and answered with an OpenAI-style error object. */
-static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const char *url,
-                                  const dy_api_error *e)
+static enum MHD_Result refuse(dy_http *h, struct MHD_Connection *c, const char *url,
+                              const dy_api_error *e, bool close)
 {
     dy_metrics_request(h->cfg.metrics, DY_END_REJECTED);
     if (h->cfg.reqlog)
         dy_reqlog_write(h->cfg.reqlog, rejected_entry(url, e));
-    return send_json(c, e->status, dy_api_error_json(e));
+    return send_body(c, e->status, "application/json", dy_api_error_json(e), close);
+}
+
+static enum MHD_Result send_error(dy_http *h, struct MHD_Connection *c, const char *url,
+                                  const dy_api_error *e)
+{
+    return refuse(h, c, url, e, false);
 }
 
 /* ---------------------------------------------------------------- connection context */
@@ -121,14 +137,63 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
     }
 }
 
+/* ---------------------------------------------------------------- framing */
+
+/* The Content-Length headers of a request: the first value, and whether another differs. */
+typedef struct {
+    const char *first;
+    bool conflict;
+} lengths;
+
+static enum MHD_Result note_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    (void)kind;
+    lengths *l = cls;
+    if (!key || strcasecmp(key, "Content-Length") != 0)
+        return MHD_YES;
+    if (!l->first)
+        l->first = value ? value : "";
+    else if (strcmp(l->first, value ? value : "") != 0)
+        l->conflict = true;
+    return MHD_YES;
+}
+
+/* Two different Content-Length headers: where the body ends is ambiguous, and a proxy in
+ * front may have read the other one (request smuggling), so the request is refused (RFC 9110,
+ * 8.6) and its connection closed. libmicrohttpd itself takes the first. */
+static bool conflicting_lengths(struct MHD_Connection *c)
+{
+    lengths l = {NULL, false};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, note_length, &l);
+    return l.conflict;
+}
+
 /* ---------------------------------------------------------------- small routes */
 
+/* Equal without an early exit: the time taken depends on the key's length only, so a client
+ * cannot find the key byte by byte from how fast it is refused. */
+static bool same_secret(const char *given, const char *key)
+{
+    size_t n = strlen(key), m = strlen(given);
+    volatile unsigned char diff = n != m;
+    for (size_t i = 0; i < n; i++)
+        diff |= (unsigned char)key[i] ^ (unsigned char)(i < m ? given[i] : 0);
+    return diff == 0;
+}
+
+/* "Authorization: Bearer KEY"; the scheme's name is case-insensitive (RFC 9110, 11.1). */
 static bool authorized(const dy_http *h, struct MHD_Connection *c)
 {
     if (!h->cfg.api_key)
         return true;
     const char *a = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    return a && !strncmp(a, "Bearer ", 7) && !strcmp(a + 7, h->cfg.api_key);
+    if (!a || strncasecmp(a, "Bearer", 6) != 0 || a[6] != ' ')
+        return false;
+    a += 6;
+    while (*a == ' ')
+        a++;
+    return same_secret(a, h->cfg.api_key);
 }
 
 static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
@@ -339,7 +404,8 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             break;
         if (dy_gen_stream_over(st->g))
             continue;
-        wait_job(j, 200);
+        /* A sample that ended after the votes were counted is counted on the next turn. */
+        wait_job(j, dy_gen_votes_pending(st->g) ? 1 : 200);
         if (fd_gone(st->client_fd)) {
             pthread_mutex_unlock(&j->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR; /* stream_free cancels */
@@ -471,6 +537,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(x = calloc(1, sizeof *x)))
             return MHD_NO;
         *con_cls = x;
+        if (conflicting_lengths(c)) {
+            dy_api_error e;
+            dy_api_error_set(&e, 400, "invalid_request_error", "invalid_value", NULL,
+                             "The request has Content-Length headers with different values.");
+            return refuse(h, c, url, &e, true);
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > h->cfg.limits.max_body_bytes)
             x->too_large = true; /* refuse before reading it */

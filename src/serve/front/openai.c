@@ -1326,6 +1326,37 @@ static int parse_fields(pctx *c)
     return 0;
 }
 
+/* The sampling settings as the worker receives them (single precision), through the check
+ * the worker applies (engine/sampler.c: dy_sampling_check): a value inside this layer's
+ * ranges can still round out of the sampler's (top_p 1e-300 is 0 as a float), and such a
+ * request must be refused here, before a stream has begun, rather than by the worker. */
+static int check_sampling(pctx *c)
+{
+    const dy_sampling *s = &c->r->sampling;
+    const char *field = dy_sampling_check(s);
+    if (!field)
+        return 0;
+    double got = !strcmp(field, "temperature") ? s->temperature
+               : !strcmp(field, "top_p") ? s->top_p
+               : !strcmp(field, "min_p") ? s->min_p : s->top_k;
+    return bad(c, field, "invalid_value", "Invalid '%s': %g, in the single precision the sampler "
+               "works in, is outside the range it accepts (docs/api.md).", field, got);
+}
+
+/* The sequences one request starts are capped (lim->max_sequences, never above --max-queue):
+ * a request that could never be admitted is a 400 naming what makes it large, not a 429
+ * that clients would retry forever. */
+static int check_sequences(pctx *c)
+{
+    dy_api_request *r = c->r;
+    long long seqs = (long long)(r->kind == DY_API_CHAT ? 1 : r->n_prompts) * r->best_of;
+    if (seqs <= c->lim->max_sequences)
+        return 0;
+    const char *p = r->best_of > r->n ? "best_of" : "n";
+    return bad(c, p, "invalid_value", "Invalid '%s': the request asks for %lld sequences "
+               "(prompts x max(n, best_of)); the limit is %d.", p, seqs, c->lim->max_sequences);
+}
+
 /* The checks that involve more than one parameter. */
 static int check_cross(pctx *c)
 {
@@ -1346,10 +1377,8 @@ static int check_cross(pctx *c)
     if (c->has_top_logprobs && r->top_logprobs > 0 && !r->logprobs) /* 0 asks for nothing */
         return bad(c, "top_logprobs", "invalid_value", "Invalid 'top_logprobs': 'logprobs' must be "
                    "set to true when 'top_logprobs' is used.");
-    long long seqs = (long long)(r->kind == DY_API_CHAT ? 1 : r->n_prompts) * r->best_of;
-    if (seqs > c->lim->max_sequences)
-        return bad(c, "n", "invalid_value", "Invalid 'n': the request asks for %lld sequences "
-                   "(prompts x max(n, best_of)); the limit is %d.", seqs, c->lim->max_sequences);
+    if (check_sequences(c) || check_sampling(c))
+        return -1;
     if (r->answer_regex && r->select != DY_SELECT_MAJORITY)
         return bad(c, "dyad.answer_regex", "invalid_value", "Invalid 'dyad.answer_regex': it is "
                    "only used with dyad.select = \"majority\".");
@@ -1469,6 +1498,14 @@ int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_a
     }
     if (r->max_tokens_auto && left >= 1)
         return left;
+    if (!r->max_tokens_auto && r->max_tokens < DY_API_MIN_NEW_TOKENS) {
+        dy_api_error_set(err, 400, "invalid_request_error", "integer_below_min_value",
+                         "max_tokens", "Invalid 'max_tokens': integer below minimum value. "
+                         "Expected a value >= %d, but got %d instead (0, echo-only scoring, "
+                         "needs echo with logprobs, which this server does not serve yet).",
+                         DY_API_MIN_NEW_TOKENS, r->max_tokens);
+        return -1;
+    }
     if (!r->max_tokens_auto && r->max_tokens <= left)
         return r->max_tokens;
     if (r->max_tokens_auto)

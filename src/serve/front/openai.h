@@ -53,7 +53,8 @@ typedef struct {
     size_t max_body_bytes; /* larger bodies are 413 (the HTTP layer checks Content-Length first) */
     int max_prompts;       /* prompts in one completions request */
     int max_n;             /* n and best_of */
-    int max_sequences;     /* sequences one request may start: prompts x max(n, best_of) */
+    int max_sequences;     /* sequences one request may start: prompts x max(n, best_of)
+                            * (dyad serve caps it at --max-queue) */
     int max_stop;          /* stop strings */
     int max_stop_len;      /* bytes per stop string */
     int max_context;       /* the model's context length, in tokens */
@@ -139,9 +140,14 @@ int dy_api_parse(const char *body, size_t len, dy_api_kind kind, const dy_api_li
                  dy_api_request *out, dy_api_error *err);
 void dy_api_request_free(dy_api_request *r);
 
+/* The fewest completion tokens a worker generates (it refuses a request for none). */
+#define DY_API_MIN_NEW_TOKENS 1
+
 /* Once a prompt is tokenized: the completion tokens it may generate. The prompt must not be
- * empty and prompt + max_tokens must fit in lim->max_context; with max_tokens_auto the answer
- * is the context left. Returns the count, or -1 with a 400 in *err. */
+ * empty, max_tokens must be at least DY_API_MIN_NEW_TOKENS (completions parse 0, OpenAI's
+ * echo-only scoring, which is not served) and prompt + max_tokens must fit in
+ * lim->max_context; with max_tokens_auto the answer is the context left. Returns the count,
+ * or -1 with a 400 in *err. */
 int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_api_limits *lim,
                           dy_api_error *err);
 

@@ -13,10 +13,22 @@
 #define MAX_ANSWER 256
 #define DEFAULT_NUMBER "-?[0-9][0-9,]*(?:\\.[0-9]+)?"
 
+/* The bounds on one pcre2_match call. Far above what a pattern that does not backtrack
+ * exponentially needs over the longest answer, far below what such a pattern can spend:
+ * PCRE2's own defaults (ten million backtracking points, gigabytes of heap) let one request
+ * keep a core busy for seconds. */
+#define MATCH_LIMIT 2000000u     /* backtracking points (interpreter and JIT) */
+#define DEPTH_LIMIT 200000u      /* nested backtracking (interpreter) */
+#define HEAP_LIMIT_KIB 32768u    /* the interpreter's backtracking frames */
+#define JIT_STACK_MAX (1u << 20) /* the JIT's stack, in bytes */
+
 enum { PENDING = 0, VOTED, ABSTAINED };
 
 struct dy_vote {
     pcre2_code *re;
+    pcre2_match_context *mctx; /* the limits, and the JIT stack when JIT compiled */
+    pcre2_jit_stack *jit;
+    char error[224];   /* empty, or why a sample's answer could not be extracted */
     bool last_number;  /* the default: the last number in the text, commas dropped */
     int n;
     unsigned char *state;
@@ -24,6 +36,23 @@ struct dy_vote {
     int outstanding;   /* samples neither voted nor abstained */
     bool settled_early;
 };
+
+/* The match context every match of this vote runs under; JIT when PCRE2 has it for this
+ * pattern (the interpreter otherwise: its depth and heap limits apply there). */
+static bool set_limits(dy_vote *v)
+{
+    if (!(v->mctx = pcre2_match_context_create(NULL)))
+        return false;
+    pcre2_set_match_limit(v->mctx, MATCH_LIMIT);
+    pcre2_set_depth_limit(v->mctx, DEPTH_LIMIT);
+    pcre2_set_heap_limit(v->mctx, HEAP_LIMIT_KIB);
+    if (pcre2_jit_compile(v->re, PCRE2_JIT_COMPLETE) != 0)
+        return true;
+    if (!(v->jit = pcre2_jit_stack_create(32 * 1024, JIT_STACK_MAX, NULL)))
+        return false;
+    pcre2_jit_stack_assign(v->mctx, NULL, v->jit);
+    return true;
+}
 
 dy_vote *dy_vote_new(const char *answer_regex, int n_samples, char *err, size_t errlen)
 {
@@ -47,6 +76,8 @@ dy_vote *dy_vote_new(const char *answer_regex, int n_samples, char *err, size_t 
         dy_vote_free(v);
         return NULL;
     }
+    if (!set_limits(v))
+        goto oom;
     return v;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -62,6 +93,8 @@ void dy_vote_free(dy_vote *v)
         free(v->answer[i]);
     free(v->answer);
     free(v->state);
+    pcre2_jit_stack_free(v->jit);
+    pcre2_match_context_free(v->mctx);
     pcre2_code_free(v->re);
     free(v);
 }
@@ -86,18 +119,42 @@ static char *clean_answer(const char *s, size_t len, bool drop_commas)
     return out;
 }
 
+/* A match that ended without an answer the vote may ignore: no (further) match, or a text
+ * that is not valid UTF-8 (a byte-fallback token cut a character). */
+static bool no_answer(int rc)
+{
+    return rc == PCRE2_ERROR_NOMATCH || (rc <= PCRE2_ERROR_UTF8_ERR1 && rc >= PCRE2_ERROR_UTF8_ERR21);
+}
+
+/* Records why sample i's answer is unknown (the first such sample only). */
+static void set_error(dy_vote *v, int sample, int rc)
+{
+    if (v->error[0])
+        return;
+    PCRE2_UCHAR msg[64];
+    if (pcre2_get_error_message(rc, msg, sizeof msg) < 0)
+        snprintf((char *)msg, sizeof msg, "error %d", rc);
+    snprintf(v->error, sizeof v->error, "matching sample %d's answer stopped: %s (the pattern "
+             "backtracks too much; avoid nested quantifiers such as (a+)+)",
+             sample, (char *)msg);
+}
+
 /* The answer in a text, or NULL: the first match's first capture group (the whole match when
- * the regex has no group or it did not take part), or the last number by default. */
-static char *extract(const dy_vote *v, const char *text, size_t len)
+ * the regex has no group or it did not take part), or the last number by default. *failed:
+ * the match ran past its limits (or out of memory), so the answer is unknown. */
+static char *extract(const dy_vote *v, const char *text, size_t len, int *failed)
 {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(v->re, NULL);
-    if (!md)
+    *failed = 0;
+    if (!md) {
+        *failed = PCRE2_ERROR_NOMEMORY;
         return NULL;
+    }
     char *ans = NULL;
     PCRE2_SIZE start = 0, from = 0, to = 0;
     bool found = false;
     int rc;
-    while ((rc = pcre2_match(v->re, (PCRE2_SPTR)text, len, start, 0, md, NULL)) > 0) {
+    while ((rc = pcre2_match(v->re, (PCRE2_SPTR)text, len, start, 0, md, v->mctx)) > 0) {
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         int g = rc > 1 && ov[2] != PCRE2_UNSET ? 1 : 0;
         from = ov[2 * g];
@@ -109,7 +166,9 @@ static char *extract(const dy_vote *v, const char *text, size_t len)
         if (start > len)
             break;
     }
-    if (found)
+    if (rc < 0 && !no_answer(rc))
+        *failed = rc;
+    else if (found)
         ans = clean_answer(text + from, to - from, v->last_number);
     pcre2_match_data_free(md);
     return ans;
@@ -180,7 +239,21 @@ static void mark(dy_vote *v, int sample, unsigned char state, char *answer)
 
 void dy_vote_add(dy_vote *v, int sample, const char *text, size_t len)
 {
-    mark(v, sample, VOTED, v ? extract(v, text, len) : NULL);
+    if (!v || sample < 0 || sample >= v->n || v->state[sample] != PENDING)
+        return;
+    int failed;
+    char *answer = extract(v, text, len, &failed);
+    if (failed) {
+        set_error(v, sample, failed);
+        mark(v, sample, ABSTAINED, NULL);
+        return;
+    }
+    mark(v, sample, VOTED, answer);
+}
+
+const char *dy_vote_error(const dy_vote *v)
+{
+    return v->error[0] ? v->error : NULL;
 }
 
 void dy_vote_abstain(dy_vote *v, int sample)

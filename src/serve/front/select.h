@@ -6,6 +6,10 @@
  *     vote is settled as soon as no outcome of the samples still running could change the
  *     winner, so the rest can be cancelled.
  *   logprob: samples ranked by mean token log-probability (best_of and select = "logprob").
+ * A client's regex can backtrack exponentially over a long answer, so every match runs under
+ * PCRE2 match, depth and heap limits (JIT-compiled where PCRE2 can): one past them is an
+ * error of the vote (dy_vote_error), never an unbounded computation. The caller runs matches
+ * outside any lock other threads wait on.
  * Pure: no I/O, no threads; the caller feeds finished samples in. */
 #ifndef DYAD_SELECT_H
 #define DYAD_SELECT_H
@@ -21,8 +25,12 @@ typedef struct dy_vote dy_vote;
 dy_vote *dy_vote_new(const char *answer_regex, int n_samples, char *err, size_t errlen);
 void dy_vote_free(dy_vote *v);
 
-/* Sample i ended with this text (counted once; later calls for i are ignored). */
+/* Sample i ended with this text (counted once; later calls for i are ignored). A match that
+ * runs past its limits leaves the sample abstaining and sets dy_vote_error. */
 void dy_vote_add(dy_vote *v, int sample, const char *text, size_t len);
+/* NULL, or why the vote cannot be trusted: a sample's answer could not be extracted within
+ * the match limits (its answer is unknown, so the request fails rather than guess). */
+const char *dy_vote_error(const dy_vote *v);
 /* Sample i ended without text worth counting (cancelled, failed): it no longer votes. */
 void dy_vote_abstain(dy_vote *v, int sample);
 /* True when every sample has voted or abstained, or when the leading answer's lead exceeds
