@@ -211,6 +211,27 @@ def test_busy_or_idle_workers_are_not_hung():
         assert s.stop() == 0
 
 
+def test_long_step_is_not_a_hang():
+    """One engine step longer than --worker-timeout (64 long prompts prefilled in one batch,
+    one engine thread): the worker's heartbeat thread keeps STATS coming, so it is not
+    killed. (Without the heartbeat this request gets a 503 after the timeout.)"""
+    s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1", "--max-batch-tokens", "32768",
+               "--max-running", "64", "--kv-mem", "128", "--worker-timeout", "1")
+    try:
+        pid = health(s)["workers"][0]["pid"]
+        prompts = [f"Story {i}. " + "Once upon a time, there was a little girl named Lily. "
+                   "She loved to play. " * 20 for i in range(64)]
+        st, r, _ = s.request("POST", "/v1/completions", body(prompts, max_tokens=2))
+        assert st == 200, (st, r)
+        m = s.metrics()
+        steps, secs = m['dyad_worker_steps_total{worker="0"}'], m['dyad_worker_step_seconds_total{worker="0"}']
+        assert secs / max(steps, 1) > 1, ("the test needs a step longer than the timeout", steps, secs)
+        assert m['dyad_worker_hangs_total{worker="0"}'] == 0
+        assert health(s)["workers"][0]["pid"] == pid
+    finally:
+        assert s.stop() == 0
+
+
 def test_worker_timeout_off():
     s = Server(DYAD, "--workers", "1", "--worker-timeout", "0")
     try:
