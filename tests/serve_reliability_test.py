@@ -189,6 +189,43 @@ def test_hung_aggregated_worker_fails_over():
         assert s.stop() == 0
 
 
+def test_stopped_worker_does_not_wedge_the_frontend():
+    """Requests sent to a stopped worker fill its socket; the frontend's writes to it give up
+    after --worker-timeout (killing it), so /health and the other requests are not held
+    forever behind a write that holds the fleet's lock."""
+    s = Server(DYAD, "--workers", "1", "--worker-timeout", str(TIMEOUT), "--kv-mem", "128")
+    pid = health(s)["workers"][0]["pid"]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        ended = []
+
+        def big(k):  # 64 prompts of ~430 tokens: 64 REQUEST frames, more than the socket holds
+            prompts = [f"Story {k} {i}. " + "Once upon a time, there was a little girl named Lily. "
+                       "She loved to play. " * 20 for i in range(64)]
+            c = s.conn(TIMEOUT + SLACK)
+            c.request("POST", "/v1/completions", body=json.dumps(body(prompts, max_tokens=2)),
+                      headers={"Content-Type": "application/json"})
+            ended.append(c.getresponse().status)
+
+        threads = [threading.Thread(target=big, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        c = s.conn(TIMEOUT + SLACK)
+        c.request("GET", "/health")  # a timeout here: the frontend is wedged
+        c.getresponse().read()
+        assert time.time() - t0 < TIMEOUT + SLACK
+        for t in threads:
+            t.join(TIMEOUT + SLACK)
+        assert len(ended) == 4, ended  # each answered (503: its only worker was lost)
+        assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
+        assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+
+
 def test_busy_or_idle_workers_are_not_hung():
     """With a short timeout, idle and busy workers keep heartbeating: none is killed."""
     s = Server(DYAD, "--worker-timeout", "0.5")

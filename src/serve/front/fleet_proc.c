@@ -94,13 +94,24 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     return 0;
 }
 
+/* A worker that takes nothing for --worker-timeout is hung too: writers (often holding mu)
+ * must not wait on it forever, or nothing — the janitor included — could go on. */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b)
 {
     if (b->oom || s->fd < 0)
         return false;
+    double limit = s->fleet->cfg.worker_timeout_s;
     pthread_mutex_lock(&s->wmu);
-    bool ok = dy_write_all(s->fd, b->data, b->len);
+    bool ok = limit > 0 ? dy_write_all_within(s->fd, b->data, b->len, limit)
+                        : dy_write_all(s->fd, b->data, b->len);
+    bool stuck = !ok && limit > 0 && errno == ETIMEDOUT;
     pthread_mutex_unlock(&s->wmu);
+    if (stuck) {
+        fprintf(stderr, "dyad serve: worker %d took nothing for %.1f s; killing it and starting "
+                "a new one\n", s->index, limit);
+        kill(s->pid, SIGKILL);
+        shutdown(s->fd, SHUT_RDWR); /* its reader sees the end: handled as a death */
+    }
     return ok;
 }
 
