@@ -249,20 +249,36 @@ def test_busy_or_idle_workers_are_not_hung():
 
 
 def test_long_step_is_not_a_hang():
-    """One engine step longer than --worker-timeout (64 long prompts prefilled in one batch,
-    one engine thread): the worker's heartbeat thread keeps STATS coming, so it is not
-    killed. (Without the heartbeat this request gets a 503 after the timeout.)"""
+    """Engine steps longer than --worker-timeout (long prompts prefilled in one batch, one
+    engine thread): the worker's heartbeat thread keeps STATS coming and takes in the frames
+    sent meanwhile, so it is not killed. (Without the heartbeat this request got a 503 after
+    the timeout.) A first small batch measures this build's speed, so the big one lasts a few
+    timeouts on a fast machine and in the sanitizer build alike."""
     s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1", "--max-batch-tokens", "32768",
                "--max-running", "64", "--kv-mem", "128", "--worker-timeout", "1")
     try:
         pid = health(s)["workers"][0]["pid"]
-        prompts = [f"Story {i}. " + "Once upon a time, there was a little girl named Lily. "
-                   "She loved to play. " * 20 for i in range(64)]
-        st, r, _ = s.request("POST", "/v1/completions", body(prompts, max_tokens=2))
-        assert st == 200, (st, r)
+
+        def batch(k, tag):
+            """k prompts of ~430 tokens in one request; the mean step time it took."""
+            key = '{worker="0"}'
+            s.settled("dyad_worker_step_seconds_total" + key)
+            m0 = s.metrics()
+            prompts = [f"Story {tag} {i}. " + "Once upon a time, there was a little girl named "
+                       "Lily. She loved to play. " * 20 for i in range(k)]
+            st, r, _ = s.request("POST", "/v1/completions", body(prompts, max_tokens=1))
+            assert st == 200, (st, r)
+            s.settled("dyad_worker_step_seconds_total" + key)  # the reports have caught up
+            m = s.metrics()
+            steps = m["dyad_worker_steps_total" + key] - m0["dyad_worker_steps_total" + key]
+            return (m["dyad_worker_step_seconds_total" + key] -
+                    m0["dyad_worker_step_seconds_total" + key]) / max(steps, 1)
+
+        per_prompt = batch(4, "a") / 4
+        k = max(4, min(64, int(3 / max(per_prompt, 1e-3))))
+        step = batch(k, "b")
+        assert step > 1, ("the test needs a step longer than the timeout", k, step)
         m = s.metrics()
-        steps, secs = m['dyad_worker_steps_total{worker="0"}'], m['dyad_worker_step_seconds_total{worker="0"}']
-        assert secs / max(steps, 1) > 1, ("the test needs a step longer than the timeout", steps, secs)
         assert m['dyad_worker_hangs_total{worker="0"}'] == 0
         assert health(s)["workers"][0]["pid"] == pid
     finally:

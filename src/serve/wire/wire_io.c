@@ -52,6 +52,11 @@ long dy_conn_fill(dy_conn *c)
     }
 }
 
+bool dy_conn_pending(const dy_conn *c)
+{
+    return c->len > c->consumed;
+}
+
 dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen)
 {

@@ -25,6 +25,8 @@ typedef enum {
     DY_CONN_CORRUPT = -1, /* the stream is corrupt (message in err): drop the connection */
 } dy_conn_result;
 
+/* Bytes received and not yet taken as frames (a frame may be waiting without a new read). */
+bool dy_conn_pending(const dy_conn *c);
 /* The next whole frame in the buffer. */
 dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen);

@@ -408,6 +408,8 @@ static void *heartbeat_main(void *arg)
         h->frame.len = 0;
         if (dy_wire_stats(&h->frame, &h->last))
             dy_write_all(w->conn.fd, h->frame.data, h->frame.len);
+        /* The loop does not touch conn inside a step (it waits on mu to leave it). */
+        dy_conn_fill(&w->conn);
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;
@@ -684,7 +686,7 @@ int dy_worker_run(const dy_worker_config *cfg)
         bool busy = dy_sched_n_running(w.sched) + dy_sched_n_waiting(w.sched) > 0;
         struct pollfd pf = {cfg->fd, POLLIN, 0};
         int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting ? 1 : 100);
-        if (ready > 0 && !read_frames(&w))
+        if ((ready > 0 || dy_conn_pending(&w.conn)) && !read_frames(&w))
             break;
         if (busy)
             step(&w);

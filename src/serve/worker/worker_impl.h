@@ -45,7 +45,9 @@ typedef struct wreq {
 
 /* The heartbeat while a step runs (worker.c): the loop sends STATS between steps, and a step
  * may last longer than the frontend's --worker-timeout (a long prompt chunk on a big model),
- * so a thread resends the latest STATS meanwhile. */
+ * so a thread resends the latest STATS meanwhile, and takes in what the frontend sends (into
+ * conn, for the loop to handle after the step): a worker that neither speaks nor reads for
+ * that long is hung, one in a long step is not. */
 typedef struct {
     pthread_mutex_t mu;     /* serialises writes to the frontend's socket */
     pthread_cond_t wake;    /* dy_cond_init */
