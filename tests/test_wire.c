@@ -198,7 +198,7 @@ static void test_other_messages_round_trip(void **st)
     dy_msg_stats stats = {.running = 3, .waiting = 1, .queued_prefill_tokens = 99,
                           .kv_blocks_used = 10, .kv_blocks_total = 100, .steps = 7,
                           .step_seconds = 0.25, .active_decode_blocks = 12,
-                          .kv_event_seq = 1234567890123ull}, sd;
+                          .kv_event_seq = 1234567890123ull, .shm_bytes = 3ull << 32}, sd;
     assert_true(dy_wire_stats(&b, &stats));
     one_frame(&b, &t, &p, &len);
     assert_true(dy_wire_decode_stats(p, len, &sd, err, sizeof err));
@@ -206,6 +206,7 @@ static void test_other_messages_round_trip(void **st)
     assert_true(sd.step_seconds == 0.25);
     assert_int_equal(sd.active_decode_blocks, 12);
     assert_true(sd.kv_event_seq == 1234567890123ull);
+    assert_true(sd.shm_bytes == 3ull << 32);
     for (uint32_t n = 0; n < len; n++)
         assert_false(dy_wire_decode_stats(p, n, &sd, err, sizeof err));
 
@@ -463,6 +464,32 @@ static void test_kv_snapshot_and_resync_round_trip(void **st)
     assert_false(dy_wire_role(&b, &bad_role));
     uint8_t raw = 3;
     assert_false(dy_wire_decode_role(&raw, 1, &rod, err, sizeof err));
+
+    /* PEER_GONE names a decode worker's pool; an empty name, a NUL inside it or one over
+     * DY_WIRE_MAX_PEER bytes is refused. */
+    b.len = 0;
+    dy_msg_peer_gone g = {"/dyad-kv-123-1"}, gd;
+    assert_true(dy_wire_peer_gone(&b, &g));
+    one_frame(&b, &t, &p, &len);
+    assert_int_equal(t, DY_MSG_PEER_GONE);
+    assert_int_equal(len, 4 + strlen(g.peer));
+    assert_true(dy_wire_decode_peer_gone(p, len, &gd, err, sizeof err));
+    assert_string_equal(gd.peer, "/dyad-kv-123-1");
+    ASSERT_EXACT_LENGTH(dy_wire_decode_peer_gone, no_free, dy_msg_peer_gone, p, len);
+
+    dy_msg_peer_gone empty = {""};
+    assert_false(dy_wire_peer_gone(&b, &empty));
+    uint8_t zero[4] = {0, 0, 0, 0};
+    assert_false(dy_wire_decode_peer_gone(zero, 4, &gd, err, sizeof err));
+    uint8_t nul[6] = {2, 0, 0, 0, 'a', 0};
+    assert_false(dy_wire_decode_peer_gone(nul, 6, &gd, err, sizeof err));
+    assert_non_null(strstr(err, "NUL"));
+    uint8_t *big = calloc(1, 4 + DY_WIRE_MAX_PEER + 1);
+    uint32_t n = DY_WIRE_MAX_PEER + 1;
+    memcpy(big, &n, 4);
+    memset(big + 4, 'x', n);
+    assert_false(dy_wire_decode_peer_gone(big, 4 + n, &gd, err, sizeof err));
+    free(big);
     dy_buf_free(&b);
 }
 

@@ -97,6 +97,10 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "xfer-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.xfer_timeout_s,
          .meta = "S", .help = "a prefill not done by then is redone locally", .min = 0.01,
          .max = 86400, .def = 30},
+        {.name = "worker-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.worker_timeout_s,
+         .meta = "S", .help = "a worker that sends nothing for S seconds (they report every "
+                              "0.1 s) is reported down, killed and replaced; 0 = never",
+         .min = 0, .max = 86400, .def = 10},
         {.name = "prefill-launcher", .kind = DY_OPT_STR, .dst = &o->w.prefill_launcher,
          .meta = "CMD", .help = "run prefill workers as `CMD dyad worker ...` (e.g. 'ip netns "
                                 "exec hostA' for another network namespace)"},

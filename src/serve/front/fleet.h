@@ -3,7 +3,9 @@
  * (route/place.h) puts them, and runs one reader thread per worker that routes the tokens
  * coming back to their jobs. A worker that dies is seen at once (its socket closes):
  * choices that had not produced a token yet are sent to another worker, the others end with
- * an error, and a new worker is started in its place. (How: fleet_impl.h.) */
+ * an error, and a new worker is started in its place. A worker that goes silent (stopped,
+ * stuck) for worker_timeout_s is reported down, killed and handled the same way. (How:
+ * fleet_impl.h.) */
 #ifndef DYAD_FLEET_H
 #define DYAD_FLEET_H
 
@@ -28,6 +30,9 @@ typedef struct {
     bool switchable;
     int max_queue;          /* sequences waiting for their first token, over all workers */
     double startup_timeout_s;
+    /* A worker that has said HELLO and then sends no frame for this long (workers report
+     * every 100 ms, even inside a long step) is hung: it is killed and replaced. 0: never. */
+    double worker_timeout_s;
     /* Disaggregation: the first n_prefill workers prefill, the others decode; with
      * n_prefill == 0 every worker is aggregated. */
     int n_prefill;
@@ -63,12 +68,13 @@ typedef struct {
 typedef struct dy_fleet dy_fleet;
 
 typedef struct {
-    int alive;
+    int alive;                  /* its process runs and is not silent past the timeout */
     int role;                   /* dy_worker_role */
     int state;                  /* dy_slot_state (plan/actuate.h) */
     int next_role;              /* draining: the role it switches to, or -1 when it stops */
     pid_t pid;
     uint64_t restarts;
+    uint64_t hangs;             /* times it was found silent past the timeout and killed */
     int in_flight;              /* sequences assigned to it now */
     dy_msg_stats stats;         /* its latest report, with counters summed over restarts */
     dy_msg_hello hello;

@@ -8,6 +8,8 @@
  *                    the decode worker answers KV_ALLOC with the blocks it set aside; the
  *                    prefill worker gets PREFILL with those destinations; its PREFILL_DONE
  *                    becomes KV_READY for the decode worker; a janitor ends prefills that stall
+ *                    (and kills silent workers, fleet_proc.c); PEER_GONE tells the others when
+ *                    a decode worker's pool goes away
  *   fleet_kv.c       what workers report about their caches: KV events, snapshots, load
  *   fleet_pool.c     resizing while serving: the planner's moves (plan/actuate.h) on the
  *                    slots — start a parked one, drain one to switch its role or to stop it
@@ -77,6 +79,11 @@ typedef struct {
     flight *fl;
     int n_fl, cap_fl;
     uint64_t restarts;
+    /* The heartbeat: when its last STATS or HELLO came (dy_now), and whether the janitor
+     * found it silent past --worker-timeout and killed it (until its replacement's HELLO). */
+    double last_heard;
+    bool hung;
+    uint64_t hangs;
     int role;                 /* dy_worker_role */
     dy_msg_hello hello;
     snapshot_rx snap;
@@ -105,6 +112,9 @@ struct dy_fleet {
 int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen);
 /* Writes one frame to the worker (takes its write lock; mu need not be held). */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b);
+/* Kills the workers silent past --worker-timeout; their readers then see the end of their
+ * streams and handle them as any death (called by the janitor). */
+void dy_fleet_kill_silent(dy_fleet *w, double now);
 
 /* ---- fleet_flights.c */
 flight *dy_fleet_add_flight(slot *s, uint64_t id, dy_job *job, int choice);
@@ -128,6 +138,11 @@ void dy_fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m);      
 void dy_fleet_on_prefill_done(dy_fleet *w, slot *p, const dy_msg_prefill_done *m); /* takes mu */
 /* The decode worker s died: the prefills feeding it stop (they would write into a dead pool). */
 void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s);
+/* s's KV pool is going away (it died, stopped, or leaves the decode role): the other workers
+ * are told to close it if they hold it open. */
+void dy_fleet_peer_gone(dy_fleet *w, const slot *s);
+/* The name prefill workers open s's pool by (shared memory or TCP, as configured), or "". */
+const char *dy_fleet_peer_name(const dy_fleet *w, const slot *s);
 /* A prefill flight lost with its prefill worker: its decode worker computes the prompt. */
 void dy_fleet_prefill_lost(dy_fleet *w, flight *f);
 void *dy_fleet_janitor_main(void *arg); /* the thread; takes mu */

@@ -2,6 +2,7 @@
  * KV event batches and snapshots keep its prefix index a mirror of theirs (a gap in the
  * numbered stream asks for a snapshot), and load reports feed its cost. */
 #include "serve/front/fleet_impl.h"
+#include "util/clock.h"
 
 #include <stdlib.h>
 
@@ -96,6 +97,7 @@ void dy_fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
 {
     pthread_mutex_lock(&w->mu);
     s->stats = *m;
+    s->last_heard = dy_now(); /* STATS is the heartbeat */
     dy_router_load load = {(int64_t)m->queued_prefill_tokens, (int64_t)m->active_decode_blocks,
                            (int64_t)m->running + m->waiting, (int64_t)m->kv_blocks_used,
                            (int64_t)m->kv_blocks_total};

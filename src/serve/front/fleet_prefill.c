@@ -2,7 +2,8 @@
  * docs/disaggregation.md): KV_ALLOC from the decode worker -> PREFILL to a prefill worker ->
  * its PREFILL_DONE -> KV_READY to the decode worker. A prefill that fails, dies or stalls
  * past --xfer-timeout ends with KV_READY(!ok): the decode worker then computes the prompt
- * itself. */
+ * itself. When a decode worker's pool goes away, PEER_GONE tells the prefill workers to unmap
+ * it. The fleet's janitor thread lives here too. */
 #include "serve/front/fleet_impl.h"
 #include "util/clock.h"
 
@@ -48,7 +49,7 @@ void dy_fleet_on_kv_alloc(dy_fleet *w, slot *s, const dy_msg_kv_alloc *m)
     }
     dy_choice *c = &f->job->choices[f->choice];
     int pi = dy_fleet_pick_prefill(w, &c->req, f->prefill_slot);
-    const char *peer = w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
+    const char *peer = dy_fleet_peer_name(w, s);
     dy_buf b = {0};
     /* The prefill runs under the decode sequence's id: its TCP frames name that sequence. */
     dy_msg_prefill pm = {.id = m->id, .xfer = (uint8_t)w->cfg.xfer,
@@ -146,6 +147,23 @@ void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s)
         }
 }
 
+const char *dy_fleet_peer_name(const dy_fleet *w, const slot *s)
+{
+    return w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
+}
+
+void dy_fleet_peer_gone(dy_fleet *w, const slot *s)
+{
+    dy_msg_peer_gone m;
+    snprintf(m.peer, sizeof m.peer, "%s", dy_fleet_peer_name(w, s));
+    dy_buf b = {0};
+    if (m.peer[0] && dy_wire_peer_gone(&b, &m))
+        for (int i = 0; i < w->cfg.n_workers; i++)
+            if (&w->slots[i] != s && w->slots[i].alive)
+                dy_fleet_send_frame(&w->slots[i], &b);
+    dy_buf_free(&b);
+}
+
 void dy_fleet_prefill_lost(dy_fleet *w, flight *f)
 {
     w->xfer.failed++;
@@ -158,6 +176,22 @@ void dy_fleet_prefill_lost(dy_fleet *w, flight *f)
 /* Prefills past the timeout: the prefill worker is stuck, so it is killed; its death (seen by
  * its reader) sends each decode worker KV_READY(!ok) once the process is gone, so no late
  * write can land in blocks that were given up. */
+static void kill_stalled_prefills(dy_fleet *w, double now)
+{
+    for (int i = 0; i < w->cfg.n_workers; i++) {
+        slot *p = &w->slots[i];
+        for (int k = 0; p->alive && k < p->n_fl; k++)
+            if (p->fl[k].kind == FL_PREFILL && now - p->fl[k].t_sent > w->cfg.xfer_timeout_s) {
+                fprintf(stderr, "dyad serve: prefill worker %d stalled for %.1f s; restarting "
+                        "it and prefilling locally\n", i, now - p->fl[k].t_sent);
+                w->xfer.timeouts++;
+                kill(p->pid, SIGKILL);
+                break;
+            }
+    }
+}
+
+/* The fleet's periodic checks: stalled prefills, and workers gone silent. */
 void *dy_fleet_janitor_main(void *arg)
 {
     dy_fleet *w = arg;
@@ -167,16 +201,9 @@ void *dy_fleet_janitor_main(void *arg)
         pthread_mutex_lock(&w->mu);
         bool stop = w->stopping;
         double now = dy_now();
-        for (int i = 0; !stop && i < w->cfg.n_workers; i++) {
-            slot *p = &w->slots[i];
-            for (int k = 0; p->alive && k < p->n_fl; k++)
-                if (p->fl[k].kind == FL_PREFILL && now - p->fl[k].t_sent > w->cfg.xfer_timeout_s) {
-                    fprintf(stderr, "dyad serve: prefill worker %d stalled for %.1f s; restarting "
-                            "it and prefilling locally\n", i, now - p->fl[k].t_sent);
-                    w->xfer.timeouts++;
-                    kill(p->pid, SIGKILL);
-                    break;
-                }
+        if (!stop) {
+            kill_stalled_prefills(w, now);
+            dy_fleet_kill_silent(w, now);
         }
         pthread_mutex_unlock(&w->mu);
         if (stop)

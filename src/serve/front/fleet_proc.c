@@ -1,7 +1,8 @@
 /* fleet_proc.c — the worker processes of the fleet (fleet_impl.h): spawning them, one reader
  * thread per worker that turns its frames into calls to the other fleet files, noticing a
- * death and starting a new worker in its place, starting and stopping the whole fleet, and
- * the snapshots of its state for /health and /metrics. */
+ * death (or a silence past --worker-timeout, which is made a death) and starting a new worker
+ * in its place, starting and stopping the whole fleet, and the snapshots of its state for
+ * /health and /metrics. */
 #include "serve/front/fleet_impl.h"
 #include "serve/wire/wire_io.h"
 #include "util/clock.h"
@@ -89,16 +90,28 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     s->fd = sv[0];
     s->alive = true;
     s->hello_seen = false;
+    s->last_heard = dy_now();
     return 0;
 }
 
+/* A worker that takes nothing for --worker-timeout is hung too: writers (often holding mu)
+ * must not wait on it forever, or nothing — the janitor included — could go on. */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b)
 {
     if (b->oom || s->fd < 0)
         return false;
+    double limit = s->fleet->cfg.worker_timeout_s;
     pthread_mutex_lock(&s->wmu);
-    bool ok = dy_write_all(s->fd, b->data, b->len);
+    bool ok = limit > 0 ? dy_write_all_within(s->fd, b->data, b->len, limit)
+                        : dy_write_all(s->fd, b->data, b->len);
+    bool stuck = !ok && limit > 0 && errno == ETIMEDOUT;
     pthread_mutex_unlock(&s->wmu);
+    if (stuck) {
+        fprintf(stderr, "dyad serve: worker %d took nothing for %.1f s; killing it and starting "
+                "a new one\n", s->index, limit);
+        kill(s->pid, SIGKILL);
+        shutdown(s->fd, SHUT_RDWR); /* its reader sees the end: handled as a death */
+    }
     return ok;
 }
 
@@ -108,8 +121,13 @@ bool dy_fleet_send_frame(slot *s, const dy_buf *b)
 static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
 {
     pthread_mutex_lock(&w->mu);
+    /* Leaving the decode role: prefill workers need not keep its pool mapped. */
+    if (s->hello_seen && s->hello.role == DY_ROLE_DECODE && m->role != DY_ROLE_DECODE)
+        dy_fleet_peer_gone(w, s);
     s->hello = *m;
     s->hello_seen = true;
+    s->last_heard = dy_now();
+    s->hung = false;
     if (s->role != m->role || s->state != DY_SLOT_ACTIVE)
         fprintf(stderr, "dyad serve: worker %d serves as %s\n", s->index,
                 m->role == DY_ROLE_PREFILL ? "a prefill worker"
@@ -196,7 +214,8 @@ static void on_death(dy_fleet *w, slot *s)
     bank_stats(s);
     if (s->hello.shm_name[0])
         shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
-    dy_fleet_prefill_drop_feeding(w, s);
+    dy_fleet_prefill_drop_feeding(w, s); /* cancels first, so no prefill is left writing */
+    dy_fleet_peer_gone(w, s);
     flight *fl = s->fl;
     int n = s->n_fl;
     s->fl = NULL;
@@ -267,6 +286,33 @@ static void *reader_main(void *arg)
         if (rc != 0)
             return NULL;
         dy_conn_init(&conn, s->fd);
+    }
+}
+
+/* ---------------------------------------------------------------- hung workers */
+
+/* Silent: loaded (it said HELLO), and nothing from it for longer than --worker-timeout. */
+static bool silent(const dy_fleet *w, const slot *s, double now)
+{
+    return w->cfg.worker_timeout_s > 0 && s->alive && s->hello_seen &&
+           now - s->last_heard > w->cfg.worker_timeout_s;
+}
+
+/* SIGKILL ends even a stopped process; shutting the socket down as well makes its reader see
+ * the end of the stream even if something else holds the worker's end open (a launcher's
+ * child), so its flights are handled as a death's in every case. */
+void dy_fleet_kill_silent(dy_fleet *w, double now)
+{
+    for (int i = 0; i < w->cfg.n_workers; i++) {
+        slot *s = &w->slots[i];
+        if (s->hung || !silent(w, s, now))
+            continue;
+        fprintf(stderr, "dyad serve: worker %d (pid %d) sent nothing for %.1f s; killing it and "
+                "starting a new one\n", i, (int)s->pid, now - s->last_heard);
+        s->hung = true;
+        s->hangs++;
+        kill(s->pid, SIGKILL);
+        shutdown(s->fd, SHUT_RDWR);
     }
 }
 
@@ -473,6 +519,7 @@ int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap)
 {
     pthread_mutex_lock(&w->mu);
     int n = w->cfg.n_workers < cap ? w->cfg.n_workers : cap;
+    double now = dy_now();
     for (int i = 0; i < n; i++) {
         const slot *s = &w->slots[i];
         dy_msg_stats st = s->stats;
@@ -484,10 +531,12 @@ int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap)
         st.steps += s->base.steps;
         st.step_seconds += s->base.step_seconds;
         const dy_kv_index *x = dy_router_index(w->router);
-        out[i] = (dy_worker_info){s->alive, s->role, s->state,
+        /* Hung and killed, it stays down until its replacement has loaded. */
+        bool up = s->alive && !s->hung && !silent(w, s, now);
+        out[i] = (dy_worker_info){up, s->role, s->state,
                                   s->state == DY_SLOT_DRAINING && !s->to_stop ? s->next_role
                                                                               : -1,
-                                  s->pid, s->restarts, s->n_fl, st, s->hello,
+                                  s->pid, s->restarts, s->hangs, s->n_fl, st, s->hello,
                                   s->routed, dy_kv_index_worker_blocks(x, i) +
                                                  dy_kv_index_worker_predicted(x, i)};
     }

@@ -144,6 +144,8 @@ static double steps(const dy_worker_info *w) { return (double)w->stats.steps; }
 static double step_s(const dy_worker_info *w) { return w->stats.step_seconds; }
 static double alive(const dy_worker_info *w) { return w->alive; }
 static double restarts(const dy_worker_info *w) { return (double)w->restarts; }
+static double hangs(const dy_worker_info *w) { return (double)w->hangs; }
+static double shm_bytes(const dy_worker_info *w) { return (double)w->stats.shm_bytes; }
 
 static double kv_use(const dy_worker_info *w)
 {
@@ -235,9 +237,16 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     worker_each(&t, "dyad_worker_steps_total", "counter", "Engine steps run.", w, n, steps);
     worker_each(&t, "dyad_worker_step_seconds_total", "counter",
                 "Time spent in engine steps (divide by steps for the mean step time).", w, n, step_s);
-    worker_each(&t, "dyad_worker_up", "gauge", "1 while the worker process is alive.", w, n, alive);
+    worker_each(&t, "dyad_worker_up", "gauge",
+                "1 while the worker process is alive and not silent past --worker-timeout.", w, n,
+                alive);
     worker_each(&t, "dyad_worker_restarts_total", "counter", "Times the worker was restarted.",
                 w, n, restarts);
+    worker_each(&t, "dyad_worker_hangs_total", "counter",
+                "Times the worker sent nothing for --worker-timeout and was killed.", w, n, hangs);
+    worker_each(&t, "dyad_worker_shm_bytes", "gauge",
+                "Shared memory the worker has mapped: its own KV pool if shared, plus the decode "
+                "pools it writes into.", w, n, shm_bytes);
     xfer_metrics(&t, x);
     router_metrics(&t, rt, w, n);
     if (!dy_buf_cstr(&t)) {

@@ -28,6 +28,12 @@ static void put_bytes(dy_buf *b, const char *s, uint32_t n)
     put(b, s, n);
 }
 
+/* A peer's name (get_name reads it back). */
+static void put_name(dy_buf *b, const char *name)
+{
+    put_bytes(b, name, (uint32_t)strnlen(name, DY_WIRE_MAX_PEER));
+}
+
 /* Writes a header with a placeholder length; end_frame fills it in. */
 static size_t begin_frame(dy_buf *b, dy_msg_type t)
 {
@@ -157,6 +163,7 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
     put_f64(b, m->step_seconds);
     put_u32(b, m->active_decode_blocks);
     put_u64(b, m->kv_event_seq);
+    put_u64(b, m->shm_bytes);
     return end_frame(b, at);
 }
 
@@ -187,7 +194,7 @@ bool dy_wire_prefill(dy_buf *b, const dy_msg_prefill *m)
     size_t at = begin_frame(b, DY_MSG_PREFILL);
     put_u64(b, m->id);
     put_u8(b, m->xfer);
-    put_bytes(b, m->peer, (uint32_t)strnlen(m->peer, DY_WIRE_MAX_PEER));
+    put_name(b, m->peer);
     put_u32(b, m->first_block);
     put_ids(b, m->dest, m->n_blocks);
     put_ids(b, m->prompt, m->n_prompt);
@@ -285,6 +292,15 @@ bool dy_wire_role(dy_buf *b, const dy_msg_role *m)
         return false;
     size_t at = begin_frame(b, DY_MSG_ROLE);
     put_u8(b, m->role);
+    return end_frame(b, at);
+}
+
+bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m)
+{
+    if (!m->peer[0])
+        return false;
+    size_t at = begin_frame(b, DY_MSG_PEER_GONE);
+    put_name(b, m->peer);
     return end_frame(b, at);
 }
 
@@ -582,6 +598,7 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->step_seconds = get_f64(&r);
     m->active_decode_blocks = get_u32(&r);
     m->kv_event_seq = get_u64(&r);
+    m->shm_bytes = get_u64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
     return finish(&r);
@@ -765,5 +782,16 @@ bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, 
     m->role = get_u8(&r);
     if (!r.bad && m->role > DY_ROLE_DECODE)
         return bad(&r, "unknown role %u", m->role);
+    return finish(&r);
+}
+
+bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, char *err,
+                              size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    if (!get_name(&r, m->peer))
+        return false;
+    if (!m->peer[0])
+        return bad(&r, "empty peer name");
     return finish(&r);
 }

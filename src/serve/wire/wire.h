@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 3
+#define DY_WIRE_VERSION 4
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
@@ -47,7 +47,8 @@ typedef enum {
     DY_MSG_KV_RESYNC = 14,   /* frontend → worker: send a snapshot */
     /* The planner (docs/planner.md): */
     DY_MSG_ROLE = 15,        /* frontend → an idle worker: take another role, answer HELLO */
-    DY_MSG_LAST = DY_MSG_ROLE,
+    DY_MSG_PEER_GONE = 16,   /* frontend → workers: a decode worker's KV pool is gone, unmap it */
+    DY_MSG_LAST = DY_MSG_PEER_GONE,
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
@@ -169,6 +170,8 @@ typedef struct {
                                     * step's attention reads */
     uint64_t kv_event_seq;         /* seq of the last KV_EVENTS or KV_SNAPSHOT sent before this
                                     * frame: a receiver behind it has lost a batch */
+    uint64_t shm_bytes;            /* shared memory it has mapped: its own KV pool when that is
+                                    * shared, plus the decode workers' pools it writes into */
 } dy_msg_stats;
 
 /* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot
@@ -214,6 +217,13 @@ typedef struct {
     uint8_t role; /* dy_worker_role */
 } dy_msg_role;
 
+/* PEER_GONE  name bytes: the decode worker whose KV pool (its shared-memory name, or its
+ * receiver's "host:port") this is has died, stopped or left the decode role; a worker that
+ * holds that pool open closes it, so a dead pool's memory is not kept mapped. */
+typedef struct {
+    char peer[DY_WIRE_MAX_PEER + 1];
+} dy_msg_peer_gone;
+
 /* Safe after a failed decode too. */
 void dy_msg_kv_events_free(dy_msg_kv_events *m);
 void dy_msg_kv_snapshot_free(dy_msg_kv_snapshot *m);
@@ -234,6 +244,7 @@ bool dy_wire_kv_events(dy_buf *b, const dy_msg_kv_events *m);
 bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m);
 bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m);
 bool dy_wire_role(dy_buf *b, const dy_msg_role *m);
+bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -259,5 +270,7 @@ bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *
 bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
                               size_t errlen);
 bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, size_t errlen);
+bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, char *err,
+                              size_t errlen);
 
 #endif

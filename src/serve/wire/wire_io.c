@@ -1,5 +1,6 @@
 /* wire_io.c — see wire_io.h. */
 #include "serve/wire/wire_io.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -51,6 +52,11 @@ long dy_conn_fill(dy_conn *c)
     }
 }
 
+bool dy_conn_pending(const dy_conn *c)
+{
+    return c->len > c->consumed;
+}
+
 dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen)
 {
@@ -67,21 +73,40 @@ dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **paylo
     return DY_CONN_FRAME;
 }
 
-bool dy_write_all(int fd, const void *p, size_t n)
+/* Sends without blocking and waits in poll, so that a peer that stops reading can be given
+ * up on (timeout_s > 0) instead of holding the writer forever. */
+static bool write_all(int fd, const void *p, size_t n, double timeout_s)
 {
     const char *s = p;
+    double deadline = timeout_s > 0 ? dy_now() + timeout_s : 0;
     while (n > 0) {
-        ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+        ssize_t k = send(fd, s, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k > 0) {
             s += k;
             n -= (size_t)k;
+            if (timeout_s > 0)
+                deadline = dy_now() + timeout_s; /* it is reading: the wait starts again */
         } else if (k < 0 && errno == EINTR) {
             continue;
         } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (timeout_s > 0 && dy_now() >= deadline) {
+                errno = ETIMEDOUT;
+                return false;
+            }
             struct pollfd pf = {fd, POLLOUT, 0};
-            poll(&pf, 1, 1000);
+            poll(&pf, 1, 100);
         } else
             return false;
     }
     return true;
+}
+
+bool dy_write_all(int fd, const void *p, size_t n)
+{
+    return write_all(fd, p, n, 0);
+}
+
+bool dy_write_all_within(int fd, const void *p, size_t n, double timeout_s)
+{
+    return write_all(fd, p, n, timeout_s);
 }

@@ -25,10 +25,16 @@ typedef enum {
     DY_CONN_CORRUPT = -1, /* the stream is corrupt (message in err): drop the connection */
 } dy_conn_result;
 
+/* Bytes received and not yet taken as frames (a frame may be waiting without a new read). */
+bool dy_conn_pending(const dy_conn *c);
 /* The next whole frame in the buffer. */
 dy_conn_result dy_conn_next(dy_conn *c, dy_msg_type *type, const uint8_t **payload, uint32_t *len,
                  char *err, size_t errlen);
 /* Writes all n bytes (waiting on a non-blocking fd). false on error or a closed peer. */
 bool dy_write_all(int fd, const void *p, size_t n);
+/* The same, giving up when the peer has taken nothing for timeout_s seconds (> 0; errno is
+ * then ETIMEDOUT and part of the buffer may have gone: the stream is no longer usable). Works
+ * on a blocking fd too. */
+bool dy_write_all_within(int fd, const void *p, size_t n, double timeout_s);
 
 #endif

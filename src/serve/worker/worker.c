@@ -1,9 +1,11 @@
 /* worker.c — the worker process's step loop (see worker.h). Everything that is policy
  * (which sequences run, when to preempt) is the scheduler's; this file does the I/O around
- * it: frames in, engine step, sampling, detokenization, stop strings, frames out. */
+ * it: frames in, engine step, sampling, detokenization, stop strings, frames out — and the
+ * heartbeat that keeps STATS coming while a long step runs. */
 #include "serve/worker/worker_impl.h"
 #include "util/clock.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <poll.h>
@@ -272,6 +274,10 @@ static bool read_frames(worker *w)
             dy_msg_kv_ready m;
             if (dy_wire_decode_kv_ready(p, len, &m, err, sizeof err))
                 dy_disagg_on_kv_ready(w, &m);
+        } else if (t == DY_MSG_PEER_GONE) {
+            dy_msg_peer_gone m;
+            if (dy_wire_decode_peer_gone(p, len, &m, err, sizeof err))
+                dy_disagg_on_peer_gone(w, &m);
         }
     }
     if (k == DY_CONN_CORRUPT) {
@@ -389,6 +395,61 @@ static void fail_plan(worker *w, const dy_plan *p, const char *msg)
     }
 }
 
+/* ---------------------------------------------------------------- the heartbeat */
+
+static void *heartbeat_main(void *arg)
+{
+    worker *w = arg;
+    heartbeat *h = &w->hb;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        if (dy_cond_wait_for(&h->wake, &h->mu, STATS_EVERY_S) != ETIMEDOUT || !h->in_step ||
+            !h->have_last)
+            continue;
+        h->frame.len = 0;
+        if (dy_wire_stats(&h->frame, &h->last))
+            dy_write_all(w->conn.fd, h->frame.data, h->frame.len);
+        /* The loop does not touch conn inside a step (it waits on mu to leave it). */
+        dy_conn_fill(&w->conn);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static bool heartbeat_start(worker *w)
+{
+    heartbeat *h = &w->hb;
+    pthread_mutex_init(&h->mu, NULL);
+    dy_cond_init(&h->wake);
+    h->started = pthread_create(&h->thread, NULL, heartbeat_main, w) == 0;
+    return h->started;
+}
+
+static void heartbeat_stop(heartbeat *h)
+{
+    if (!h->started)
+        return;
+    pthread_mutex_lock(&h->mu);
+    h->stop = true;
+    pthread_cond_signal(&h->wake);
+    pthread_mutex_unlock(&h->mu);
+    pthread_join(h->thread, NULL);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->wake);
+    dy_buf_free(&h->frame);
+    h->started = false;
+}
+
+/* Inside a step the thread beats; outside it the loop's own STATS do. */
+static void heartbeat_step(heartbeat *h, bool in_step)
+{
+    pthread_mutex_lock(&h->mu);
+    h->in_step = in_step;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ---------------------------------------------------------------- one step */
+
 static void step(worker *w)
 {
     const dy_plan *p;
@@ -413,7 +474,10 @@ static void step(worker *w)
         if (r->scheduled == 0)
             r->scheduled = t0;
     }
-    if (dy_engine_step(w->engine, w->spans, p->n_items, w->logits, err, sizeof err) != 0) {
+    heartbeat_step(&w->hb, true);
+    int rc = dy_engine_step(w->engine, w->spans, p->n_items, w->logits, err, sizeof err);
+    heartbeat_step(&w->hb, false);
+    if (rc != 0) {
         fprintf(stderr, "dyad worker %d: step failed: %s\n", w->cfg.worker_id, err);
         fail_plan(w, p, "the engine step failed");
         return;
@@ -460,13 +524,20 @@ static void send_stats(worker *w)
         .preemptions = dy_sched_total_preemptions(w->sched),
         .steps = w->steps,
         .step_seconds = w->step_seconds,
+        .shm_bytes = (w->pool->shm_name[0] ? w->pool->data_bytes : 0) + dy_disagg_mapped_bytes(w),
     };
     dy_wire_stats(&w->tx, &m);
+    pthread_mutex_lock(&w->hb.mu);
+    w->hb.last = m;
+    w->hb.have_last = true;
+    pthread_mutex_unlock(&w->hb.mu);
 }
 
 static bool flush(worker *w)
 {
+    pthread_mutex_lock(&w->hb.mu);
     bool ok = !w->tx.oom && dy_write_all(w->conn.fd, w->tx.data, w->tx.len);
+    pthread_mutex_unlock(&w->hb.mu);
     w->tx.len = 0;
     return ok;
 }
@@ -604,6 +675,11 @@ int dy_worker_run(const dy_worker_config *cfg)
         return 1;
     }
     fcntl(cfg->fd, F_SETFL, fcntl(cfg->fd, F_GETFL) | O_NONBLOCK);
+    if (!heartbeat_start(&w)) {
+        fprintf(stderr, "dyad worker %d: cannot start the heartbeat thread\n", cfg->worker_id);
+        teardown(&w);
+        return 1;
+    }
     send_hello(&w);
     bool alive = flush(&w);
     while (alive) {
@@ -611,7 +687,7 @@ int dy_worker_run(const dy_worker_config *cfg)
         bool busy = dy_sched_n_running(w.sched) + dy_sched_n_waiting(w.sched) > 0;
         struct pollfd pf = {cfg->fd, POLLIN, 0};
         int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting ? 1 : 100);
-        if (ready > 0 && !read_frames(&w))
+        if ((ready > 0 || dy_conn_pending(&w.conn)) && !read_frames(&w))
             break;
         if (busy)
             step(&w);
@@ -628,6 +704,7 @@ int dy_worker_run(const dy_worker_config *cfg)
         if (w.draining && !busy && !w.reqs)
             break;
     }
+    heartbeat_stop(&w.hb);
     teardown(&w);
     return 0;
 }

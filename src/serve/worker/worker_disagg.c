@@ -6,7 +6,10 @@
  *  - Decode role: a REQUEST marked remote_prefill sets blocks aside (after its own prefix
  *    cache) and answers KV_ALLOC with their ids; KV_READY then lets the sequence run — it
  *    computes the last prompt token itself, and samples the first token from its logits, so
- *    sampling, stop strings and random streams stay exactly those of aggregated serving. */
+ *    sampling, stop strings and random streams stay exactly those of aggregated serving.
+ *  - The decode pools a prefill worker holds open: opened on first use, closed when the
+ *    frontend says their worker is gone (PEER_GONE), so a dead worker's pool is not kept
+ *    mapped. */
 #include "serve/worker/worker_impl.h"
 #include "util/clock.h"
 
@@ -91,6 +94,25 @@ static void drop_peer(worker *w, dy_xfer_peer *p)
             dy_xfer_close(p);
             return;
         }
+}
+
+/* Prefills into that pool were cancelled before the frontend sent this (the same stream,
+ * read between steps), so nothing writes into the mapping while it is closed. */
+void dy_disagg_on_peer_gone(worker *w, const dy_msg_peer_gone *m)
+{
+    for (int i = 0; i < w->n_peers; i++)
+        if (!strcmp(dy_xfer_peer_name(w->peers[i]), m->peer)) {
+            drop_peer(w, w->peers[i]);
+            return;
+        }
+}
+
+uint64_t dy_disagg_mapped_bytes(const worker *w)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < w->n_peers; i++)
+        n += dy_xfer_peer_mapped_bytes(w->peers[i]);
+    return n;
 }
 
 void dy_disagg_ship(worker *w, wreq *r)

@@ -4,6 +4,8 @@
 #ifndef DYAD_WORKER_IMPL_H
 #define DYAD_WORKER_IMPL_H
 
+#include <pthread.h>
+
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -40,6 +42,21 @@ typedef struct wreq {
     bool awaiting_kv;           /* decode role: KV_READY(ok) came, TCP blocks still arriving */
     struct wreq *next;
 } wreq;
+
+/* The heartbeat while a step runs (worker.c): the loop sends STATS between steps, and a step
+ * may last longer than the frontend's --worker-timeout (a long prompt chunk on a big model),
+ * so a thread resends the latest STATS meanwhile, and takes in what the frontend sends (into
+ * conn, for the loop to handle after the step): a worker that neither speaks nor reads for
+ * that long is hung, one in a long step is not. */
+typedef struct {
+    pthread_mutex_t mu;     /* serialises writes to the frontend's socket */
+    pthread_cond_t wake;    /* dy_cond_init */
+    pthread_t thread;
+    bool started, stop, in_step;
+    bool have_last;
+    dy_msg_stats last;      /* the latest STATS the loop sent */
+    dy_buf frame;           /* the thread's own encoding buffer */
+} heartbeat;
 
 /* What sampling produced for one plan item, sent after the commit. */
 typedef struct {
@@ -80,6 +97,7 @@ typedef struct {
     int next_role;              /* -1, or the role a ROLE frame asked for: taken when idle */
     uint64_t prompt_tokens, generated_tokens, steps;
     double step_seconds, last_stats;
+    heartbeat hb;
 } worker;
 
 void dy_worker_send_error(worker *w, uint64_t id, const char *msg);
@@ -97,5 +115,9 @@ void dy_disagg_poll(worker *w);
 /* A prefill-only sequence finished its prompt: ship its KV and end it. */
 void dy_disagg_ship(worker *w, wreq *r);
 void dy_disagg_free(worker *w);
+/* The frontend says a decode worker's pool is gone: close it if it is open here. */
+void dy_disagg_on_peer_gone(worker *w, const dy_msg_peer_gone *m);
+/* Bytes of the decode workers' pools mapped here. */
+uint64_t dy_disagg_mapped_bytes(const worker *w);
 
 #endif

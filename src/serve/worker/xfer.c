@@ -151,6 +151,11 @@ const char *dy_xfer_peer_name(const dy_xfer_peer *p)
     return p->name;
 }
 
+size_t dy_xfer_peer_mapped_bytes(const dy_xfer_peer *p)
+{
+    return p->map ? p->map_size : 0;
+}
+
 static bool send_all(int fd, const void *buf, size_t n)
 {
     const uint8_t *s = buf;

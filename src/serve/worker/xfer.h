@@ -33,6 +33,8 @@ void dy_xfer_close(dy_xfer_peer *p);
 int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const int32_t *src_ids,
                  const int32_t *dst_ids, int n, uint64_t *bytes, char *err, size_t errlen);
 const char *dy_xfer_peer_name(const dy_xfer_peer *p);
+/* Bytes of the peer's pool mapped into this process (0 over TCP). */
+size_t dy_xfer_peer_mapped_bytes(const dy_xfer_peer *p);
 
 /* ---------------------------------------------------------------- receiver (decode worker) */
 

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""serve_reliability_test.py DYAD SOURCE_DIR — faults a worker can have that are not a clean
+death (docs/reliability.md).
+
+- A hung worker (SIGSTOP): a decode worker stopped mid-stream, a prefill worker stopped before
+  a disaggregated request, an aggregated worker stopped with requests queued on it. Each is
+  reported down in /health and /metrics once silent past --worker-timeout, killed and
+  replaced; its requests end (an error event, or a complete answer from another worker)
+  within the timeout plus some slack; the server answers afterwards. Workers that are only
+  idle or busy are never taken for hung, even with a short timeout.
+- Dead decode pools: a prefill worker unmaps the shared-memory pool of a decode worker that
+  died, so after each of three kill -9 and replacements it maps exactly one.
+
+Every wait is bounded, so on a build without these fixes the tests fail instead of hanging.
+Standard library only; prints 'N passed, N failed'."""
+import json
+import os
+import re
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dyad_http import MODEL, Server, run_tests  # noqa: E402
+
+DYAD = sys.argv[1]
+TIMEOUT = 2  # --worker-timeout for the hung-worker tests
+SLACK = 8    # detection (50 ms janitor), kill, reap, a new worker loading the model
+LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
+_fresh = [0]
+
+
+def fresh():
+    """A long prompt no server has seen, so a disaggregated server prefills it remotely."""
+    _fresh[0] += 1
+    return f"Story {_fresh[0]}. " + LONG
+
+
+def health(s):
+    return s.request("GET", "/health")[1]
+
+
+def body(prompt, **kw):
+    return {"model": MODEL, "prompt": prompt, "max_tokens": 40, "temperature": 0, **kw}
+
+
+def ask(s, prompt, **kw):
+    st, r, _ = s.request("POST", "/v1/completions", body(prompt, **kw))
+    assert st == 200, (st, r)
+    return r
+
+
+class HealthWatch:
+    """Polls /health every 20 ms in a thread, keeping what it saw of one worker."""
+
+    def __init__(self, s, worker):
+        self.s, self.worker, self.seen, self.stop = s, worker, [], False
+        self.t = threading.Thread(target=self.run)
+        self.t.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                w = health(self.s)["workers"][self.worker]
+                self.seen.append((w["pid"], w["up"]))
+            except (OSError, KeyError, IndexError, TypeError):
+                pass
+            time.sleep(0.02)
+
+    def done(self):
+        self.stop = True
+        self.t.join()
+        return self.seen
+
+
+def resume(pid):
+    """Lets a stopped process go on (after a failed test), so the server can stop."""
+    try:
+        os.kill(pid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
+
+
+def replaced(s, worker, pid):
+    h = health(s)["workers"][worker]
+    return h["pid"] != pid and h["up"]
+
+
+def test_hung_decode_worker_mid_stream():
+    s = Server(DYAD, "--worker-timeout", str(TIMEOUT))
+    pid = 0
+    try:
+        ask(s, fresh())  # warm up
+        pid = health(s)["workers"][1]["pid"]
+        c = s.conn(TIMEOUT + SLACK)
+        c.request("POST", "/v1/completions", body=json.dumps(body(fresh(), max_tokens=300,
+                                                                  ignore_eos=True, stream=True)),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        first = r.read1(4096).decode()
+        assert first.startswith("data: {"), first
+        watch = HealthWatch(s, 1)
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        rest = r.read().decode()  # a socket timeout here is the hang this test is about
+        elapsed = time.time() - t0
+        c.close()
+        events = [f[len("data: "):] for f in (first + rest).split("\n\n") if f.startswith("data: ")]
+        assert events[-1] == "[DONE]", events[-3:]
+        assert "error" in json.loads(events[-2]), events[-3:]
+        assert TIMEOUT - 0.5 < elapsed < TIMEOUT + SLACK, elapsed
+        assert s.wait_for(lambda: replaced(s, 1, pid), SLACK)
+        seen = watch.done()
+        # up, then down (the replacement's being up is the wait_for above: the watch may lag)
+        assert (pid, True) in seen and any(not up for _, up in seen), seen[:5]
+        m = s.metrics()
+        assert m['dyad_worker_hangs_total{worker="1"}'] == 1
+        assert m['dyad_worker_hangs_total{worker="0"}'] == 0
+        assert m['dyad_worker_up{worker="1"}'] == 1
+        r = ask(s, fresh())
+        assert r["usage"]["completion_tokens"] == 40
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+
+
+def test_hung_prefill_worker():
+    """A stopped prefill worker: the prompt it would prefill is computed by its decode worker
+    once the prefill worker is found hung — well before --xfer-timeout."""
+    s = Server(DYAD, "--worker-timeout", str(TIMEOUT), "--xfer-timeout", "120")
+    agg = Server(DYAD, "--workers", "1")
+    pid = 0
+    try:
+        ask(s, fresh())  # warm up
+        pid = health(s)["workers"][0]["pid"]
+        p = fresh()
+        os.kill(pid, signal.SIGSTOP)
+        t0 = time.time()
+        r = ask(s, p)
+        assert time.time() - t0 < TIMEOUT + SLACK
+        assert r["dyad"]["choices"][0]["prefill_worker"] is None
+        assert r["choices"][0]["text"] == ask(agg, p)["choices"][0]["text"]
+        assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
+        m = s.metrics()
+        assert m['dyad_worker_hangs_total{worker="0"}'] == 1
+        assert m["dyad_kv_transfer_timeouts_total"] == 0  # not the --xfer-timeout path
+        assert ask(s, fresh())["dyad"]["choices"][0]["prefill_worker"] == 0  # the new one serves
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+        assert agg.stop() == 0
+
+
+def test_hung_aggregated_worker_fails_over():
+    """Requests queued on a stopped worker that had produced nothing are run on the other
+    worker: every one is answered in full, with the same text."""
+    s = Server(DYAD, "--workers", "2", "--router", "round-robin", "--worker-timeout", str(TIMEOUT))
+    pid = 0
+    try:
+        p = fresh()
+        want = ask(s, p)["choices"][0]["text"]
+        pid = health(s)["workers"][0]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        results, errors = [], []
+
+        def one():
+            try:
+                results.append(ask(s, p))
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+
+        t0 = time.time()
+        threads = [threading.Thread(target=one) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(TIMEOUT + SLACK + 5)
+        assert time.time() - t0 < TIMEOUT + SLACK, time.time() - t0
+        assert not errors, errors
+        assert [r["choices"][0]["text"] for r in results] == [want] * 4
+        m = s.metrics()
+        assert m['dyad_router_worker_decisions_total{worker="0"}'] >= 2  # some went to it
+        assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
+        assert s.metrics()['dyad_worker_hangs_total{worker="0"}'] == 1
+        assert health(s)["status"] == "ok"
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+
+
+def test_stopped_worker_does_not_wedge_the_frontend():
+    """Requests sent to a stopped worker fill its socket; the frontend's writes to it give up
+    after --worker-timeout (killing it), so /health and the other requests are not held
+    forever behind a write that holds the fleet's lock."""
+    s = Server(DYAD, "--workers", "1", "--worker-timeout", str(TIMEOUT), "--kv-mem", "128")
+    pid = health(s)["workers"][0]["pid"]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        ended = []
+
+        def big(k):  # 64 prompts of ~430 tokens: 64 REQUEST frames, more than the socket holds
+            prompts = [f"Story {k} {i}. " + "Once upon a time, there was a little girl named Lily. "
+                       "She loved to play. " * 20 for i in range(64)]
+            c = s.conn(TIMEOUT + SLACK)
+            c.request("POST", "/v1/completions", body=json.dumps(body(prompts, max_tokens=2)),
+                      headers={"Content-Type": "application/json"})
+            ended.append(c.getresponse().status)
+
+        threads = [threading.Thread(target=big, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        c = s.conn(TIMEOUT + SLACK)
+        c.request("GET", "/health")  # a timeout here: the frontend is wedged
+        c.getresponse().read()
+        assert time.time() - t0 < TIMEOUT + SLACK
+        for t in threads:
+            t.join(TIMEOUT + SLACK)
+        assert len(ended) == 4, ended  # each answered (503: its only worker was lost)
+        assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
+        assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+
+
+def test_busy_or_idle_workers_are_not_hung():
+    """With a short timeout, idle and busy workers keep heartbeating: none is killed."""
+    s = Server(DYAD, "--worker-timeout", "0.5")
+    try:
+        pids = [w["pid"] for w in health(s)["workers"]]
+        time.sleep(2)  # idle
+        threads = [threading.Thread(target=ask, args=(s, fresh()), kwargs={"max_tokens": 100})
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        time.sleep(1)
+        assert [w["pid"] for w in health(s)["workers"]] == pids
+        assert all(w["up"] for w in health(s)["workers"])
+        m = s.metrics()
+        assert m['dyad_worker_hangs_total{worker="0"}'] == 0
+        assert m['dyad_worker_hangs_total{worker="1"}'] == 0
+    finally:
+        assert s.stop() == 0
+
+
+def test_long_step_is_not_a_hang():
+    """Engine steps longer than --worker-timeout (long prompts prefilled in one batch, one
+    engine thread): the worker's heartbeat thread keeps STATS coming and takes in the frames
+    sent meanwhile, so it is not killed. (Without the heartbeat this request got a 503 after
+    the timeout.) A first small batch measures this build's speed, so the big one lasts a few
+    timeouts on a fast machine and in the sanitizer build alike."""
+    s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1", "--max-batch-tokens", "32768",
+               "--max-running", "64", "--kv-mem", "128", "--worker-timeout", "1")
+    try:
+        pid = health(s)["workers"][0]["pid"]
+
+        def batch(k, tag):
+            """k prompts of ~430 tokens in one request; the mean step time it took."""
+            key = '{worker="0"}'
+            s.settled("dyad_worker_step_seconds_total" + key)
+            m0 = s.metrics()
+            prompts = [f"Story {tag} {i}. " + "Once upon a time, there was a little girl named "
+                       "Lily. She loved to play. " * 20 for i in range(k)]
+            st, r, _ = s.request("POST", "/v1/completions", body(prompts, max_tokens=1))
+            assert st == 200, (st, r)
+            s.settled("dyad_worker_step_seconds_total" + key)  # the reports have caught up
+            m = s.metrics()
+            steps = m["dyad_worker_steps_total" + key] - m0["dyad_worker_steps_total" + key]
+            return (m["dyad_worker_step_seconds_total" + key] -
+                    m0["dyad_worker_step_seconds_total" + key]) / max(steps, 1)
+
+        per_prompt = batch(4, "a") / 4
+        k = max(4, min(64, int(3 / max(per_prompt, 1e-3))))
+        step = batch(k, "b")
+        assert step > 1, ("the test needs a step longer than the timeout", k, step)
+        m = s.metrics()
+        assert m['dyad_worker_hangs_total{worker="0"}'] == 0
+        assert health(s)["workers"][0]["pid"] == pid
+    finally:
+        assert s.stop() == 0
+
+
+def test_worker_timeout_off():
+    s = Server(DYAD, "--workers", "1", "--worker-timeout", "0")
+    try:
+        assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
+    finally:
+        assert s.stop() == 0
+
+
+def mapped_pools(pid):
+    """The distinct decode-worker KV pools (shared memory) mapped into a process."""
+    with open(f"/proc/{pid}/maps") as f:
+        return sorted(set(re.findall(r"/dev/shm/(dyad-kv-\d+-\d+)", f.read())))
+
+
+def test_dead_decode_pools_are_unmapped():
+    s = Server(DYAD, "--kv-mem", "16")
+    try:
+        ask(s, fresh())
+        pre = health(s)["workers"][0]["pid"]
+        assert len(mapped_pools(pre)) == 1
+        def shm(worker):
+            return s.metrics()[f'dyad_worker_shm_bytes{{worker="{worker}"}}']
+
+        # the prefill worker maps what the decode worker made (reports come every 100 ms)
+        assert s.wait_for(lambda: shm(0) == shm(1) > 0, 5), (shm(0), shm(1))
+        one_pool = shm(1)
+        for _ in range(3):
+            pid = health(s)["workers"][1]["pid"]
+            os.kill(pid, signal.SIGKILL)
+            assert s.wait_for(lambda: replaced(s, 1, pid), 30)
+            r = ask(s, fresh())
+            assert r["dyad"]["choices"][0]["prefill_worker"] == 0  # it mapped the new pool
+            pools = mapped_pools(pre)
+            assert len(pools) == 1, pools
+            new = health(s)["workers"][1]["pid"]
+            assert pools[0].startswith(f"dyad-kv-{new}-"), (pools, new)
+            assert s.wait_for(lambda: shm(0) == one_pool, 5), (shm(0), one_pool)
+        assert health(s)["workers"][0]["pid"] == pre
+    finally:
+        assert s.stop() == 0
+
+
+run_tests(globals(), [])
