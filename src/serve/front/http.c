@@ -490,34 +490,46 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
 
 /* ---------------------------------------------------------------- dispatch */
 
-static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *url,
-                             const char *method, const conn_ctx *x)
+/* The refusal a request gets from its URL, method and headers alone (an unknown route or
+ * method, a missing or wrong API key); false if none. Checked before the body is read, so an
+ * unauthenticated client cannot make the frontend buffer a body (#18). */
+static bool refused_by_headers(const dy_http *h, struct MHD_Connection *c, const char *url,
+                               const char *method, dy_api_error *e)
 {
-    dy_api_error e;
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     bool gen_route = !strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions");
     bool get_route = !strcmp(url, "/health") || !strcmp(url, "/metrics") ||
                      !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
     bool admin_route = !strcmp(url, "/v1/admin/pools");
     if (!gen_route && !get_route && !admin_route) {
-        dy_api_error_route_not_found(&e, method, url);
-        return send_error(h, c, url, &e);
+        dy_api_error_route_not_found(e, method, url);
+        return true;
     }
     if ((gen_route && !post) || (get_route && !get) || (admin_route && !get && !post)) {
-        dy_api_error_method_not_allowed(&e, method, url);
-        return send_error(h, c, url, &e);
+        dy_api_error_method_not_allowed(e, method, url);
+        return true;
     }
+    if (strcmp(url, "/health") != 0 && !authorized(h, c)) {
+        dy_api_error_unauthorized(e);
+        return true;
+    }
+    return false;
+}
+
+static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *url,
+                             const char *method, const conn_ctx *x)
+{
+    dy_api_error e;
+    if (refused_by_headers(h, c, url, method, &e))
+        return send_error(h, c, url, &e);
     if (!strcmp(url, "/health"))
         return route_health(h, c);
-    if (!authorized(h, c)) {
-        dy_api_error_unauthorized(&e);
-        return send_error(h, c, url, &e);
-    }
     if (!strcmp(url, "/metrics"))
         return route_metrics(h, c);
+    bool admin_route = !strcmp(url, "/v1/admin/pools");
     if (admin_route && !x->too_large)
-        return route_pools(h, c, post, x);
-    if (get_route)
+        return route_pools(h, c, !strcmp(method, "POST"), x);
+    if (!strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11))
         return route_models(h, c, url);
     if (x->too_large) {
         dy_api_error_too_large(&e, h->cfg.limits.max_body_bytes);
@@ -543,9 +555,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                              "The request has Content-Length headers with different values.");
             return refuse(h, c, url, &e, true);
         }
+        /* Refused on its headers: answered now and the connection closed, the body never read
+         * (a client still sending a large one may see the close before the answer). */
+        dy_api_error e;
+        if (refused_by_headers(h, c, url, method, &e))
+            return refuse(h, c, url, &e, true);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > h->cfg.limits.max_body_bytes)
-            x->too_large = true; /* refuse before reading it */
+            x->too_large = true; /* read and dropped, then a 413 the client can read */
         return MHD_YES;
     }
     if (*data_size > 0) {
