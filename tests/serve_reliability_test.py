@@ -327,4 +327,31 @@ def test_dead_decode_pools_are_unmapped():
         assert s.stop() == 0
 
 
+def test_stale_pool_of_a_zombie_is_removed():
+    """#18 item 7: a pool left by a worker that is now a zombie (its frontend was SIGKILLed and
+    not yet reaped) is removed when a new frontend starts; a zombie passes kill(pid, 0)."""
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    path = f"/dev/shm/dyad-kv-{pid}-0"
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # until the child has exited (a zombie, not reaped)
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    break
+            time.sleep(0.01)
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+        s = Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1")
+        try:
+            assert not os.path.exists(path), "the zombie's pool is still there"
+        finally:
+            assert s.stop() == 0
+    finally:
+        os.waitpid(pid, 0)
+        if os.path.exists(path):
+            os.unlink(path)
+
+
 run_tests(globals(), [])

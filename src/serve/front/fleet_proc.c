@@ -355,11 +355,31 @@ static bool wait_for_hellos(dy_fleet *w, int n, char *err, size_t errlen)
     return true;
 }
 
+/* Whether process pid still runs: it exists (or belongs to someone else) and is not a zombie —
+ * a worker killed with its frontend stays a zombie until its parent is reaped, and a zombie
+ * passes kill(pid, 0). */
+static bool process_runs(int pid)
+{
+    if (kill(pid, 0) != 0)
+        return errno != ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return true; /* no /proc: trust kill */
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    const char *paren = strrchr(buf, ')'); /* "pid (comm) state ...": comm may hold spaces */
+    return !(paren && paren[1] == ' ' && (paren[2] == 'Z' || paren[2] == 'X'));
+}
+
 /* Decode workers' KV pools are named shared-memory objects (/dev/shm/dyad-kv-PID-ID) that a
  * worker removes when it exits and the frontend when it reaps a dead one; a frontend killed
  * outright (SIGKILL, OOM) takes its workers with it before either can. Their memory stays
  * committed until someone unlinks the name, so each start removes the pools of processes that
- * no longer exist. (A pid reused by an unrelated process keeps its stale pool: safe.) */
+ * no longer run (gone, or zombies). (A pid reused by an unrelated process keeps its stale
+ * pool: safe.) */
 static void remove_stale_pools(void)
 {
     DIR *d = opendir("/dev/shm");
@@ -368,7 +388,7 @@ static void remove_stale_pools(void)
     for (struct dirent *e; (e = readdir(d));) {
         int pid, id, end = 0;
         if (sscanf(e->d_name, DY_KV_SHM_NAME "%n", &pid, &id, &end) != 2 || e->d_name[end] ||
-            pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH)
+            pid <= 0 || process_runs(pid))
             continue;
         char name[300];
         snprintf(name, sizeof name, "/%s", e->d_name);
