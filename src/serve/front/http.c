@@ -491,8 +491,9 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
 /* ---------------------------------------------------------------- dispatch */
 
 /* The refusal a request gets from its URL, method and headers alone (an unknown route or
- * method, a missing or wrong API key); false if none. Checked before the body is read, so an
- * unauthenticated client cannot make the frontend buffer a body (#18). */
+ * method, a missing or wrong API key); false if none. Checked once, when the headers arrive
+ * and before the body is read, so an unauthenticated client cannot make the frontend buffer a
+ * body (#18). */
 static bool refused_by_headers(const dy_http *h, struct MHD_Connection *c, const char *url,
                                const char *method, dy_api_error *e)
 {
@@ -516,12 +517,12 @@ static bool refused_by_headers(const dy_http *h, struct MHD_Connection *c, const
     return false;
 }
 
+/* A request whose headers passed refused_by_headers (on_request checks them when they arrive)
+ * and whose body is in. */
 static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *url,
                              const char *method, const conn_ctx *x)
 {
     dy_api_error e;
-    if (refused_by_headers(h, c, url, method, &e))
-        return send_error(h, c, url, &e);
     if (!strcmp(url, "/health"))
         return route_health(h, c);
     if (!strcmp(url, "/metrics"))
