@@ -161,8 +161,10 @@ static int run(const gopts *o)
     dy_gmatch *m = NULL;
     int rc = 1;
     double t0 = dy_now();
-    if (!cli_grammar_text("bench grammar", &o->g, &text, &r.schema_ms))
+    if (!cli_grammar_text(&o->g, &text, &r.schema_ms, err, sizeof err)) {
+        fprintf(stderr, "dyad bench grammar: %s\n", err);
         goto out;
+    }
     r.grammar_bytes = text.len;
     t0 = dy_now();
     g = dy_grammar_parse((const char *)text.data, text.len, err, sizeof err);

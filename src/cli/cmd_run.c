@@ -159,10 +159,9 @@ static int setup_grammar(run_state *s, const run_opts *o, char *err, size_t errl
 {
     dy_buf text = {0};
     double schema_ms;
-    if (!cli_grammar_text("run", &o->grammar, &text, &schema_ms)) {
+    if (!cli_grammar_text(&o->grammar, &text, &schema_ms, err, errlen)) {
         dy_buf_free(&text);
-        snprintf(err, errlen, "no grammar");
-        return 1;
+        return -1;
     }
     int rc = -1;
     if (!dy_guides_init(&s->guides, s->model->tok, s->model->hp.vocab_size, s->end_ids,

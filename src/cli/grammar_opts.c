@@ -12,17 +12,19 @@ int cli_grammar_given(const cli_grammar_opts *g)
     return (g->schema != NULL) + (g->grammar != NULL) + g->json_object;
 }
 
-bool cli_grammar_text(const char *cmd, const cli_grammar_opts *g, dy_buf *out,
-                      double *schema_ms)
+bool cli_grammar_text(const cli_grammar_opts *g, dy_buf *out, double *schema_ms, char *err,
+                      size_t errlen)
 {
     *schema_ms = 0;
     if (g->json_object) {
         dy_json_object_rules("root", NULL, out);
+        if (out->oom)
+            snprintf(err, errlen, "out of memory");
         return !out->oom;
     }
     if (g->grammar) {
         if (!dy_buf_append_file(out, g->grammar)) {
-            fprintf(stderr, "dyad %s: cannot read %s: %s\n", cmd, g->grammar, strerror(errno));
+            snprintf(err, errlen, "cannot read %s: %s", g->grammar, strerror(errno));
             return false;
         }
         return true;
@@ -30,8 +32,11 @@ bool cli_grammar_text(const char *cmd, const cli_grammar_opts *g, dy_buf *out,
     json_error_t je;
     json_t *schema = json_load_file(g->schema, JSON_REJECT_DUPLICATES, &je);
     if (!schema) {
-        fprintf(stderr, "dyad %s: %s: line %d, column %d: %s\n", cmd, g->schema, je.line,
-                je.column, je.text);
+        if (je.line < 0) /* not opened or not read: jansson's text names the file and errno */
+            snprintf(err, errlen, "%s", je.text);
+        else
+            snprintf(err, errlen, "%s: line %d, column %d: %s", g->schema, je.line, je.column,
+                     je.text);
         return false;
     }
     dy_schema_error e;
@@ -40,8 +45,8 @@ bool cli_grammar_text(const char *cmd, const cli_grammar_opts *g, dy_buf *out,
     *schema_ms = (dy_now() - t0) * 1e3;
     json_decref(schema);
     if (st != DY_SCHEMA_OK) {
-        fprintf(stderr, "dyad %s: %s: %s%s%s%s\n", cmd, g->schema, e.message,
-                e.param[0] ? " (at " : "", e.param, e.param[0] ? ")" : "");
+        snprintf(err, errlen, "%s: %s%s%s%s", g->schema, e.message, e.param[0] ? " (at " : "",
+                 e.param, e.param[0] ? ")" : "");
         return false;
     }
     return true;

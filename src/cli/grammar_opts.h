@@ -15,9 +15,9 @@ typedef struct {
 
 /* How many of the three are given (a command takes at most one). */
 int cli_grammar_given(const cli_grammar_opts *g);
-/* Appends the grammar text to out; false, with "dyad CMD: FILE: why" on stderr, when a file
- * cannot be read or its schema does not compile. *schema_ms: the schema's compile time. */
-bool cli_grammar_text(const char *cmd, const cli_grammar_opts *g, dy_buf *out,
-                      double *schema_ms);
+/* Appends the grammar text to out; false, with "FILE: why" in err, when a file cannot be read
+ * or its schema does not compile. *schema_ms: the schema's compile time. */
+bool cli_grammar_text(const cli_grammar_opts *g, dy_buf *out, double *schema_ms, char *err,
+                      size_t errlen);
 
 #endif
