@@ -274,6 +274,11 @@ def test_workers_die_with_the_frontend():
     """A frontend killed outright (no graceful shutdown) leaves no worker behind."""
     s = Server("--prefill-workers", "1", "--decode-workers", "1")
     pids = [w["pid"] for w in s.request("GET", "/health")[1]["workers"]]
+    # The decode worker's shared-memory KV pool, checked while its worker runs: once it is
+    # dead (or a zombie), any server that starts meanwhile (another test's, under ctest -j)
+    # may already remove it.
+    pool = f"/dev/shm/dyad-kv-{pids[1]}-1"
+    assert os.path.exists(pool)
     s.proc.kill()
     s.proc.wait()
 
@@ -286,9 +291,7 @@ def test_workers_die_with_the_frontend():
                 pass
         return True
     assert s.wait_for(gone, 10), pids
-    # The decode worker's shared-memory KV pool outlived it; the next server removes it.
-    pool = f"/dev/shm/dyad-kv-{pids[1]}-1"
-    assert os.path.exists(pool)
+    # The pool outlived its worker; the next server removes it.
     s2 = Server()
     try:
         assert not os.path.exists(pool)
