@@ -202,7 +202,7 @@ def test_stopped_worker_does_not_wedge_the_frontend():
         def big(k):  # 64 prompts of ~430 tokens: 64 REQUEST frames, more than the socket holds
             prompts = [f"Story {k} {i}. " + "Once upon a time, there was a little girl named Lily. "
                        "She loved to play. " * 20 for i in range(64)]
-            c = s.conn(TIMEOUT + SLACK)
+            c = s.conn(60)
             c.request("POST", "/v1/completions", body=json.dumps(body(prompts, max_tokens=2)),
                       headers={"Content-Type": "application/json"})
             ended.append(c.getresponse().status)
@@ -216,9 +216,12 @@ def test_stopped_worker_does_not_wedge_the_frontend():
         c.request("GET", "/health")  # a timeout here: the frontend is wedged
         c.getresponse().read()
         assert time.time() - t0 < TIMEOUT + SLACK
+        # Each is answered: 503 if its only worker was lost, or its text if it was rerun on the
+        # replacement, which under the sanitizers takes a while for 64 long prompts.
+        deadline = time.time() + 60
         for t in threads:
-            t.join(TIMEOUT + SLACK)
-        assert len(ended) == 4, ended  # each answered (503: its only worker was lost)
+            t.join(max(0.0, deadline - time.time()))
+        assert len(ended) == 4, ended
         assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
         assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
     finally:
