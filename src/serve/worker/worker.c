@@ -29,6 +29,7 @@ static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const cha
         d.queue_us = (uint32_t)(q * 1e6);
     }
     dy_wire_done(&w->tx, &d);
+    w->stats_due = true;
 }
 
 void dy_worker_send_error(worker *w, uint64_t id, const char *msg)
@@ -395,6 +396,35 @@ static void fail_plan(worker *w, const dy_plan *p, const char *msg)
     }
 }
 
+/* The worker's load and counters now, as STATS carries them. */
+static dy_msg_stats current_stats(const worker *w)
+{
+    dy_kv_cache_stats cs = dy_kv_cache_get_stats(w->kv);
+    return (dy_msg_stats){
+        .running = (uint32_t)dy_sched_n_running(w->sched),
+        .waiting = (uint32_t)dy_sched_n_waiting(w->sched),
+        .queued_prefill_tokens = (uint64_t)dy_sched_queued_prefill_tokens(w->sched),
+        .kv_blocks_used = (uint32_t)(w->pool->n_blocks - dy_kv_cache_available(w->kv)),
+        .kv_blocks_total = (uint32_t)w->pool->n_blocks,
+        .active_decode_blocks = (uint32_t)dy_sched_running_blocks(w->sched),
+        .kv_event_seq = w->kvpub.seq,
+        .prompt_tokens = w->prompt_tokens,
+        .generated_tokens = w->generated_tokens,
+        .cache_lookup_blocks = cs.lookup_blocks,
+        .cache_hit_blocks = cs.hit_blocks,
+        .preemptions = dy_sched_total_preemptions(w->sched),
+        .steps = w->steps,
+        .step_seconds = w->step_seconds,
+        .shm_bytes = (w->pool->shm_name[0] ? w->pool->data_bytes : 0) + dy_disagg_mapped_bytes(w),
+    };
+}
+
+static void send_stats(worker *w)
+{
+    dy_msg_stats m = current_stats(w);
+    dy_wire_stats(&w->tx, &m);
+}
+
 /* ---------------------------------------------------------------- the heartbeat */
 
 static void *heartbeat_main(void *arg)
@@ -403,8 +433,7 @@ static void *heartbeat_main(void *arg)
     heartbeat *h = &w->hb;
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
-        if (dy_cond_wait_for(&h->wake, &h->mu, STATS_EVERY_S) != ETIMEDOUT || !h->in_step ||
-            !h->have_last)
+        if (dy_cond_wait_for(&h->wake, &h->mu, STATS_EVERY_S) != ETIMEDOUT || !h->in_step)
             continue;
         h->frame.len = 0;
         if (dy_wire_stats(&h->frame, &h->last))
@@ -440,11 +469,24 @@ static void heartbeat_stop(heartbeat *h)
     h->started = false;
 }
 
-/* Inside a step the thread beats; outside it the loop's own STATS do. */
-static void heartbeat_step(heartbeat *h, bool in_step)
+/* Inside a step the thread beats; outside it the loop's own STATS do. What it beats is the
+ * load as the step began: every frame before it in the stream was written by then, so the
+ * frontend reads a report no older than the TOKEN and DONE frames it has applied. (The last
+ * STATS the loop sent may be steps old: replayed after a DONE, it would put a finished
+ * request's blocks back on the router's books until the next report.) */
+static void heartbeat_enter_step(worker *w)
+{
+    dy_msg_stats m = current_stats(w);
+    pthread_mutex_lock(&w->hb.mu);
+    w->hb.last = m;
+    w->hb.in_step = true;
+    pthread_mutex_unlock(&w->hb.mu);
+}
+
+static void heartbeat_leave_step(heartbeat *h)
 {
     pthread_mutex_lock(&h->mu);
-    h->in_step = in_step;
+    h->in_step = false;
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -474,9 +516,9 @@ static void step(worker *w)
         if (r->scheduled == 0)
             r->scheduled = t0;
     }
-    heartbeat_step(&w->hb, true);
+    heartbeat_enter_step(w);
     int rc = dy_engine_step(w->engine, w->spans, p->n_items, w->logits, err, sizeof err);
-    heartbeat_step(&w->hb, false);
+    heartbeat_leave_step(&w->hb);
     if (rc != 0) {
         fprintf(stderr, "dyad worker %d: step failed: %s\n", w->cfg.worker_id, err);
         fail_plan(w, p, "the engine step failed");
@@ -504,33 +546,6 @@ static void step(worker *w)
             deliver(w, &w->outs[k]);
         }
     }
-}
-
-static void send_stats(worker *w)
-{
-    dy_kv_cache_stats cs = dy_kv_cache_get_stats(w->kv);
-    dy_msg_stats m = {
-        .running = (uint32_t)dy_sched_n_running(w->sched),
-        .waiting = (uint32_t)dy_sched_n_waiting(w->sched),
-        .queued_prefill_tokens = (uint64_t)dy_sched_queued_prefill_tokens(w->sched),
-        .kv_blocks_used = (uint32_t)(w->pool->n_blocks - dy_kv_cache_available(w->kv)),
-        .kv_blocks_total = (uint32_t)w->pool->n_blocks,
-        .active_decode_blocks = (uint32_t)dy_sched_running_blocks(w->sched),
-        .kv_event_seq = w->kvpub.seq,
-        .prompt_tokens = w->prompt_tokens,
-        .generated_tokens = w->generated_tokens,
-        .cache_lookup_blocks = cs.lookup_blocks,
-        .cache_hit_blocks = cs.hit_blocks,
-        .preemptions = dy_sched_total_preemptions(w->sched),
-        .steps = w->steps,
-        .step_seconds = w->step_seconds,
-        .shm_bytes = (w->pool->shm_name[0] ? w->pool->data_bytes : 0) + dy_disagg_mapped_bytes(w),
-    };
-    dy_wire_stats(&w->tx, &m);
-    pthread_mutex_lock(&w->hb.mu);
-    w->hb.last = m;
-    w->hb.have_last = true;
-    pthread_mutex_unlock(&w->hb.mu);
 }
 
 static bool flush(worker *w)
@@ -695,10 +710,13 @@ int dy_worker_run(const dy_worker_config *cfg)
             take_next_role(&w);
         if (!cfg->no_kv_events)
             dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
+        /* A finished request changes the load at once: the STATS goes out right behind its
+         * DONE, before the client that reads the answer can send its next request. */
         double t = dy_now();
-        if (t - w.last_stats >= STATS_EVERY_S) {
+        if (w.stats_due || t - w.last_stats >= STATS_EVERY_S) {
             send_stats(&w);
             w.last_stats = t;
+            w.stats_due = false;
         }
         alive = flush(&w);
         if (w.draining && !busy && !w.reqs)

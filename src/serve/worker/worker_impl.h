@@ -45,16 +45,15 @@ typedef struct wreq {
 
 /* The heartbeat while a step runs (worker.c): the loop sends STATS between steps, and a step
  * may last longer than the frontend's --worker-timeout (a long prompt chunk on a big model),
- * so a thread resends the latest STATS meanwhile, and takes in what the frontend sends (into
- * conn, for the loop to handle after the step): a worker that neither speaks nor reads for
- * that long is hung, one in a long step is not. */
+ * so a thread sends STATS meanwhile, and takes in what the frontend sends (into conn, for
+ * the loop to handle after the step): a worker that neither speaks nor reads for that long
+ * is hung, one in a long step is not. */
 typedef struct {
     pthread_mutex_t mu;     /* serialises writes to the frontend's socket */
     pthread_cond_t wake;    /* dy_cond_init */
     pthread_t thread;
     bool started, stop, in_step;
-    bool have_last;
-    dy_msg_stats last;      /* the latest STATS the loop sent */
+    dy_msg_stats last;      /* the load as the running step began */
     dy_buf frame;           /* the thread's own encoding buffer */
 } heartbeat;
 
@@ -97,6 +96,7 @@ typedef struct {
     int next_role;              /* -1, or the role a ROLE frame asked for: taken when idle */
     uint64_t prompt_tokens, generated_tokens, steps;
     double step_seconds, last_stats;
+    bool stats_due;             /* a DONE went out since the last STATS */
     heartbeat hb;
 } worker;
 
