@@ -16,6 +16,7 @@
 #include "kv/block_hash.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_event.h"
+#include "kv/kv_event_log.h"
 
 typedef struct dy_kv_cache dy_kv_cache;
 
@@ -96,7 +97,6 @@ dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c);
  * The log (kv_event_log.h) holds DY_KV_EVENT_LOG_CAP(pool blocks) events. One more and it
  * overflows: it is emptied and records nothing until a snapshot (or a clear that empties
  * the index) makes the receiver's picture whole again. */
-#define DY_KV_EVENT_LOG_CAP(n_blocks) (2 * (n_blocks) + 64)
 
 /* Turns the log on (empty, not overflowed) or off (dropped). false if out of memory. */
 bool dy_kv_cache_enable_events(dy_kv_cache *c, bool on);

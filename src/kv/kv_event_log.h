@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include "kv/kv_event.h"
 
+/* The size the cache and the tiers give their logs: room for every block to leave and come
+ * back once between two drains, and some. */
+#define DY_KV_EVENT_LOG_CAP(n_blocks) (2 * (n_blocks) + 64)
+
 typedef struct {
     dy_kv_event *ring; /* NULL: the log is off and records nothing */
     int cap, head, len;
