@@ -1,9 +1,12 @@
 /* test_kv_tier.c — a lower tier's bookkeeping: a copy is findable only once filled, LRU
  * eviction follows use, pinned slots are never evicted, a full tier refuses, a bad slot is
  * never found again (and is freed only when its readers are done), clear, and the events and
- * snapshot mirror what the tier holds. */
+ * snapshot mirror what the tier holds; load or recompute follows the measured rates. */
 #include "testutil.h"
 #include "kv/kv_tier.h"
+#include "kv/tier_choice.h"
+
+#include <math.h>
 
 static int32_t put(dy_kv_tier *t, uint64_t hash)
 {
@@ -125,6 +128,35 @@ static void test_events_and_snapshot(void **st)
     dy_kv_tier_free(t);
 }
 
+static void test_load_or_recompute(void **st)
+{
+    (void)st;
+    dy_kv_rate up[DY_KV_N_TIERS] = {{0}}, prefill = {0};
+    int blocks[DY_KV_N_TIERS] = {0, 4, 2};
+    /* Nothing measured yet: the load is taken (and measures the tier). */
+    dy_kv_choice c = dy_kv_choose(up, blocks, 0, 96, &prefill);
+    assert_true(c.load && c.load_s == 0 && isinf(c.recompute_s));
+    /* The first observations are averaged plainly: 1 ms and 3 ms per block → 2 ms. */
+    dy_kv_rate_observe(&up[DY_KV_TIER_HOST], 0.004, 4);
+    dy_kv_rate_observe(&up[DY_KV_TIER_HOST], 0.003, 1);
+    assert_true(fabs(up[DY_KV_TIER_HOST].mean - 0.002) < 1e-12);
+    dy_kv_rate_observe(&up[DY_KV_TIER_DISK], 0.010, 1);
+    dy_kv_rate_observe(&prefill, 0.096, 96);  /* 1 ms per token */
+    dy_kv_rate_observe(&prefill, 1.0, 0);     /* no units: ignored */
+    assert_int_equal(prefill.n, 1);
+    c = dy_kv_choose(up, blocks, 0.001, 96, &prefill);
+    assert_true(fabs(c.load_s - (0.001 + 4 * 0.002 + 2 * 0.010)) < 1e-12);
+    assert_true(fabs(c.recompute_s - 0.096) < 1e-12);
+    assert_true(c.load);
+    /* A long queue ahead of the copies makes recomputing cheaper. */
+    c = dy_kv_choose(up, blocks, 0.2, 96, &prefill);
+    assert_false(c.load);
+    /* The settled mean follows a change of rate. */
+    for (int i = 0; i < 200; i++)
+        dy_kv_rate_observe(&up[DY_KV_TIER_HOST], 0.010, 1);
+    assert_true(fabs(up[DY_KV_TIER_HOST].mean - 0.010) < 1e-6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +164,7 @@ int main(void)
         cmocka_unit_test(test_lru_and_pins),
         cmocka_unit_test(test_bad_and_clear),
         cmocka_unit_test(test_events_and_snapshot),
+        cmocka_unit_test(test_load_or_recompute),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
