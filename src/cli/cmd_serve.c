@@ -35,7 +35,7 @@ typedef struct {
     char chat_help[512];
 } serve_opts;
 
-#define MAX_SERVE_OPTS 64
+#define MAX_SERVE_OPTS 80
 
 /* --chat-template's names and help, plain (the fallback) last. */
 static void chat_families(serve_opts *o)
@@ -197,6 +197,11 @@ static int parse(int argc, char **argv, serve_opts *o)
     if (rc != CLI_GO)
         return rc;
     o->w.route.prefill_busy_tokens = o->prefill_busy_tokens;
+    char err[256];
+    if (!dy_worker_args_check(&o->w.worker, err, sizeof err)) {
+        fprintf(stderr, "dyad serve: %s\n", err);
+        return 2;
+    }
     return count_workers(o) && serve_plan_check(&o->plan, &o->w) ? CLI_GO : 2;
 }
 

@@ -672,6 +672,27 @@ static json_t *prompt_selection(dy_jb *b, const gen *g, int p)
     return o;
 }
 
+/* An estimate in milliseconds, or null while the worker had not measured the rate. */
+static json_t *estimate_ms(uint32_t us)
+{
+    return us == UINT32_MAX ? json_null() : json_real(us / 1e3);
+}
+
+/* "kv_tier" of the `dyad` object and the request log, when the prompt's cached prefix
+ * continued in a lower KV tier: what the worker did and the estimates it chose on. */
+static void set_kv_tier(dy_jb *b, json_t *o, const dy_choice *c)
+{
+    static const char *const outcomes[] = {"none", "loaded", "recomputed", "load_failed"};
+    if (c->tier_outcome == 0 || c->tier_outcome > 3)
+        return;
+    json_t *x = json_object();
+    dy_jb_set(b, x, "outcome", json_string(outcomes[c->tier_outcome]));
+    dy_jb_set(b, x, "loaded_tokens", json_integer(c->tier_tokens));
+    dy_jb_set(b, x, "load_ms_estimate", estimate_ms(c->tier_load_us));
+    dy_jb_set(b, x, "recompute_ms_estimate", estimate_ms(c->tier_recompute_us));
+    dy_jb_set(b, o, "kv_tier", x);
+}
+
 /* The documented `dyad` extension object (docs/api.md), choice i: where it ran and what its
  * KV transfer cost. */
 static json_t *choice_dyad(dy_jb *b, const dy_choice *c, int i)
@@ -680,6 +701,7 @@ static json_t *choice_dyad(dy_jb *b, const dy_choice *c, int i)
     dy_jb_set(b, o, "index", json_integer(i));
     dy_jb_set(b, o, "worker", json_integer(c->worker));
     dy_jb_set(b, o, "predicted_overlap_blocks", json_integer(c->overlap_blocks));
+    set_kv_tier(b, o, c);
     if (c->prefill_worker < 0) {
         dy_jb_set(b, o, "prefill_worker", json_null());
         return o;
@@ -791,6 +813,7 @@ static json_t *choice_log(dy_jb *b, const dy_choice *c, int i, double t_arrival)
     dy_jb_set(b, o, "completion_tokens", json_integer(c->completion_tokens));
     dy_jb_set(b, o, "queue_ms", json_real(c->queue_us / 1e3));
     dy_jb_set(b, o, "ttft_ms", json_real(c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0));
+    set_kv_tier(b, o, c);
     if (c->prefill_worker < 0) {
         dy_jb_set(b, o, "prefill_worker", json_null());
         return o;

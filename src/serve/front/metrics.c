@@ -173,6 +173,83 @@ static void xfer_metrics(dy_buf *t, const dy_xfer_totals *x)
                   (unsigned long long)x->remote, (unsigned long long)x->local);
 }
 
+/* ---- the lower KV tiers (serve/worker/kv_tiers.h), per worker and tier */
+
+static const char *const tier_names[2] = {"host", "disk"};
+
+typedef double (*tier_field)(const dy_msg_tier_stats *);
+static double t_on(const dy_msg_tier_stats *s) { return s->on; }
+static double t_used(const dy_msg_tier_stats *s) { return s->used; }
+static double t_slots(const dy_msg_tier_stats *s) { return s->slots; }
+static double t_blocks_in(const dy_msg_tier_stats *s) { return (double)s->blocks_in; }
+static double t_blocks_out(const dy_msg_tier_stats *s) { return (double)s->blocks_out; }
+static double t_bytes_in(const dy_msg_tier_stats *s) { return (double)s->bytes_in; }
+static double t_bytes_out(const dy_msg_tier_stats *s) { return (double)s->bytes_out; }
+static double t_sec_in(const dy_msg_tier_stats *s) { return s->seconds_in; }
+static double t_sec_out(const dy_msg_tier_stats *s) { return s->seconds_out; }
+static double t_evicted(const dy_msg_tier_stats *s) { return (double)s->evicted; }
+static double t_bad(const dy_msg_tier_stats *s) { return (double)s->bad; }
+static double t_errors(const dy_msg_tier_stats *s) { return (double)s->errors; }
+
+/* One series per worker and tier; with `in` and `out`, a direction label as well. */
+static void tier_each(dy_buf *t, const char *name, const char *type, const char *help,
+                      const dy_worker_info *w, int n, tier_field in, tier_field out)
+{
+    dy_metrics_header(t, name, type, help);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            const dy_msg_tier_stats *s = &w[i].stats.tiers[k];
+            if (!out) {
+                dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\"} %.17g\n", name, i,
+                              tier_names[k], in(s));
+                continue;
+            }
+            dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\",direction=\"in\"} %.17g\n", name, i,
+                          tier_names[k], in(s));
+            dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\",direction=\"out\"} %.17g\n", name,
+                          i, tier_names[k], out(s));
+        }
+}
+
+static void tier_metrics(dy_buf *t, const dy_worker_info *w, int n)
+{
+    tier_each(t, "dyad_kv_tier_up", "gauge",
+              "1 while the lower KV tier is on (0: not configured, or switched off by an error).",
+              w, n, t_on, NULL);
+    tier_each(t, "dyad_kv_tier_blocks", "gauge", "KV blocks held in the tier (or being written).",
+              w, n, t_used, NULL);
+    tier_each(t, "dyad_kv_tier_capacity_blocks", "gauge", "KV blocks the tier can hold.", w, n,
+              t_slots, NULL);
+    tier_each(t, "dyad_kv_tier_copies_total", "counter",
+              "Blocks copied into the tier (in) and out of it (up to the KV cache, or down).", w,
+              n, t_blocks_in, t_blocks_out);
+    tier_each(t, "dyad_kv_tier_bytes_total", "counter", "Bytes copied into and out of the tier.",
+              w, n, t_bytes_in, t_bytes_out);
+    tier_each(t, "dyad_kv_tier_seconds_total", "counter",
+              "Time the copies took (bytes_total / seconds_total is the tier's rate).", w, n,
+              t_sec_in, t_sec_out);
+    tier_each(t, "dyad_kv_tier_evictions_total", "counter",
+              "Blocks the tier dropped to make room.", w, n, t_evicted, NULL);
+    tier_each(t, "dyad_kv_tier_bad_blocks_total", "counter",
+              "Blocks that failed their checksum when read back (recomputed, never used).", w, n,
+              t_bad, NULL);
+    tier_each(t, "dyad_kv_tier_errors_total", "counter",
+              "I/O errors (the disk tier switches off at the first).", w, n, t_errors, NULL);
+    dy_metrics_header(t, "dyad_kv_tier_prompts_total", "counter",
+                      "Prompts whose cached prefix continued in a lower tier, by what the worker "
+                      "did: loaded it, computed it (estimated cheaper), or computed it after a "
+                      "failed load.");
+    for (int i = 0; i < n; i++) {
+        const dy_msg_stats *s = &w[i].stats;
+        dy_buf_printf(t, "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"loaded\"} %llu\n"
+                      "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"recomputed\"} %llu\n"
+                      "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"load_failed\"} %llu\n",
+                      i, (unsigned long long)s->tier_loads, i,
+                      (unsigned long long)s->tier_recomputes, i,
+                      (unsigned long long)s->tier_load_failures);
+    }
+}
+
 static double routed(const dy_worker_info *w) { return (double)w->routed; }
 static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
 
@@ -247,6 +324,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     worker_each(&t, "dyad_worker_shm_bytes", "gauge",
                 "Shared memory the worker has mapped: its own KV pool if shared, plus the decode "
                 "pools it writes into.", w, n, shm_bytes);
+    tier_metrics(&t, w, n);
     xfer_metrics(&t, x);
     router_metrics(&t, rt, w, n);
     if (!dy_buf_cstr(&t)) {

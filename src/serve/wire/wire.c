@@ -142,8 +142,28 @@ bool dy_wire_done(dy_buf *b, const dy_msg_done *m)
     put_u32(b, m->cached_tokens);
     put_u32(b, m->completion_tokens);
     put_u32(b, m->queue_us);
+    put_u8(b, m->tier_outcome);
+    put_u32(b, m->tier_tokens);
+    put_u32(b, m->tier_load_us);
+    put_u32(b, m->tier_recompute_us);
     put_bytes(b, m->text, m->text_len);
     return end_frame(b, at);
+}
+
+static void put_tier_stats(dy_buf *b, const dy_msg_tier_stats *t)
+{
+    put_u8(b, t->on);
+    put_u32(b, t->slots);
+    put_u32(b, t->used);
+    put_u64(b, t->blocks_in);
+    put_u64(b, t->blocks_out);
+    put_u64(b, t->bytes_in);
+    put_u64(b, t->bytes_out);
+    put_f64(b, t->seconds_in);
+    put_f64(b, t->seconds_out);
+    put_u64(b, t->evicted);
+    put_u64(b, t->bad);
+    put_u64(b, t->errors);
 }
 
 bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
@@ -164,6 +184,11 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
     put_u32(b, m->active_decode_blocks);
     put_u64(b, m->kv_event_seq);
     put_u64(b, m->shm_bytes);
+    for (int t = 0; t < 2; t++)
+        put_tier_stats(b, &m->tiers[t]);
+    put_u64(b, m->tier_loads);
+    put_u64(b, m->tier_recomputes);
+    put_u64(b, m->tier_load_failures);
     return end_frame(b, at);
 }
 
@@ -575,10 +600,35 @@ bool dy_wire_decode_done(const uint8_t *p, size_t n, dy_msg_done *m, char *err, 
     m->cached_tokens = get_u32(&r);
     m->completion_tokens = get_u32(&r);
     m->queue_us = get_u32(&r);
+    m->tier_outcome = get_u8(&r);
+    m->tier_tokens = get_u32(&r);
+    m->tier_load_us = get_u32(&r);
+    m->tier_recompute_us = get_u32(&r);
     if (!r.bad && (m->finish < DY_END_STOP || m->finish > DY_END_ERROR))
         return bad(&r, "unknown finish reason %u", m->finish);
+    if (!r.bad && m->tier_outcome > DY_WIRE_MAX_TIER_OUTCOME)
+        return bad(&r, "unknown KV tier outcome %u", m->tier_outcome);
     m->text = get_bytes(&r, &m->text_len, DY_WIRE_MAX_TEXT);
     return finish(&r);
+}
+
+/* false if the numbers cannot be right (the reader's own errors are its own). */
+static bool get_tier_stats(reader *r, dy_msg_tier_stats *t)
+{
+    t->on = get_u8(r);
+    t->slots = get_u32(r);
+    t->used = get_u32(r);
+    t->blocks_in = get_u64(r);
+    t->blocks_out = get_u64(r);
+    t->bytes_in = get_u64(r);
+    t->bytes_out = get_u64(r);
+    t->seconds_in = get_f64(r);
+    t->seconds_out = get_f64(r);
+    t->evicted = get_u64(r);
+    t->bad = get_u64(r);
+    t->errors = get_u64(r);
+    return r->bad || (t->on <= 1 && t->used <= t->slots && t->seconds_in >= 0 &&
+                      isfinite(t->seconds_in) && t->seconds_out >= 0 && isfinite(t->seconds_out));
 }
 
 bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err, size_t errlen)
@@ -599,6 +649,12 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->active_decode_blocks = get_u32(&r);
     m->kv_event_seq = get_u64(&r);
     m->shm_bytes = get_u64(&r);
+    for (int t = 0; t < 2 && !r.bad; t++)
+        if (!get_tier_stats(&r, &m->tiers[t]))
+            return bad(&r, "bad KV tier counters");
+    m->tier_loads = get_u64(&r);
+    m->tier_recomputes = get_u64(&r);
+    m->tier_load_failures = get_u64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
     return finish(&r);

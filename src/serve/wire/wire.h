@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 4
+#define DY_WIRE_VERSION 5
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
@@ -27,6 +27,7 @@
 #define DY_WIRE_MAX_KV_BLOCKS 65536 /* blocks in one KV_SNAPSHOT part (17 bytes each) */
 #define DY_WIRE_MAX_KV_PARTS 65536  /* parts of one snapshot */
 #define DY_WIRE_MAX_KV_TIER (DY_KV_N_TIERS - 1) /* DY_KV_TIER_* of kv/kv_event.h */
+#define DY_WIRE_MAX_TIER_OUTCOME 3 /* DONE.tier_outcome: dy_tier_outcome of serve/worker/kv_tiers.h */
 
 typedef enum {
     DY_MSG_HELLO = 1,    /* worker → frontend, once: what it serves */
@@ -153,9 +154,23 @@ typedef struct {
     uint8_t finish;      /* dy_end (end.h): DY_END_STOP … DY_END_ERROR */
     uint32_t prompt_tokens, cached_tokens, completion_tokens;
     uint32_t queue_us;   /* from arrival at the worker to its first scheduled step */
+    /* its prompt's prefix in a lower KV tier (kv_tiers.h): what happened, the tokens loaded,
+     * and the estimates the choice was made on (µs; UINT32_MAX: not measured yet) */
+    uint8_t tier_outcome;
+    uint32_t tier_tokens, tier_load_us, tier_recompute_us;
     uint32_t text_len;   /* trailing text released at the end, or the error message */
     const char *text;
 } dy_msg_done;
+
+/* One lower KV tier of a worker (host memory, disk), in STATS. */
+typedef struct {
+    uint8_t on;                      /* 0: not configured, or switched off by an error */
+    uint32_t slots, used;            /* blocks it can hold; READY or being written */
+    uint64_t blocks_in, blocks_out;  /* copies written into it; copies read out of it */
+    uint64_t bytes_in, bytes_out;
+    double seconds_in, seconds_out;  /* the copies' own time, summed */
+    uint64_t evicted, bad, errors;   /* slots reclaimed; failed checksums; I/O errors */
+} dy_msg_tier_stats;
 
 typedef struct {
     uint32_t running, waiting;
@@ -172,6 +187,9 @@ typedef struct {
                                     * frame: a receiver behind it has lost a batch */
     uint64_t shm_bytes;            /* shared memory it has mapped: its own KV pool when that is
                                     * shared, plus the decode workers' pools it writes into */
+    dy_msg_tier_stats tiers[2];    /* [0] host, [1] disk */
+    uint64_t tier_loads, tier_recomputes, tier_load_failures; /* prompts whose prefix was in
+                                    * a lower tier: loaded, computed instead, load failed */
 } dy_msg_stats;
 
 /* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot

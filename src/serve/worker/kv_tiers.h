@@ -1,0 +1,96 @@
+/* kv_tiers.h — a worker's lower KV tiers and what moves blocks between them: a host tier (a
+ * pool of plain memory, --kv-host-mem) and a disk tier (one file, --kv-disk-dir and
+ * --kv-disk-mem), the mover thread (kv_mover.h), and the policies:
+ *
+ *   down   write-through: every block the prefix cache publishes is copied to the host tier;
+ *          write-back: the blocks eviction would take next are copied just before it does.
+ *          Host slots asked for at least --kv-disk-min-uses times go on to disk before the
+ *          host tier evicts them (the frequency filter: a block seen once rarely comes back).
+ *          Tiers are not inclusive: a block may be on disk and no longer in host memory.
+ *   up     a prompt whose cached prefix continues in a lower tier loads those blocks into the
+ *          primary pool if that is cheaper than computing them (tier_choice.h, from measured
+ *          rates); the sequence waits (DY_SEQ_REMOTE) while the copies run.
+ *
+ * The step loop calls dy_kv_tiers_tick once per iteration; no call blocks on a copy. Disk
+ * errors switch the disk tier off (a line on stderr, a metric) and serving goes on; a block
+ * that fails its checksum is dropped and its prompt recomputed. */
+#ifndef DYAD_KV_TIERS_H
+#define DYAD_KV_TIERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "kv/kv_cache.h"
+#include "kv/kv_tier.h"
+#include "kv/tier_choice.h"
+#include "sched/sched.h"
+#include "serve/wire/wire.h"
+
+typedef enum { DY_OFFLOAD_WRITE_THROUGH = 0, DY_OFFLOAD_WRITE_BACK = 1 } dy_offload_policy;
+
+typedef struct {
+    int host_mib;            /* 0: no host tier (and then no disk tier either) */
+    const char *disk_dir;    /* NULL: no disk tier */
+    double disk_gib;
+    int offload;             /* dy_offload_policy */
+    int disk_min_uses;
+    int worker_id;           /* for log lines and the file name */
+} dy_kv_tiers_config;
+
+/* What happened to one request's lower-tier prefix (the `dyad` object, the request log). */
+typedef enum {
+    DY_TIER_NONE = 0,        /* no block of its prompt was in a lower tier */
+    DY_TIER_LOADED = 1,
+    DY_TIER_RECOMPUTED = 2,  /* computing was estimated cheaper */
+    DY_TIER_LOAD_FAILED = 3, /* a copy failed (a bad checksum, a disk error): recomputed */
+} dy_tier_outcome;
+
+typedef struct dy_kv_tiers dy_kv_tiers;
+
+/* NULL with a message in err when the host tier cannot be had (memory); a disk tier that
+ * cannot be set up is only switched off (a line on stderr). Returns NULL without an error
+ * (err[0] == 0) when cfg->host_mib is 0: no tiers. */
+dy_kv_tiers *dy_kv_tiers_new(const dy_kv_tiers_config *cfg, dy_kv_cache *kv, dy_sched *sched,
+                             char *err, size_t errlen);
+/* Waits for the copies in flight. */
+void dy_kv_tiers_free(dy_kv_tiers *t);
+
+/* The lower tiers, for the event publisher (NULL where there is none). */
+dy_kv_tier *dy_kv_tiers_host(dy_kv_tiers *t);
+dy_kv_tier *dy_kv_tiers_disk(dy_kv_tiers *t);
+
+/* Copies in flight or finished and not yet handled: the loop should not sleep long. */
+bool dy_kv_tiers_busy(const dy_kv_tiers *t);
+
+/* Once per loop iteration, after the step: handles finished copies (sequences whose blocks
+ * have all arrived join the queue) and starts new ones down the tiers. */
+void dy_kv_tiers_tick(dy_kv_tiers *t);
+/* The prefill rate, measured by the loop: `seconds` for a step that computed `tokens` prompt
+ * tokens (and some decode tokens: the rate is an estimate). */
+void dy_kv_tiers_observe_prefill(dy_kv_tiers *t, int tokens, double seconds);
+
+/* What a new prompt would load: how many of its blocks after the primary prefix are in lower
+ * tiers (0: none), the block to load up to, and the estimates. Counts the prompt's use of
+ * every lower-tier block it names (the frequency filter, and LRU order). */
+typedef struct {
+    int blocks;              /* lower-tier blocks after the primary prefix */
+    int upto;                /* load blocks [primary prefix, upto) */
+    dy_kv_choice choice;
+} dy_tier_plan;
+dy_tier_plan dy_kv_tiers_plan(dy_kv_tiers *t, const int32_t *prompt, int n_prompt);
+/* Starts the copies into seq's blocks [seq->n_published, upto) (seq is DY_SEQ_REMOTE, from
+ * dy_sched_add_loading). When they have all ended, dy_sched_remote_ready(seq, ok) is called
+ * and *outcome (the caller's, alive until then or until dy_kv_tiers_forget) set to
+ * DY_TIER_LOADED or DY_TIER_LOAD_FAILED, *loaded_tokens to what was loaded. false (and
+ * nothing started) if the blocks are no longer there or the mover is full: the caller
+ * readies the sequence itself. */
+bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, uint8_t *outcome,
+                      uint32_t *loaded_tokens);
+/* seq is ending: its copies run on (their blocks stay held until they end) but nobody is
+ * told. */
+void dy_kv_tiers_forget(dy_kv_tiers *t, const dy_seq *seq);
+
+/* The tiers' counters into STATS (zeros when t is NULL). */
+void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m);
+
+#endif
