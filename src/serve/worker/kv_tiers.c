@@ -130,7 +130,10 @@ dy_kv_tiers *dy_kv_tiers_new(const dy_kv_tiers_config *cfg, dy_kv_cache *kv, dy_
         return NULL;
     }
     t->host = dy_kv_tier_new(host_slots, DY_KV_TIER_HOST);
-    t->window = t->pool->n_blocks / 8 > 16 ? t->pool->n_blocks / 8 : 16;
+    /* A share of the pool, so the copies in flight never pin much of it. */
+    t->window = t->pool->n_blocks / 8 > 1 ? t->pool->n_blocks / 8 : 1;
+    if (t->window > 256)
+        t->window = 256;
     t->published = malloc(sizeof *t->published * (size_t)t->pool->n_blocks);
     t->oldest = malloc(sizeof *t->oldest * (size_t)t->window);
     t->mover = dy_kv_mover_new(MOVER_CAP);
@@ -232,7 +235,7 @@ static void copy_to_host(dy_kv_tiers *t, int32_t b, uint64_t hash, uint64_t pare
 {
     if (t->down_in_flight >= DOWN_CAP || dy_kv_tier_has(t->host, hash))
         return;
-    int32_t s = dy_kv_tier_reserve(t->host, hash, parent, 0);
+    int32_t s = dy_kv_tier_reserve(t->host, hash, parent, 1); /* the prompt that made it */
     if (s < 0)
         return;
     dy_kv_move j = {.kind = DY_MOVE_MEM, .src = primary_block(t, b), .dst = host_slot(t, s),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- replies */
@@ -743,6 +744,9 @@ int dy_worker_run(const dy_worker_config *cfg)
 {
     worker w = {.cfg = *cfg, .next_role = -1};
     char err[1024];
+    /* A file-size limit reached by the disk tier is an I/O error that switches the tier off,
+     * not a signal that ends the worker. */
+    signal(SIGXFSZ, SIG_IGN);
     dy_conn_init(&w.conn, cfg->fd);
     if (setup(&w, err, sizeof err) != 0) {
         fprintf(stderr, "dyad worker %d: %s\n", cfg->worker_id, err);
