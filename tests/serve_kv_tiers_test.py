@@ -85,10 +85,13 @@ def test_host_tier_brings_a_prefix_back():
         t = kv_tier(again)
         assert t and t["outcome"] == "loaded", again["dyad"]
         assert t["loaded_tokens"] >= 48 and t["loaded_tokens"] % 16 == 0, t
-        assert t["load_ms_estimate"] is not None
+        assert t["load_ms_estimate"] is not None and t["load_ms"] >= 0
         assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= t["loaded_tokens"]
         assert again["choices"][0]["text"] == first["choices"][0]["text"]
         settle(s, "dyad_kv_tier_prompts_total", 1, worker=0, outcome="loaded")
+        m = s.metrics()
+        assert m["dyad_kv_tier_load_seconds_count"] == 1, m["dyad_kv_tier_load_seconds_count"]
+        assert m["dyad_kv_tier_recompute_estimate_seconds_count"] == 1
         assert metric(s, "dyad_kv_tier_up", worker=0, tier="host") == 1
         assert metric(s, "dyad_kv_tier_up", worker=0, tier="disk") == 0
         assert metric(s, "dyad_kv_tier_copies_total", worker=0, tier="host", direction="out") >= 3

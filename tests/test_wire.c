@@ -187,7 +187,7 @@ static void test_other_messages_round_trip(void **st)
     b.len = 0;
     dy_msg_done done = {.id = 9, .finish = DY_END_LENGTH, .prompt_tokens = 5, .cached_tokens = 16,
                         .completion_tokens = 3, .queue_us = 250, .tier_outcome = 1,
-                        .tier_tokens = 64, .tier_load_us = 300, .tier_recompute_us = UINT32_MAX,
+                        .tier_tokens = 64, .tier_load_us = 300, .tier_recompute_us = UINT32_MAX, .tier_wait_us = 77,
                         .text = "end", .text_len = 3}, dn;
     assert_true(dy_wire_done(&b, &done));
     one_frame(&b, &t, &p, &len);
@@ -199,6 +199,7 @@ static void test_other_messages_round_trip(void **st)
     assert_int_equal(dn.tier_tokens, 64);
     assert_int_equal(dn.tier_load_us, 300);
     assert_true(dn.tier_recompute_us == UINT32_MAX);
+    assert_int_equal(dn.tier_wait_us, 77);
     b.len = 0;
     done.tier_outcome = DY_WIRE_MAX_TIER_OUTCOME + 1;
     assert_true(dy_wire_done(&b, &done));

@@ -683,13 +683,15 @@ static json_t *estimate_ms(uint32_t us)
 static void set_kv_tier(dy_jb *b, json_t *o, const dy_choice *c)
 {
     static const char *const outcomes[] = {"none", "loaded", "recomputed", "load_failed"};
-    if (c->tier_outcome == 0 || c->tier_outcome > 3)
+    if (c->tier_outcome == DY_TIER_NONE || c->tier_outcome > DY_WIRE_MAX_TIER_OUTCOME)
         return;
     json_t *x = json_object();
     dy_jb_set(b, x, "outcome", json_string(outcomes[c->tier_outcome]));
     dy_jb_set(b, x, "loaded_tokens", json_integer(c->tier_tokens));
     dy_jb_set(b, x, "load_ms_estimate", estimate_ms(c->tier_load_us));
     dy_jb_set(b, x, "recompute_ms_estimate", estimate_ms(c->tier_recompute_us));
+    if (c->tier_outcome != DY_TIER_RECOMPUTED) /* a load was made: how long it waited */
+        dy_jb_set(b, x, "load_ms", json_real(c->tier_wait_us / 1e3));
     dy_jb_set(b, o, "kv_tier", x);
 }
 
@@ -910,6 +912,11 @@ static void record(gen *g, double now)
         }
         if (c->finish != DY_END_ERROR)
             dy_metrics_queue(m, c->queue_us / 1e6);
+        if (c->tier_outcome)
+            dy_metrics_kv_tier(m, c->tier_load_us == UINT32_MAX ? -1 : c->tier_load_us / 1e6,
+                               c->tier_recompute_us == UINT32_MAX ? -1 : c->tier_recompute_us / 1e6,
+                               c->tier_outcome == DY_TIER_RECOMPUTED ? -1
+                                                                            : c->tier_wait_us / 1e6);
         if (g->dropped[i]) /* cancelled by a settled vote, not by the client */
             continue;
         if (c->finish > outcome)

@@ -138,6 +138,7 @@ void dy_choice_finish(dy_choice *c, const dy_msg_done *d)
     c->tier_tokens = d->tier_tokens;
     c->tier_load_us = d->tier_load_us;
     c->tier_recompute_us = d->tier_recompute_us;
+    c->tier_wait_us = d->tier_wait_us;
     set_tail(c, d->text, d->text_len);
 }
 

@@ -27,6 +27,7 @@ static const double token_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0
 struct dy_metrics {
     pthread_mutex_t mu;
     hist ttft, itl, e2e, queue;
+    hist tier_load_est, tier_recompute_est, tier_wait; /* prompts with a lower-tier prefix */
     uint64_t outcomes[DY_END_N];  /* requests by outcome, indexed by dy_end */
 };
 
@@ -55,6 +56,13 @@ dy_metrics *dy_metrics_new(void)
               "Time from request arrival to its last token.", latency_bounds, nl);
     hist_init(&m->queue, "dyad_request_queue_time_seconds",
               "Time a sequence waited at its worker before its first step.", latency_bounds, nl);
+    hist_init(&m->tier_load_est, "dyad_kv_tier_load_estimate_seconds",
+              "A prompt's lower-tier prefix: the worker's estimate of loading it (once its "
+              "rates were measured).", token_bounds, nt);
+    hist_init(&m->tier_recompute_est, "dyad_kv_tier_recompute_estimate_seconds",
+              "The same prefix: the worker's estimate of computing it again.", token_bounds, nt);
+    hist_init(&m->tier_wait, "dyad_kv_tier_load_seconds",
+              "Measured: how long a prompt waited for its lower-tier blocks.", token_bounds, nt);
     return m;
 }
 
@@ -83,6 +91,16 @@ void dy_metrics_ttft(dy_metrics *m, double s) { observe(m, &m->ttft, s); }
 void dy_metrics_itl(dy_metrics *m, double s) { observe(m, &m->itl, s); }
 void dy_metrics_e2e(dy_metrics *m, double s) { observe(m, &m->e2e, s); }
 void dy_metrics_queue(dy_metrics *m, double s) { observe(m, &m->queue, s); }
+
+void dy_metrics_kv_tier(dy_metrics *m, double load_est, double recompute_est, double wait)
+{
+    if (load_est >= 0)
+        observe(m, &m->tier_load_est, load_est);
+    if (recompute_est >= 0)
+        observe(m, &m->tier_recompute_est, recompute_est);
+    if (wait >= 0)
+        observe(m, &m->tier_wait, wait);
+}
 
 void dy_metrics_request(dy_metrics *m, dy_end outcome)
 {
@@ -290,6 +308,9 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     render_hist(&t, &m->itl);
     render_hist(&t, &m->e2e);
     render_hist(&t, &m->queue);
+    render_hist(&t, &m->tier_load_est);
+    render_hist(&t, &m->tier_recompute_est);
+    render_hist(&t, &m->tier_wait);
     dy_metrics_header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
     for (dy_end o = DY_END_STOP; o < DY_END_N; o++)
         dy_buf_printf(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),

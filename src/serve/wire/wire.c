@@ -146,6 +146,7 @@ bool dy_wire_done(dy_buf *b, const dy_msg_done *m)
     put_u32(b, m->tier_tokens);
     put_u32(b, m->tier_load_us);
     put_u32(b, m->tier_recompute_us);
+    put_u32(b, m->tier_wait_us);
     put_bytes(b, m->text, m->text_len);
     return end_frame(b, at);
 }
@@ -604,6 +605,7 @@ bool dy_wire_decode_done(const uint8_t *p, size_t n, dy_msg_done *m, char *err, 
     m->tier_tokens = get_u32(&r);
     m->tier_load_us = get_u32(&r);
     m->tier_recompute_us = get_u32(&r);
+    m->tier_wait_us = get_u32(&r);
     if (!r.bad && (m->finish < DY_END_STOP || m->finish > DY_END_ERROR))
         return bad(&r, "unknown finish reason %u", m->finish);
     if (!r.bad && m->tier_outcome > DY_WIRE_MAX_TIER_OUTCOME)

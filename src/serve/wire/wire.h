@@ -27,7 +27,15 @@
 #define DY_WIRE_MAX_KV_BLOCKS 65536 /* blocks in one KV_SNAPSHOT part (17 bytes each) */
 #define DY_WIRE_MAX_KV_PARTS 65536  /* parts of one snapshot */
 #define DY_WIRE_MAX_KV_TIER (DY_KV_N_TIERS - 1) /* DY_KV_TIER_* of kv/kv_event.h */
-#define DY_WIRE_MAX_TIER_OUTCOME 3 /* DONE.tier_outcome: dy_tier_outcome of serve/worker/kv_tiers.h */
+/* What happened to a request's prompt prefix that was in a lower KV tier (DONE.tier_outcome;
+ * serve/worker/kv_tiers.h). */
+typedef enum {
+    DY_TIER_NONE = 0,        /* no block of its prompt was in a lower tier */
+    DY_TIER_LOADED = 1,
+    DY_TIER_RECOMPUTED = 2,  /* computing was estimated cheaper */
+    DY_TIER_LOAD_FAILED = 3, /* a copy failed (a bad checksum, a disk error): recomputed */
+} dy_tier_outcome;
+#define DY_WIRE_MAX_TIER_OUTCOME DY_TIER_LOAD_FAILED
 
 typedef enum {
     DY_MSG_HELLO = 1,    /* worker → frontend, once: what it serves */
@@ -158,6 +166,7 @@ typedef struct {
      * and the estimates the choice was made on (µs; UINT32_MAX: not measured yet) */
     uint8_t tier_outcome;
     uint32_t tier_tokens, tier_load_us, tier_recompute_us;
+    uint32_t tier_wait_us;   /* measured: how long it waited for the copies */
     uint32_t text_len;   /* trailing text released at the end, or the error message */
     const char *text;
 } dy_msg_done;

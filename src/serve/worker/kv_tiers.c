@@ -3,6 +3,7 @@
  * can evict or reuse them under it. */
 #include "serve/worker/kv_tiers.h"
 #include "serve/worker/kv_mover.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -29,8 +30,8 @@ enum {
 typedef struct {
     uint64_t id;
     const dy_seq *seq;       /* NULL once forgotten */
-    uint8_t *outcome;
-    uint32_t *loaded_tokens;
+    dy_tier_result *res;
+    double started;
     int remaining, blocks;
     bool failed;
 } load;
@@ -317,8 +318,9 @@ static load *find_load(dy_kv_tiers *t, uint64_t id)
 static void end_load(dy_kv_tiers *t, load *l)
 {
     if (l->seq) {
-        *l->outcome = l->failed ? DY_TIER_LOAD_FAILED : DY_TIER_LOADED;
-        *l->loaded_tokens = l->failed ? 0 : (uint32_t)(l->blocks * t->pool->block_size);
+        l->res->outcome = l->failed ? DY_TIER_LOAD_FAILED : DY_TIER_LOADED;
+        l->res->tokens = l->failed ? 0 : (uint32_t)(l->blocks * t->pool->block_size);
+        l->res->wait_us = (uint32_t)fmin((dy_now() - l->started) * 1e6, (double)UINT32_MAX);
         dy_sched_remote_ready(t->sched, (dy_seq *)l->seq, !l->failed);
     }
     if (l->failed)
@@ -407,8 +409,7 @@ dy_tier_plan dy_kv_tiers_plan(dy_kv_tiers *t, const int32_t *prompt, int n_promp
     return p;
 }
 
-bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, uint8_t *outcome,
-                      uint32_t *loaded_tokens)
+bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, dy_tier_result *res)
 {
     int first = seq->n_published, n = upto - first;
     if (n <= 0 || seq->n_blocks < upto || !grow_loads(t) ||
@@ -420,8 +421,8 @@ bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, uint8_t *outcome,
             return false;
     }
     load *l = &t->loads[t->n_loads++];
-    *l = (load){.id = ++t->next_load, .seq = seq, .outcome = outcome,
-                .loaded_tokens = loaded_tokens, .remaining = n, .blocks = n};
+    *l = (load){.id = ++t->next_load, .seq = seq, .res = res, .started = dy_now(),
+                .remaining = n, .blocks = n};
     for (int i = first; i < upto; i++) {
         int32_t s, b = seq->blocks[i];
         dy_kv_tier *from = holder(t, seq->hashes[i], &s);

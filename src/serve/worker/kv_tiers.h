@@ -37,13 +37,13 @@ typedef struct {
     int worker_id;           /* for log lines and the file name */
 } dy_kv_tiers_config;
 
-/* What happened to one request's lower-tier prefix (the `dyad` object, the request log). */
-typedef enum {
-    DY_TIER_NONE = 0,        /* no block of its prompt was in a lower tier */
-    DY_TIER_LOADED = 1,
-    DY_TIER_RECOMPUTED = 2,  /* computing was estimated cheaper */
-    DY_TIER_LOAD_FAILED = 3, /* a copy failed (a bad checksum, a disk error): recomputed */
-} dy_tier_outcome;
+/* A request's dealings with the lower tiers, as its DONE reports them. */
+typedef struct {
+    uint8_t outcome;         /* dy_tier_outcome (wire.h) */
+    uint32_t tokens;         /* prompt tokens loaded */
+    uint32_t load_us, recompute_us; /* the estimates it was chosen on (UINT32_MAX: unknown) */
+    uint32_t wait_us;        /* measured: from the first copy queued to the last one done */
+} dy_tier_result;
 
 typedef struct dy_kv_tiers dy_kv_tiers;
 
@@ -80,12 +80,11 @@ typedef struct {
 dy_tier_plan dy_kv_tiers_plan(dy_kv_tiers *t, const int32_t *prompt, int n_prompt);
 /* Starts the copies into seq's blocks [seq->n_published, upto) (seq is DY_SEQ_REMOTE, from
  * dy_sched_add_loading). When they have all ended, dy_sched_remote_ready(seq, ok) is called
- * and *outcome (the caller's, alive until then or until dy_kv_tiers_forget) set to
- * DY_TIER_LOADED or DY_TIER_LOAD_FAILED, *loaded_tokens to what was loaded. false (and
+ * and *res (the caller's, alive until then or until dy_kv_tiers_forget) gets the outcome
+ * (DY_TIER_LOADED or DY_TIER_LOAD_FAILED), the tokens loaded and the wait. false (and
  * nothing started) if the blocks are no longer there or the mover is full: the caller
  * readies the sequence itself. */
-bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, uint8_t *outcome,
-                      uint32_t *loaded_tokens);
+bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, dy_tier_result *res);
 /* seq is ending: its copies run on (their blocks stay held until they end) but nobody is
  * told. */
 void dy_kv_tiers_forget(dy_kv_tiers *t, const dy_seq *seq);

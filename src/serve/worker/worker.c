@@ -25,14 +25,15 @@ static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const cha
     if (r) {
         d.prompt_tokens = (uint32_t)r->seq->n_prompt;
         /* tokens loaded from a lower tier were not computed either: they count as cached */
-        d.cached_tokens = (uint32_t)r->seq->n_cached + r->tier_tokens;
+        d.cached_tokens = (uint32_t)r->seq->n_cached + r->tier.tokens;
         d.completion_tokens = r->generated;
         double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_now() - r->arrived;
         d.queue_us = (uint32_t)(q * 1e6);
-        d.tier_outcome = r->tier_outcome;
-        d.tier_tokens = r->tier_tokens;
-        d.tier_load_us = r->tier_load_us;
-        d.tier_recompute_us = r->tier_recompute_us;
+        d.tier_outcome = r->tier.outcome;
+        d.tier_tokens = r->tier.tokens;
+        d.tier_load_us = r->tier.load_us;
+        d.tier_recompute_us = r->tier.recompute_us;
+        d.tier_wait_us = r->tier.wait_us;
     }
     dy_wire_done(&w->tx, &d);
     w->stats_due = true;
@@ -205,14 +206,14 @@ static dy_seq *add_local(worker *w, wreq *r, const dy_msg_request *m, int max_le
         tp = dy_kv_tiers_plan(w->tiers, m->prompt, n);
     if (tp.blocks == 0)
         return dy_sched_add(w->sched, m->id, m->prompt, n, max_len, r);
-    r->tier_outcome = DY_TIER_RECOMPUTED;
-    r->tier_load_us = estimate_us(tp.choice.load_s);
-    r->tier_recompute_us = estimate_us(tp.choice.recompute_s);
+    r->tier.outcome = DY_TIER_RECOMPUTED;
+    r->tier.load_us = estimate_us(tp.choice.load_s);
+    r->tier.recompute_us = estimate_us(tp.choice.recompute_s);
     if (!tp.choice.load)
         return dy_sched_add(w->sched, m->id, m->prompt, n, max_len, r);
     dy_seq *q = dy_sched_add_loading(w->sched, m->id, m->prompt, n, max_len, tp.upto, r);
     if (q && q->state == DY_SEQ_REMOTE &&
-        !dy_kv_tiers_load(w->tiers, q, tp.upto, &r->tier_outcome, &r->tier_tokens))
+        !dy_kv_tiers_load(w->tiers, q, tp.upto, &r->tier))
         dy_sched_remote_ready(w->sched, q, false); /* not now after all: computed here */
     return q;
 }

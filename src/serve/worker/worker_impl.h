@@ -41,9 +41,7 @@ typedef struct wreq {
     uint32_t first_block, n_xfer_blocks;
     int32_t *dest;              /* prefill role: the decode worker's block ids */
     bool awaiting_kv;           /* decode role: KV_READY(ok) came, TCP blocks still arriving */
-    /* its prompt's prefix in a lower KV tier: dy_tier_outcome, tokens loaded, estimates (µs) */
-    uint8_t tier_outcome;
-    uint32_t tier_tokens, tier_load_us, tier_recompute_us;
+    dy_tier_result tier;        /* its prompt's prefix in a lower KV tier */
     struct wreq *next;
 } wreq;
 
