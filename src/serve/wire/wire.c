@@ -99,6 +99,8 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
     put_u8(b, m->n_logprobs);
     put_u8(b, m->n_stops);
     put_u8(b, m->remote_prefill);
+    put_u64(b, m->session);
+    put_u32(b, m->hold_ms);
     for (int i = 0; i < m->n_stops; i++)
         put_bytes(b, m->stops[i], (uint32_t)strnlen(m->stops[i], DY_WIRE_MAX_STOP_LEN));
     put_bytes(b, m->grammar, grammar_len);
@@ -330,6 +332,17 @@ bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m)
     return end_frame(b, at);
 }
 
+bool dy_wire_hold(dy_buf *b, const dy_msg_hold *m)
+{
+    if (!m->session || (m->expected_ms > DY_WIRE_MAX_HOLD_MS && m->expected_ms != DY_WIRE_NO_HOLD))
+        return false;
+    size_t at = begin_frame(b, DY_MSG_HOLD);
+    put_u64(b, m->session);
+    put_u32(b, m->expected_ms);
+    put_u8(b, m->release);
+    return end_frame(b, at);
+}
+
 /* ---------------------------------------------------------------- decoding */
 
 typedef struct {
@@ -526,10 +539,14 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
     m->n_logprobs = get_u8(&r);
     m->n_stops = get_u8(&r);
     m->remote_prefill = get_u8(&r);
+    m->session = get_u64(&r);
+    m->hold_ms = get_u32(&r);
     if (m->n_logprobs > DY_WIRE_MAX_TOP)
         return bad(&r, "%u logprobs exceed %d", m->n_logprobs, DY_WIRE_MAX_TOP);
     if (!r.bad && (m->n_samples == 0 || m->n_samples > DY_WIRE_MAX_SAMPLES))
         return bad(&r, "%u samples (1 to %d allowed)", m->n_samples, DY_WIRE_MAX_SAMPLES);
+    if (!r.bad && m->hold_ms > DY_WIRE_MAX_HOLD_MS && m->hold_ms != DY_WIRE_NO_HOLD)
+        return bad(&r, "hold of %u ms", m->hold_ms);
     if (m->n_stops > DY_WIRE_MAX_STOPS)
         return bad(&r, "%u stop strings exceed %d", m->n_stops, DY_WIRE_MAX_STOPS);
     for (int i = 0; i < m->n_stops; i++) {
@@ -840,6 +857,21 @@ bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, 
     m->role = get_u8(&r);
     if (!r.bad && m->role > DY_ROLE_DECODE)
         return bad(&r, "unknown role %u", m->role);
+    return finish(&r);
+}
+
+bool dy_wire_decode_hold(const uint8_t *p, size_t n, dy_msg_hold *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    m->session = get_u64(&r);
+    m->expected_ms = get_u32(&r);
+    m->release = get_u8(&r);
+    if (!r.bad && !m->session)
+        return bad(&r, "HOLD for no session");
+    if (!r.bad && m->expected_ms > DY_WIRE_MAX_HOLD_MS && m->expected_ms != DY_WIRE_NO_HOLD)
+        return bad(&r, "hold of %u ms", m->expected_ms);
+    if (!r.bad && m->release > 1)
+        return bad(&r, "bad release flag %u", m->release);
     return finish(&r);
 }
 

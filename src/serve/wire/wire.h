@@ -57,7 +57,9 @@ typedef enum {
     /* The planner (docs/planner.md): */
     DY_MSG_ROLE = 15,        /* frontend → an idle worker: take another role, answer HELLO */
     DY_MSG_PEER_GONE = 16,   /* frontend → workers: a decode worker's KV pool is gone, unmap it */
-    DY_MSG_LAST = DY_MSG_PEER_GONE,
+    /* The tool-call hold (docs/kv-tiers.md): */
+    DY_MSG_HOLD = 17,        /* frontend → worker: when a held session is expected back, or let it go */
+    DY_MSG_LAST = DY_MSG_HOLD,
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
@@ -136,9 +138,23 @@ typedef struct {
     uint32_t grammar_len; /* 0: unconstrained */
     char *grammar;       /* the grammar every sample follows (grammar.h's notation), or NULL;
                           * decode: a malloc'd NUL-terminated copy, freed by dy_msg_request_free */
+    uint64_t session;    /* the conversation it is a turn of (dyad.session, hashed); 0: none */
+    uint32_t hold_ms;    /* dyad.hold.expected_ms; DY_WIRE_NO_HOLD: none given */
     uint32_t n_prompt;
     int32_t *prompt;     /* decode: malloc'd copy, freed by dy_msg_request_free */
 } dy_msg_request;
+
+#define DY_WIRE_NO_HOLD UINT32_MAX
+#define DY_WIRE_MAX_HOLD_MS 86400000u /* a day */
+
+/* HOLD: session `session`'s turn has ended; it is expected back in expected_ms (from when
+ * the frontend sends this), or not at any known time (DY_WIRE_NO_HOLD), or, with release,
+ * not held at all. */
+typedef struct {
+    uint64_t session;
+    uint32_t expected_ms;
+    uint8_t release;
+} dy_msg_hold;
 
 void dy_msg_request_free(dy_msg_request *m);
 
@@ -272,6 +288,7 @@ bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m);
 bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m);
 bool dy_wire_role(dy_buf *b, const dy_msg_role *m);
 bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m);
+bool dy_wire_hold(dy_buf *b, const dy_msg_hold *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -297,6 +314,7 @@ bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *
 bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
                               size_t errlen);
 bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, size_t errlen);
+bool dy_wire_decode_hold(const uint8_t *p, size_t n, dy_msg_hold *m, char *err, size_t errlen);
 bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, char *err,
                               size_t errlen);
 
