@@ -223,7 +223,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_worker_blocks(x, 3), 2);
     /* The snapshot at seq 9 replaces everything: 100 is gone, 300 and 400 are in. */
     uint64_t snap[3] = {200, 300, 400}, par[3] = {100, 200, 300};
-    assert_int_equal(dy_kv_index_resync(x, 3, 9, snap, par, 3), 0);
+    assert_int_equal(dy_kv_index_resync(x, 3, 9, snap, par, NULL, 3), 0);
     assert_int_equal(dy_kv_index_worker_state(x, 3), DY_KV_WORKER_LIVE);
     uint64_t got[8], want[3] = {200, 300, 400};
     int64_t n = dy_kv_index_worker_hashes(x, 3, got, 8);
@@ -236,7 +236,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_apply(x, 3, 10, &d, 1), DY_KV_INDEX_OK);
     assert_int_equal(dy_kv_index_holds(x, 3, 400), 0);
     assert_int_equal(dy_kv_index_apply(x, 3, 10, &d, 1), DY_KV_INDEX_RESYNC);
-    assert_int_equal(dy_kv_index_resync(x, 3, 20, NULL, NULL, 0), 0); /* empty snapshot */
+    assert_int_equal(dy_kv_index_resync(x, 3, 20, NULL, NULL, NULL, 0), 0); /* empty snapshot */
     assert_int_equal(dy_kv_index_size(x), 0);
     assert_int_equal(dy_kv_index_apply(x, 3, 1, &a, 1), DY_KV_INDEX_RESYNC); /* restarted */
     /* An unknown worker first heard of mid-stream needs a snapshot before anything counts. */
@@ -244,7 +244,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_worker_state(x, 5), DY_KV_WORKER_RESYNC);
     assert_int_equal(dy_kv_index_holds(x, 5, 100), 0);
     /* An empty batch still moves the sequence on. */
-    assert_int_equal(dy_kv_index_resync(x, 5, 7, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 5, 7, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_apply(x, 5, 8, NULL, 0), DY_KV_INDEX_OK);
     assert_int_equal(dy_kv_index_worker_seq(x, 5), 8);
     dy_kv_index_free(x);
@@ -261,7 +261,7 @@ static void test_bad_event_needs_resync(void **st)
     assert_int_equal(dy_kv_index_holds(x, 0, 5), 0);
     assert_int_equal(dy_kv_index_worker_state(x, 0), DY_KV_WORKER_RESYNC);
     ev[1] = (dy_kv_event){9 /* no such kind */, 0, 6, 5};
-    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_apply(x, 0, 2, ev, 2), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 3, ev, 1), DY_KV_INDEX_RESYNC);
     dy_kv_index_free(x);
@@ -384,7 +384,7 @@ static void test_prediction_keeps_events_apart(void **st)
     dy_kv_event clr = {DY_KV_EV_CLEARED, 0, 0, 0};
     assert_int_equal(dy_kv_index_apply(x, 0, 2, &clr, 1), 0);
     assert_int_equal(dy_kv_index_holds(x, 0, 10), DY_KV_INDEX_PREDICTED);
-    assert_int_equal(dy_kv_index_resync(x, 0, 7, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 0, 7, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_holds(x, 0, 10), DY_KV_INDEX_PREDICTED);
     dy_kv_index_free(x);
 }
@@ -541,8 +541,8 @@ static void test_bad_arguments(void **st)
     assert_int_equal(dy_kv_index_apply(x, 4, 1, &e, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 1, NULL, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 1, &e, -1), DY_KV_INDEX_EINVAL);
-    assert_int_equal(dy_kv_index_resync(x, 4, 1, &h, NULL, 1), DY_KV_INDEX_EINVAL);
-    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
+    assert_int_equal(dy_kv_index_resync(x, 4, 1, &h, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
+    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_remove_worker(x, 9), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_predict(x, 9, &h, 1, 1.0), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_predict(x, 0, &h, 1, NAN), DY_KV_INDEX_EINVAL);
