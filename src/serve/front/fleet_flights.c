@@ -344,7 +344,7 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     bool rerun = !c->started && !c->done && !w->stopping;
     pthread_mutex_unlock(&j->mu);
     dy_router_ticket t;
-    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){-1, -1, 0, 0};
+    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){.gen = -1, .prefill = -1};
     uint64_t id = w->next_id++;
     if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
         flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);
