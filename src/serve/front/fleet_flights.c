@@ -125,6 +125,8 @@ static dy_placement place(dy_fleet *w, const dy_msg_request *r, int n_samples, b
         w->slots[p.gen].routed++;
         w->rt.decisions++;
         w->rt.overlap_blocks += (uint64_t)p.overlap_blocks;
+        for (int t = 0; t < DY_KV_N_TIERS; t++)
+            w->rt.tier_blocks[t] += (uint64_t)p.tier_blocks[t];
     }
     free(hashes);
     return p;
