@@ -546,14 +546,52 @@ static int count_of(const tier_counts *c, int tier, int worker)
     return n;
 }
 
-/* The walk behind both overlap queries: overlap[w] for every worker and, unless counts is
- * NULL, each run's lower-tier blocks in *counts. The set of workers holding every block so
- * far shrinks block by block; a worker dropping out at block i has overlap i. */
-static void walk(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap,
-                 tier_counts *counts)
+/* Counts one block for the workers in `live` (word k) that hold it, by its entry's planes b,
+ * in a lower tier and not in a faster one (`faster`: the device tier or predicted). */
+static void count_lower(tier_counts *c, const uint64_t *b, int k, uint64_t faster, uint64_t live)
 {
-    memset(overlap, 0, (size_t)x->max_workers * sizeof *overlap);
+    for (int p = DY_KV_TIER_DEVICE + 1; p < DY_KV_N_TIERS; p++) {
+        uint64_t only_here = b[p * c->nw + k] & ~faster & live;
+        if (only_here)
+            count_add(c, p, k, only_here);
+        faster |= b[p * c->nw + k];
+    }
+}
+
+/* Where the walk writes each worker's run: its length alone (overlap), or its length by
+ * tier (tiers, with the lower-tier counts kept in counts). */
+typedef struct {
+    int *overlap;
+    dy_kv_overlap *tiers;
+    tier_counts counts;
+} runs;
+
+/* The worker's run ended at `len` blocks; its counts are final (it left the walk). */
+static void run_ends(runs *r, int worker, int len)
+{
+    if (r->overlap) {
+        r->overlap[worker] = len;
+        return;
+    }
+    dy_kv_overlap *o = &r->tiers[worker];
+    o->blocks = o->tier[DY_KV_TIER_DEVICE] = len;
+    for (int t = DY_KV_TIER_DEVICE + 1; t < DY_KV_N_TIERS; t++) {
+        o->tier[t] = count_of(&r->counts, t, worker);
+        o->tier[DY_KV_TIER_DEVICE] -= o->tier[t];
+    }
+}
+
+/* The walk behind both overlap queries. The set of workers holding every block so far
+ * shrinks block by block; a worker dropping out at block i has a run of i. Every run starts
+ * written as 0, so those that end at block 0 need no write. */
+static void walk(const dy_kv_index *x, const uint64_t *hashes, int n, runs *r)
+{
+    if (r->overlap)
+        memset(r->overlap, 0, (size_t)x->max_workers * sizeof *r->overlap);
+    else
+        memset(r->tiers, 0, (size_t)x->max_workers * sizeof *r->tiers);
     const int nw = x->nwords;
+    tier_counts *counts = r->tiers ? &r->counts : NULL;
     if (counts) { /* slices are cleared as they come into use */
         counts->nw = nw;
         for (int t = 0; t < LOWER_TIERS; t++)
@@ -573,19 +611,19 @@ static void walk(const dy_kv_index *x, const uint64_t *hashes, int n, int *overl
         const uint64_t *b = bits[i % CHUNK];
         uint64_t any = 0;
         for (int k = 0; k < nw; k++) {
-            uint64_t held = 0; /* by the end: in any tier or predicted */
+            uint64_t held = 0; /* in any tier, or predicted */
             if (b) {
-                held = b[PLANE_PRED * nw + k]; /* predicted: as good as the device tier */
-                for (int p = 0; p < DY_KV_N_TIERS; p++) {
-                    uint64_t only_here = b[p * nw + k] & ~held & live[k];
-                    if (p > 0 && counts && only_here)
-                        count_add(counts, p, k, only_here);
+                /* predicted counts as the device tier */
+                uint64_t device = b[DY_KV_TIER_DEVICE * nw + k] | b[PLANE_PRED * nw + k];
+                held = device;
+                for (int p = DY_KV_TIER_DEVICE + 1; p < DY_KV_N_TIERS; p++)
                     held |= b[p * nw + k];
-                }
+                if (counts && (held & ~device & live[k]))
+                    count_lower(counts, b, k, device, live[k]);
             }
-            uint64_t cur = live[k] & held, gone = live[k] & ~cur;
+            uint64_t cur = live[k] & held, gone = i ? live[k] & ~cur : 0;
             for (; gone; gone &= gone - 1) /* these workers' runs end at block i */
-                overlap[k * 64 + __builtin_ctzll(gone)] = i;
+                run_ends(r, k * 64 + __builtin_ctzll(gone), i);
             live[k] = cur;
             any |= cur;
         }
@@ -594,13 +632,17 @@ static void walk(const dy_kv_index *x, const uint64_t *hashes, int n, int *overl
     }
     for (int k = 0; k < nw; k++)
         for (uint64_t l = live[k]; l; l &= l - 1)
-            overlap[k * 64 + __builtin_ctzll(l)] = n;
+            run_ends(r, k * 64 + __builtin_ctzll(l), n);
 }
 
 void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap)
 {
-    if (x && overlap)
-        walk(x, hashes, n, overlap, NULL);
+    if (!x || !overlap)
+        return;
+    runs r; /* not cleared whole: walk clears the counts it uses */
+    r.overlap = overlap;
+    r.tiers = NULL;
+    walk(x, hashes, n, &r);
 }
 
 void dy_kv_index_overlap_tiers(const dy_kv_index *x, const uint64_t *hashes, int n,
@@ -608,17 +650,10 @@ void dy_kv_index_overlap_tiers(const dy_kv_index *x, const uint64_t *hashes, int
 {
     if (!x || !out)
         return;
-    int overlap[DY_KV_INDEX_MAX_WORKERS];
-    tier_counts counts;
-    walk(x, hashes, n, overlap, &counts);
-    for (int w = 0; w < x->max_workers; w++) {
-        dy_kv_overlap *o = &out[w];
-        *o = (dy_kv_overlap){.blocks = overlap[w], .tier[DY_KV_TIER_DEVICE] = overlap[w]};
-        for (int t = 1; t < DY_KV_N_TIERS && overlap[w]; t++) {
-            o->tier[t] = count_of(&counts, t, w);
-            o->tier[DY_KV_TIER_DEVICE] -= o->tier[t];
-        }
-    }
+    runs r; /* as above */
+    r.overlap = NULL;
+    r.tiers = out;
+    walk(x, hashes, n, &r);
 }
 
 /* The fastest tier of a holding mask (entry_mask's bits), or -1 for none. */

@@ -245,11 +245,11 @@ int dy_router_worker_load(const dy_router *r, int worker, int64_t *prefill_block
 
 /* The prefill work, in blocks of computing, a prompt of prompt_blocks leaves a worker whose
  * cached prefix is `o`: the blocks it computes, plus each cached block at the cost of
- * bringing it up from its tier (0 for the device tier: a primary hit is free). */
+ * bringing it up from its tier (the device tier's is 0 by default: a primary hit is free). */
 static double prefill_work(const dy_router *r, int64_t prompt_blocks, const dy_kv_overlap *o)
 {
     double work = (double)(prompt_blocks - o->blocks);
-    for (int t = 0; t < DY_KV_N_TIERS; t++)
+    for (int t = 0; t < DY_KV_N_TIERS && o->blocks; t++)
         work += r->cfg.tier_cost[t] * o->tier[t];
     return work > 0 ? work : 0;
 }
