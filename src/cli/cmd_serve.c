@@ -33,6 +33,7 @@ typedef struct {
     const char *policies[5], *families[DY_CHAT_N_FAMILIES + 1];
     int family_values[DY_CHAT_N_FAMILIES];
     char chat_help[512];
+    char tier_cost_default[64]; /* --router-tier-cost's default, as it is written */
 } serve_opts;
 
 #define MAX_SERVE_OPTS 80
@@ -52,6 +53,12 @@ static void chat_families(serve_opts *o)
     }
 }
 
+/* --router-tier-cost: ctx is the router config's tier_cost. */
+static bool set_tier_cost(void *ctx, const char *value, char *err, size_t errlen)
+{
+    return dy_router_tier_cost_parse(value, ctx, err, errlen);
+}
+
 /* The frontend's own options; the workers' come from worker_args.h. */
 static int frontend_opts(serve_opts *o, dy_opt *t)
 {
@@ -66,6 +73,8 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
                    sizeof(dy_router_policy) == sizeof(int), "ENUM options store an int");
     const dy_route_config route = dy_route_config_default();
     const dy_router_config router = dy_router_config_default();
+    snprintf(o->tier_cost_default, sizeof o->tier_cost_default, "host=%g,disk=%g",
+             router.tier_cost[DY_KV_TIER_HOST], router.tier_cost[DY_KV_TIER_DISK]);
     const dy_opt own[] = {
         {.section = "Frontend: HTTP, disaggregation, routing", .name = "model-name",
          .kind = DY_OPT_STR, .dst = &o->model_name, .meta = "NAME",
@@ -121,6 +130,12 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "router-ttl", .kind = DY_OPT_DOUBLE, .dst = &o->w.router.approx_ttl_s,
          .meta = "S", .help = "approximate mode (--no-kv-events): how long a prediction holds",
          .min = 0.001, .max = 1e7, .def = router.approx_ttl_s},
+        {.name = "router-tier-cost", .kind = DY_OPT_CALL, .call = set_tier_cost,
+         .ctx = o->w.router.tier_cost, .meta = "host=F,disk=F",
+         .help = "kv-aware: what bringing one cached block up from host memory or from disk "
+                 "costs, as a share of computing it again (0: as good as a primary hit, 1: "
+                 "no better than a miss); either or both, each in [0, 1]",
+         .shown_default = o->tier_cost_default},
         {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->w.max_queue, .meta = "N",
          .help = "sequences waiting for a first token before new requests get 429", .min = 1,
          .max = 1 << 20, .def = 256},

@@ -74,6 +74,7 @@ typedef struct {
     int overlap_blocks; /* leading prompt blocks the prefilling worker already holds */
     int samples;        /* of the request's n_samples, how many go in this part (≥ 1;
                          * 0 when gen is -1) */
+    int tier_blocks[DY_KV_N_TIERS]; /* of overlap_blocks, how many in each of its tiers */
 } dy_placement;
 
 /* Places one prompt (or the next part of its samples). When gen ≥ 0 the decision enters the

@@ -60,6 +60,7 @@ typedef struct {
     const char *policy;
     uint64_t decisions;         /* requests routed (a prompt's samples count once) */
     uint64_t overlap_blocks;    /* leading prompt blocks the chosen worker held, summed */
+    uint64_t tier_blocks[DY_KV_N_TIERS]; /* of those, by the tier they were held in */
     uint64_t cached_tokens;     /* prompt tokens the workers then found cached, summed */
     uint64_t resyncs;           /* snapshots asked of workers (sequence gaps, restarts) */
     uint64_t index_blocks;      /* distinct block hashes in the global prefix index */

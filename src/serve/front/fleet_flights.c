@@ -125,6 +125,8 @@ static dy_placement place(dy_fleet *w, const dy_msg_request *r, int n_samples, b
         w->slots[p.gen].routed++;
         w->rt.decisions++;
         w->rt.overlap_blocks += (uint64_t)p.overlap_blocks;
+        for (int t = 0; t < DY_KV_N_TIERS; t++)
+            w->rt.tier_blocks[t] += (uint64_t)p.tier_blocks[t];
     }
     free(hashes);
     return p;
@@ -344,7 +346,7 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     bool rerun = !c->started && !c->done && !w->stopping;
     pthread_mutex_unlock(&j->mu);
     dy_router_ticket t;
-    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){-1, -1, 0, 0};
+    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){.gen = -1, .prefill = -1};
     uint64_t id = w->next_id++;
     if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
         flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);

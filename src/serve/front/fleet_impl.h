@@ -57,7 +57,9 @@ typedef struct {
     uint64_t seq;
     uint32_t next_part, n_parts;
     uint64_t *hashes, *parents;
+    uint8_t *tiers;
     int n, cap;
+    int n_device; /* of n, blocks in the device tier (the primary pool) */
 } snapshot_rx;
 
 /* One worker: its process, its socket, what is in flight there and what it reported. */

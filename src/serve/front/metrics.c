@@ -285,6 +285,13 @@ static void router_metrics(dy_buf *t, const dy_router_totals *r, const dy_worker
            "decisions (divide by decisions for the mean).");
     dy_buf_printf(t, "dyad_router_predicted_overlap_blocks_total %llu\n",
                   (unsigned long long)r->overlap_blocks);
+    dy_metrics_header(t, "dyad_router_overlap_tier_blocks_total", "counter",
+           "Of dyad_router_predicted_overlap_blocks_total, the blocks by the fastest tier the "
+           "chosen worker held them in (host and disk blocks are credited at their load cost, "
+           "--router-tier-cost).");
+    for (int k = 0; k < DY_KV_N_TIERS; k++)
+        dy_buf_printf(t, "dyad_router_overlap_tier_blocks_total{tier=\"%s\"} %llu\n",
+                      dy_kv_index_tier_name(k), (unsigned long long)r->tier_blocks[k]);
     dy_metrics_header(t, "dyad_router_cached_tokens_total", "counter",
            "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
            "worker when the KV moved).");
