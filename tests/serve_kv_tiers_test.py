@@ -100,6 +100,28 @@ def test_host_tier_brings_a_prefix_back():
         assert s.stop() == 0
 
 
+def test_router_follows_a_prefix_into_the_host_tier():
+    # Two workers: after STORY left the first one's KV cache for its host tier, the router's
+    # index (fed by tier-tagged events) still sends STORY back there, credited as a host hit.
+    s = Server("--workers", "2", "--threads-per-worker", "1", "--kv-blocks", "24",
+               "--kv-host-mem", "16")
+    try:
+        first = complete(s, STORY)
+        home = first["dyad"]["choices"][0]["worker"]
+        # Prompts with nothing in common tie between the workers and go either way at random;
+        # 40 of them leave fewer than 7 (which would not fill a 24-block cache) with `home`
+        # about once in 10^5 runs.
+        push_out(s, 40)
+        again = complete(s, STORY)
+        assert again["dyad"]["choices"][0]["worker"] == home, (first["dyad"], again["dyad"])
+        t = kv_tier(again)
+        assert t and t["outcome"] == "loaded", again["dyad"]
+        assert again["choices"][0]["text"] == first["choices"][0]["text"]
+        assert s.metrics()['dyad_router_overlap_tier_blocks_total{tier="host"}'] >= 3
+    finally:
+        assert s.stop() == 0
+
+
 def test_write_back_copies_before_eviction():
     s = Server(*SMALL, "--kv-host-mem", "16", "--kv-offload", "write-back")
     try:
