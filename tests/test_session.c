@@ -15,6 +15,8 @@ static void test_affinity_and_learning(void **st)
     const uint64_t grep = 101, web = 202, other = 303;
     assert_int_equal(dy_sessions_arrive(s, 1, 0.0), -1);          /* new */
     assert_true(dy_sessions_end(s, 1, 3, grep, 1.0) < 0);         /* grep never timed */
+    assert_int_equal(dy_sessions_worker(s, 1), 3);
+    assert_int_equal(dy_sessions_worker(s, 9), -1);
     assert_int_equal(dy_sessions_arrive(s, 1, 3.0), 3);           /* grep took 2 s */
     int timed;
     assert_true(fabs(dy_sessions_tool_mean(s, grep, &timed) - 2.0) < 1e-12 && timed == 1);

@@ -45,6 +45,19 @@ static dy_router_choice pick(const dy_place_view *v, dy_route_pool pool,
     return dy_router_pick(v->router, pool, m, n, r->hashes, r->n_blocks, r->prompt_tokens, now);
 }
 
+/* The generator: the worker that holds the conversation's KV for its next turn, when it is
+ * alive in the generating pool; else the router's pick. */
+static dy_router_choice pick_generator(const dy_place_view *v, dy_route_pool pool,
+                                       const dy_place_request *r, double now)
+{
+    int w = r->session_worker;
+    if (r->by_session && w >= 0 && w < v->n_workers && v->workers[w].alive &&
+        v->workers[w].pool == pool)
+        return dy_router_pick(v->router, pool, &w, 1, r->hashes, r->n_blocks, r->prompt_tokens,
+                              now);
+    return pick(v, pool, r, now);
+}
+
 /* Disaggregated, with the generator chosen: the prefill worker, if conditional
  * disaggregation sends the prompt to one, else -1; p's overlap becomes the blocks the
  * prefilling worker holds. */
@@ -76,7 +89,7 @@ dy_placement dy_place(const dy_place_view *v, const dy_place_request *r, double 
 {
     dy_placement p = {.gen = -1, .prefill = -1, .overlap_blocks = 0, .samples = 0};
     const bool disagg = disaggregated(v);
-    dy_router_choice g = pick(v, disagg ? DY_POOL_DECODE : DY_POOL_AGG, r, now);
+    dy_router_choice g = pick_generator(v, disagg ? DY_POOL_DECODE : DY_POOL_AGG, r, now);
     if (g.worker < 0)
         return p;
     p.gen = g.worker;

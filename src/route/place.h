@@ -66,6 +66,9 @@ typedef struct {
     int max_tokens;           /* completion tokens each sample may generate */
     int n_samples;            /* samples of this prompt still to place (≥ 1) */
     bool local_prefill;       /* no prefill worker: a rerun after its worker died */
+    bool by_session;          /* a conversation's turn whose KV session_worker holds
+                               * (route/session.h): it generates it if alive */
+    int session_worker;
 } dy_place_request;
 
 typedef struct {

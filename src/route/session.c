@@ -101,6 +101,12 @@ int dy_sessions_arrive(dy_sessions *s, uint64_t key, double now)
     return x->worker;
 }
 
+int dy_sessions_worker(const dy_sessions *s, uint64_t key)
+{
+    int i = find(&s->by_key, key);
+    return i < 0 ? -1 : s->s[i].worker;
+}
+
 /* The slot for key: its own, a free one, or the least recently ended one's. */
 static session *slot_for(dy_sessions *s, uint64_t key)
 {

@@ -20,6 +20,8 @@ int dy_sessions_count(const dy_sessions *s);
  * or -1 (new, forgotten, or its worker gone). If that turn's answer called a tool, the time
  * since it ended is one observation of that tool's duration. */
 int dy_sessions_arrive(dy_sessions *s, uint64_t key, double now);
+/* The worker that served the session's last turn (-1: none), without counting an arrival. */
+int dy_sessions_worker(const dy_sessions *s, uint64_t key);
 /* The turn ended on `worker` at `now`; `tool` is the name hash of the first tool its answer
  * called, 0 if none. Returns the seconds the next turn is expected after now: the tool's mean
  * so far, or -1 when not known (no call, a tool never timed, or no room to remember it). */

@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include "plan/actuate.h"
 #include "route/place.h"
+#include "route/session.h"
 #include "serve/front/fleet.h"
 #include "serve/wire/wire.h"
 
@@ -105,6 +106,7 @@ struct dy_fleet {
     dy_xfer_totals xfer;
     dy_router *router;
     dy_router_totals rt;
+    dy_sessions *sessions;    /* conversations and their tools' durations (dyad.session) */
     pthread_t janitor;
     bool janitor_started;
 };

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <time.h>
 
 typedef struct dy_gen gen;
@@ -47,10 +48,12 @@ struct dy_gen {
     size_t pend_len, pend_pos;
     bool stream_over;       /* nothing more will be queued: [DONE], or the end of a failed stream */
     bool recorded;
+    char *first_tool;       /* the first tool the answer called (dyad.session turns learn it) */
 };
 
 static void gen_free(gen *g)
 {
+    free(g->first_tool);
     if (g->job)
         dy_job_unref(g->job);
     for (int i = 0; g->votes && i < g->n_prompts; i++)
@@ -176,6 +179,10 @@ static dy_msg_request wire_request(const gen *g, int32_t *ids, int n, int max_ne
     /* Every sample gets the same text; the worker gives each its own place in it. */
     m.grammar = r->grammar;
     m.grammar_len = (uint32_t)r->grammar_len;
+    /* A conversation's turn: its worker holds the KV for the next one (docs/kv-tiers.md). */
+    if (r->session)
+        m.session = XXH3_64bits(r->session, strlen(r->session)) | 1; /* never 0: none */
+    m.hold_ms = r->hold_ms >= 0 ? (uint32_t)r->hold_ms : DY_WIRE_NO_HOLD;
     m.n_prompt = (uint32_t)n;
     m.prompt = ids;
     return m;
@@ -452,7 +459,7 @@ static void calls_free(calls_out *co)
 /* When choice ci's finished answer (text) is calls: they go into ch, its content becomes the
  * text before them (none: null) and its finish reason "tool_calls". A cut answer ("length")
  * is never read as calls. false if memory ran out. */
-static bool set_calls(const gen *g, int ci, const char *text, size_t len, dy_api_choice *ch,
+static bool set_calls(gen *g, int ci, const char *text, size_t len, dy_api_choice *ch,
                       calls_out *co)
 {
     const dy_choice *c = &g->job->choices[ci];
@@ -477,6 +484,8 @@ static bool set_calls(const gen *g, int ci, const char *text, size_t len, dy_api
     ch->tool_calls = co->calls;
     ch->n_tool_calls = n;
     ch->finish_tool_calls = true;
+    if (!g->first_tool && !(g->first_tool = strdup(co->found.calls[0].name)))
+        return false; /* the conversation's next turn times this tool */
     return true;
 }
 
@@ -737,7 +746,7 @@ static json_t *dyad_object(const gen *g, int from, int to)
 }
 
 /* The whole response, or NULL if any part of it could not be built. */
-static char *whole_response(const gen *g)
+static char *whole_response(gen *g)
 {
     int nc = g->n_prompts * g->out_per_prompt;
     dy_api_choice *ch = calloc((size_t)nc, sizeof *ch);
@@ -922,6 +931,9 @@ static void record(gen *g, double now)
         if (c->finish > outcome)
             outcome = c->finish;
     }
+    if (g->req.session && g->job->n_choices > 0 && g->job->choices[0].finish != DY_END_ERROR)
+        dy_fleet_turn_ended(g->env.workers, &g->job->choices[0], g->first_tool,
+                            g->req.hold_ms >= 0);
     if (g->vote_failed) /* its samples were cancelled because of it */
         outcome = DY_END_ERROR;
     double e2e = now - g->t_arrival;
