@@ -369,19 +369,24 @@ def drain_message(err):
     return "shutting down" in err["error"]["message"] and err["error"]["code"] == "service_unavailable"
 
 
-def sequences(s):
-    m = s.metrics()
-    return m["dyad_requests_running"] + m["dyad_requests_waiting"]
+def refused_as_draining(c, path):
+    """A request on connection c is answered 503 with the drain message (False: answered
+    otherwise, before the drain began; a socket timeout: left waiting)."""
+    c.request("GET", path)
+    r = c.getresponse()
+    st, err = r.status, json.loads(r.read())
+    return st == 503 and drain_message(err)
 
 
 def test_drain_deadline_answers_every_request():
-    """#18 item 2: SIGTERM with requests that cannot finish within --drain-timeout (their
-    decode worker is stopped, so none can). Every one is answered: whole requests 503 with the
-    drain message, streams their error event and [DONE] and then the chunked stream's end (a
-    missing terminating chunk is an IncompleteRead here). During the drain, a new connection
-    and a new request on a kept-alive connection get 503 at once. main's binary: the new
-    connection waited unanswered in the listen queue, the cut requests said a worker died,
-    and some were closed without an answer."""
+    """#18 item 2: SIGTERM with requests that cannot finish within --drain-timeout: a stream
+    the decode worker is generating when it is stopped (SIGSTOP), and 3 more streams and 12
+    whole requests queued on it. Every one is answered: whole requests 503 with the drain
+    message, streams their error event and [DONE] and then the chunked stream's end (a
+    missing terminating chunk is an IncompleteRead here). During the drain a new connection,
+    and a new request on a kept-alive one, get 503 at once. main's binary: the new connection
+    was reset or waited unanswered, the cut requests said a worker died, and some of them
+    were closed without an answer."""
     s = Server(DYAD, "--drain-timeout", "2")
     pid = 0
     try:
@@ -390,7 +395,9 @@ def test_drain_deadline_answers_every_request():
         kept = s.conn(10)
         kept.request("GET", "/health")
         kept.getresponse().read()
-        answers = {}
+        decisions = 'dyad_router_worker_decisions_total{worker="1"}'
+        placed = s.metrics()[decisions]
+        answers, generating = {}, threading.Event()
 
         def one(k, stream):
             c = s.conn(30)
@@ -399,29 +406,25 @@ def test_drain_deadline_answers_every_request():
                           body=json.dumps(body(f"Tale {k}.", max_tokens=400, ignore_eos=True,
                                                stream=stream)))
                 r = c.getresponse()
-                answers[k] = (r.status, r.read().decode())
+                first = r.read1(4096).decode() if stream else ""
+                generating.set()
+                answers[k] = (r.status, first + r.read().decode())
             except Exception as e:  # noqa: BLE001
                 answers[k] = ("no answer", repr(e))
             finally:
                 c.close()
 
         clients = [threading.Thread(target=one, args=(k, k % 4 == 0)) for k in range(16)]
-        for t in clients:
+        clients[0].start()
+        assert generating.wait(20)
+        os.kill(pid, signal.SIGSTOP)  # stream 0 mid-way
+        for t in clients[1:]:
             t.start()
-        assert s.wait_for(lambda: sequences(s) >= 16, 20)  # all of them on the workers
-        os.kill(pid, signal.SIGSTOP)
+        assert s.wait_for(lambda: s.metrics()[decisions] == placed + 16, 20)  # all placed
         s.proc.send_signal(signal.SIGTERM)
-        time.sleep(0.3)  # the drain has begun
-        c = s.conn(3)  # a socket timeout here: the new client is left waiting
-        c.request("GET", "/v1/models")
-        r = c.getresponse()
-        st, err = r.status, json.loads(r.read())
-        c.close()
-        assert st == 503 and drain_message(err), (st, err)
-        kept.request("GET", "/health")
-        r = kept.getresponse()
-        st, err = r.status, json.loads(r.read())
-        assert st == 503 and drain_message(err), (st, err)
+        # a socket timeout in here: the new client is left waiting
+        assert s.wait_for(lambda: refused_as_draining(s.conn(3), "/v1/models"), 10)
+        assert refused_as_draining(kept, "/health")
         for t in clients:
             t.join(30)
         assert len(answers) == 16, answers
@@ -433,6 +436,8 @@ def test_drain_deadline_answers_every_request():
             events = [f[len("data: "):] for f in text.split("\n\n") if f.startswith("data: ")]
             assert events[-1] == "[DONE]", (k, events[-3:])
             assert drain_message(json.loads(events[-2])), (k, events[-3:])
+            if k == 0:  # it was cut after some of its tokens
+                assert events[:-2] and "choices" in json.loads(events[0]), events[:3]
         assert s.proc.wait(30) == 0
     finally:
         resume(pid)
