@@ -1,6 +1,7 @@
 /* cmd_serve.c — `dyad serve`: the embedded deployment. Starts N worker processes on this
- * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM stops accepting
- * connections, lets in-flight requests finish (up to --drain-timeout), and reaps the workers. */
+ * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM starts a drain: new
+ * requests get 503, in-flight ones may finish (up to --drain-timeout; those still running then
+ * end with a 503 or a stream's error event), then the workers are reaped. */
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "cli/serve_plan.h"
@@ -24,6 +25,7 @@ static const char serve_epilog[] =
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
     int port, max_body, max_schema, max_connections, timeout, drain;
+    double header_timeout, body_timeout;
     int chat;                 /* a dy_chat_family, or -1: detect it from the model */
     int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
     int prefill_busy_tokens;
@@ -150,12 +152,21 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
          .help = "largest response_format JSON Schema, in bytes as compact JSON (docs/api.md)",
          .min = 2, .max = 1 << 30, .def = (double)dy_api_limits_default(0).max_schema_bytes},
         {.name = "max-connections", .kind = DY_OPT_INT, .dst = &o->max_connections,
-         .meta = "N", .help = "concurrent HTTP connections", .min = 1, .max = 65536,
-         .def = 256},
+         .meta = "N", .help = "concurrent HTTP connections; clients past them get 503 with "
+                              "Retry-After", .min = 1, .max = 65536, .def = 256},
         {.name = "timeout", .kind = DY_OPT_INT, .dst = &o->timeout, .meta = "S",
          .help = "idle connection timeout in seconds", .min = 1, .max = 86400, .def = 60},
+        {.name = "header-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->header_timeout,
+         .meta = "S", .help = "a request's line and headers must arrive within S seconds of "
+                              "the connection opening (kept alive: of --timeout after the last "
+                              "answer), or it gets 408 and is closed; 0 = no limit",
+         .min = 0, .max = 86400, .def = 30},
+        {.name = "body-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->body_timeout, .meta = "S",
+         .help = "the same for the body, from the end of the headers", .min = 0,
+         .max = 86400, .def = 60},
         {.name = "drain-timeout", .kind = DY_OPT_INT, .dst = &o->drain, .meta = "S",
-         .help = "on shutdown, how long in-flight requests may finish", .min = 0,
+         .help = "on shutdown, how long in-flight requests may finish (new ones get 503; "
+                 "those still running then end with 503 or a stream's error event)", .min = 0,
          .max = 86400, .def = 30},
         {.name = "request-log", .kind = DY_OPT_STR, .dst = &o->request_log, .meta = "PATH",
          .help = "append one JSON line per request (where it ran, its KV transfer, latencies) "
@@ -291,7 +302,8 @@ int cmd_serve(int argc, char **argv)
             .host = o.host, .port = o.port, .api_key = o.api_key,
             .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,
             .limits = dy_api_limits_default(m->hp.ctx_len), .max_connections = o.max_connections,
-            .connection_timeout_s = o.timeout, .workers = workers, .metrics = metrics,
+            .connection_timeout_s = o.timeout, .header_timeout_s = o.header_timeout,
+            .body_timeout_s = o.body_timeout, .workers = workers, .metrics = metrics,
             .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
             .started = (int64_t)time(NULL)};
         hc.limits.max_body_bytes = (size_t)o.max_body;
@@ -335,7 +347,7 @@ int cmd_serve(int argc, char **argv)
     sigwait(&sigs, &sig);
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
-    dy_http_quiesce(http);
+    dy_http_drain(http); /* new requests get 503 from now on */
     serve_plan_stop(&planner); /* no moves while the fleet drains */
     dy_fleet_stop(workers, o.drain);
     dy_http_stop(http);

@@ -391,7 +391,10 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     if (pl.gen >= 0)
         dy_router_on_finished(w->router, &t);
     pthread_mutex_lock(&j->mu);
-    dy_choice_fail(c, "the worker running this request died");
+    /* Stopping: the drain's deadline passed and the workers were stopped under it. */
+    dy_choice_fail(c, w->stopping ? "the server is shutting down and this request did not "
+                                    "finish within --drain-timeout."
+                                  : "the worker running this request died");
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     dy_job_unref(j);

@@ -805,7 +805,8 @@ static const dy_choice *failed_choice(const dy_job *j)
 static void error_for(const dy_choice *c, dy_api_error *e)
 {
     const char *msg = c->tail ? c->tail : "generation failed";
-    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15))
+    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15) ||
+        !strncmp(msg, "the server is shutting down", 27))
         dy_api_error_unavailable(e, msg);
     else
         dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
