@@ -398,6 +398,8 @@ static void test_pin_and_published(void **st)
     assert_int_equal(old[2], b[2]);
     assert_int_equal(dy_kv_cache_oldest_evictable(c, old, 1), 1);
     uint64_t hash, parent;
+    assert_int_equal(dy_kv_cache_find(c, h[1]), b[1]);
+    assert_int_equal(dy_kv_cache_find(c, 12345), -1);
     assert_true(dy_kv_cache_block_hash(c, b[1], &hash, &parent));
     assert_true(hash == h[1] && parent == h[0]);
 

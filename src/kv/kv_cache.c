@@ -222,6 +222,11 @@ int dy_kv_cache_oldest_evictable(const dy_kv_cache *c, int32_t *out, int cap)
     return n;
 }
 
+int32_t dy_kv_cache_find(const dy_kv_cache *c, uint64_t hash)
+{
+    return index_find(c, hash);
+}
+
 bool dy_kv_cache_block_hash(const dy_kv_cache *c, int32_t block, uint64_t *hash,
                             uint64_t *parent)
 {

@@ -67,6 +67,8 @@ void dy_kv_cache_pin(dy_kv_cache *c, int32_t block); /* an indexed block, in use
 void dy_kv_cache_unpin_oldest(dy_kv_cache *c, int32_t block);
 /* The up to cap evictable blocks that eviction would take first, oldest first. */
 int dy_kv_cache_oldest_evictable(const dy_kv_cache *c, int32_t *out, int cap);
+/* The block indexed under hash, or -1 (no reference taken, the LRU order unchanged). */
+int32_t dy_kv_cache_find(const dy_kv_cache *c, uint64_t hash);
 /* The hash and parent an indexed block is published under; false if it is not indexed. */
 bool dy_kv_cache_block_hash(const dy_kv_cache *c, int32_t block, uint64_t *hash,
                             uint64_t *parent);

@@ -268,6 +268,26 @@ static void tier_metrics(dy_buf *t, const dy_worker_info *w, int n)
     }
 }
 
+static double hold_n(const dy_worker_info *w) { return w->stats.hold_sessions; }
+static double hold_pin(const dy_worker_info *w) { return w->stats.hold_pinned; }
+static double hold_pf(const dy_worker_info *w) { return (double)w->stats.hold_prefetched_blocks; }
+static double hold_exp(const dy_worker_info *w) { return (double)w->stats.hold_expired; }
+
+static void hold_metrics(dy_buf *t, const dy_worker_info *w, int n)
+{
+    worker_each(t, "dyad_kv_hold_sessions", "gauge",
+                "Conversations (dyad.session) whose KV the worker holds for their next turn.", w,
+                n, hold_n);
+    worker_each(t, "dyad_kv_hold_pinned", "gauge",
+                "Host-tier slots (--kv-hold prefetch) or KV-cache blocks (pin) pinned for them.",
+                w, n, hold_pin);
+    worker_each(t, "dyad_kv_hold_prefetched_blocks_total", "counter",
+                "Blocks brought up into the KV cache ahead of a held conversation's next turn.",
+                w, n, hold_pf);
+    worker_each(t, "dyad_kv_hold_expired_total", "counter",
+                "Holds let go at --kv-hold-ttl, the next turn never having come.", w, n, hold_exp);
+}
+
 static double routed(const dy_worker_info *w) { return (double)w->routed; }
 static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
 
@@ -353,6 +373,7 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
                 "Shared memory the worker has mapped: its own KV pool if shared, plus the decode "
                 "pools it writes into.", w, n, shm_bytes);
     tier_metrics(&t, w, n);
+    hold_metrics(&t, w, n);
     xfer_metrics(&t, x);
     router_metrics(&t, rt, w, n);
     if (!dy_buf_cstr(&t)) {

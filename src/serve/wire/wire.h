@@ -215,6 +215,9 @@ typedef struct {
     dy_msg_tier_stats tiers[2];    /* [0] host, [1] disk */
     uint64_t tier_loads, tier_recomputes, tier_load_failures; /* prompts whose prefix was in
                                     * a lower tier: loaded, computed instead, load failed */
+    uint32_t hold_sessions, hold_pinned;  /* conversations held; blocks or slots pinned for them */
+    uint64_t hold_prefetched_blocks, hold_expired; /* brought up ahead of a turn; holds let go
+                                    * at their TTL */
 } dy_msg_stats;
 
 /* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot

@@ -4,9 +4,11 @@
 #include "serve/wire/wire.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const char *const role_names[] = {"agg", "prefill", "decode", NULL};
 static const char *const offload_names[] = {"write-through", "write-back", NULL};
+static const char *const hold_names[] = {"prefetch", "pin", "off", NULL};
 static const int role_values[] = {DY_ROLE_AGG, DY_ROLE_PREFILL, DY_ROLE_DECODE};
 
 typedef struct {
@@ -63,6 +65,22 @@ static int describe(dy_worker_config *c, worker_opt *out)
           .meta = "N", .help = "a host-tier block goes to disk only once prompts have asked "
                                "for it this many times", .min = 1, .max = 1000000, .def = 2},
          "kv-disk-min-uses"},
+        {{.name = "kv-hold", .kind = DY_OPT_ENUM, .dst = &c->kv_hold, .meta = "POLICY",
+          .help = "a conversation's KV between its turns (dyad.session): prefetch keeps it in "
+                  "the tiers and brings it up just before the next turn is due; pin keeps it in "
+                  "the KV cache until then; off treats it as any prompt's",
+          .names = hold_names, .def = 0, .given = &c->kv_hold_given}, "kv-hold"},
+        {{.name = "kv-hold-ttl", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_ttl_s, .meta = "S",
+          .help = "a held conversation is let go this long after its turn", .min = 0.001,
+          .max = 86400, .def = 300}, "kv-hold-ttl"},
+        {{.name = "kv-hold-margin", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_margin_ms,
+          .meta = "MS", .help = "the prefetch starts this long before the next turn is due, "
+                                "on top of the time the copies are expected to take",
+          .min = 0, .max = 600000, .def = 20}, "kv-hold-margin"},
+        {{.name = "kv-hold-share", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_share, .meta = "F",
+          .help = "the share of the host tier (prefetch) or of the KV cache (pin) that held "
+                  "conversations may pin, and the most of the KV cache one prefetch fills",
+          .min = 0, .max = 1, .def = 0.5}, "kv-hold-share"},
         {{.name = "fd", .kind = DY_OPT_INT, .dst = &c->fd, .meta = "N",
           .help = "connected socket to the frontend", .min = 0, .max = 1 << 20, .def = -1,
           .shown_default = ""}, NULL},
@@ -112,6 +130,12 @@ dy_opts_result dy_worker_args_parse(int argc, char **argv, dy_worker_config *out
 
 bool dy_worker_args_check(const dy_worker_config *c, char *err, size_t errlen)
 {
+    if (strcmp(hold_names[c->kv_hold], "off") != 0 && c->kv_host_mib == 0 &&
+        c->kv_hold_given) {
+        snprintf(err, errlen, "--kv-hold %s needs --kv-host-mem (holds live in the KV tiers)",
+                 hold_names[c->kv_hold]);
+        return false;
+    }
     if (c->kv_disk_dir && c->kv_host_mib == 0) {
         snprintf(err, errlen, "--kv-disk-dir needs --kv-host-mem (the disk tier is below the "
                               "host tier)");

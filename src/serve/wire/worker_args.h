@@ -33,6 +33,9 @@ typedef struct {
     double kv_disk_gib;
     int kv_offload;        /* dy_offload_policy */
     int kv_disk_min_uses;
+    int kv_hold;           /* dy_hold_policy */
+    bool kv_hold_given;    /* on the command line (holds need the tiers) */
+    double kv_hold_ttl_s, kv_hold_margin_ms, kv_hold_share;
 } dy_worker_config;
 
 typedef enum {
@@ -43,7 +46,7 @@ typedef enum {
     DY_WORKER_OPTS_SHARED,
 } dy_worker_opts_set;
 
-#define DY_WORKER_MAX_OPTS 24
+#define DY_WORKER_MAX_OPTS 32
 /* The entries of `which`, storing into c, written to out (room for DY_WORKER_MAX_OPTS);
  * returns how many. */
 int dy_worker_args_opts(dy_worker_config *c, dy_worker_opts_set which, dy_opt *out);

@@ -2,6 +2,7 @@
  * when it ends; the blocks and slots a copy reads or writes are pinned until then, so nothing
  * can evict or reuse them under it. */
 #include "serve/worker/kv_tiers.h"
+#include "kv/hold.h"
 #include "serve/worker/kv_mover.h"
 #include "util/clock.h"
 
@@ -18,6 +19,7 @@ enum {
     JOB_DOWN_HOST,   /* primary block a → host slot b */
     JOB_DOWN_DISK,   /* host slot a → disk slot b */
     JOB_UP,          /* tier slot a → primary block b, for load `id` */
+    JOB_PREFETCH,    /* tier slot a → primary block b, published under hash `id` once there */
 };
 #define T_HOST 0     /* index into st[] */
 #define T_DISK 1
@@ -26,6 +28,15 @@ enum {
 /* Copies down may fill half the mover's queue; the rest is kept for loads, which someone is
  * waiting on. */
 #define DOWN_CAP (MOVER_CAP / 2)
+/* Conversations held at once; past that the oldest hold ends. */
+#define HOLDS_MAX 256
+
+/* What a held session has pinned: host slots (prefetch) or primary blocks (pin). */
+typedef struct {
+    uint64_t key;
+    int32_t *ids;
+    int n;
+} hold_pins;
 
 typedef struct {
     uint64_t id;
@@ -63,6 +74,11 @@ struct dy_kv_tiers {
     dy_kv_move done[64];
     dy_msg_tier_stats st[2];
     uint64_t n_loaded, n_recomputed, n_failed;
+    /* the hold */
+    dy_holds *holds;
+    hold_pins *pins;         /* one per held session, in no order */
+    int n_pins, pins_cap, pinned; /* pinned: ids over all of them */
+    uint64_t prefetched_blocks, holds_expired;
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -157,6 +173,13 @@ dy_kv_tiers *dy_kv_tiers_new(const dy_kv_tiers_config *cfg, dy_kv_cache *kv, dy_
         }
         t->disk_off = !t->disk;
     }
+    dy_holds_config hc = {.ttl_s = cfg->hold_ttl_s, .margin_s = cfg->hold_margin_s,
+                          .max_sessions = HOLDS_MAX};
+    if (cfg->hold != DY_HOLD_OFF && !(t->holds = dy_holds_new(&hc))) {
+        snprintf(err, errlen, "out of memory (or bad settings) for the tool-call hold");
+        dy_kv_tiers_free(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -173,6 +196,10 @@ void dy_kv_tiers_free(dy_kv_tiers *t)
         close(t->disk_fd);
     dy_kv_tier_free(t->host);
     dy_kv_tier_free(t->disk);
+    for (int i = 0; i < t->n_pins; i++)
+        free(t->pins[i].ids);
+    free(t->pins);
+    dy_holds_free(t->holds);
     free(t->loads);
     free(t->hashes);
     free(t->published);
@@ -518,6 +545,178 @@ static void up_done(dy_kv_tiers *t, const dy_kv_move *j)
         end_load(t, l);
 }
 
+void dy_kv_tiers_observe_prefill(dy_kv_tiers *t, int tokens, double seconds)
+{
+    if (t && tokens >= t->pool->block_size)
+        dy_kv_rate_observe(&t->prefill, seconds, tokens);
+}
+
+/* ---------------------------------------------------------------- the hold */
+
+static hold_pins *pins_of(dy_kv_tiers *t, uint64_t key)
+{
+    for (int i = 0; i < t->n_pins; i++)
+        if (t->pins[i].key == key)
+            return &t->pins[i];
+    return NULL;
+}
+
+/* Lets go of what was pinned for session key. */
+static void unpin_session(dy_kv_tiers *t, uint64_t key)
+{
+    hold_pins *p = pins_of(t, key);
+    if (!p)
+        return;
+    for (int i = 0; i < p->n; i++) {
+        if (t->cfg.hold == DY_HOLD_PIN)
+            dy_kv_cache_release(t->kv, p->ids[i]);
+        else
+            dy_kv_tier_unpin(t->host, p->ids[i]);
+    }
+    t->pinned -= p->n;
+    free(p->ids);
+    *p = t->pins[--t->n_pins];
+}
+
+/* Pins what the policy keeps of a held session, within its share: the blocks still in the KV
+ * cache (pin), or their host-tier copies (prefetch). */
+static void pin_session(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, int n)
+{
+    const bool primary = t->cfg.hold == DY_HOLD_PIN;
+    int room = (int)(t->cfg.hold_share * (primary ? t->pool->n_blocks : dy_kv_tier_slots(t->host)));
+    if (t->n_pins == t->pins_cap) {
+        int cap = t->pins_cap ? 2 * t->pins_cap : 16;
+        hold_pins *p = realloc(t->pins, sizeof *p * (size_t)cap);
+        if (!p)
+            return;
+        t->pins = p;
+        t->pins_cap = cap;
+    }
+    hold_pins *p = &t->pins[t->n_pins];
+    *p = (hold_pins){.key = key, .ids = malloc(sizeof *p->ids * (size_t)(n > 0 ? n : 1))};
+    if (!p->ids)
+        return;
+    t->n_pins++;
+    for (int i = 0; i < n && t->pinned < room; i++) {
+        int32_t id = primary ? dy_kv_cache_find(t->kv, hashes[i]) : dy_kv_tier_find(t->host, hashes[i]);
+        if (id < 0)
+            continue;
+        if (primary)
+            dy_kv_cache_pin(t->kv, id);
+        else
+            dy_kv_tier_pin(t->host, id);
+        p->ids[p->n++] = id;
+        t->pinned++;
+    }
+}
+
+void dy_kv_tiers_hold_begin(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, int n,
+                            uint32_t hold_ms)
+{
+    if (!t || !t->holds || n <= 0)
+        return;
+    double now = dy_now();
+    dy_hold ended;
+    if (!dy_holds_begin(t->holds, key, hashes, n, now, &ended))
+        return;
+    if (ended.key)
+        unpin_session(t, ended.key);
+    pin_session(t, key, hashes, n);
+    if (hold_ms != DY_WIRE_NO_HOLD)
+        dy_holds_expect(t->holds, key, now + hold_ms / 1e3);
+}
+
+void dy_kv_tiers_hold_end(dy_kv_tiers *t, uint64_t key)
+{
+    dy_hold out;
+    if (t && t->holds && dy_holds_end(t->holds, key, &out))
+        unpin_session(t, key);
+}
+
+void dy_kv_tiers_hold_frame(dy_kv_tiers *t, const dy_msg_hold *m)
+{
+    if (!t || !t->holds)
+        return;
+    if (m->release)
+        dy_kv_tiers_hold_end(t, m->session);
+    else if (m->expected_ms != DY_WIRE_NO_HOLD)
+        dy_holds_expect(t->holds, m->session, dy_now() + m->expected_ms / 1e3);
+}
+
+/* Brings a held session's blocks up into the KV cache ahead of its next turn, as far as its
+ * chain is held in the tiers: each lands as a cached block (evictable, so it never holds the
+ * pool against new work), published when its copy ends. At most its share of the pool. */
+static void prefetch(dy_kv_tiers *t, const dy_hold *h)
+{
+    int budget = (int)(t->cfg.hold_share * t->pool->n_blocks);
+    for (int i = 0; i < h->n && budget > 0; i++) {
+        if (dy_kv_cache_find(t->kv, h->hashes[i]) >= 0)
+            continue;
+        int32_t s;
+        dy_kv_tier *from = holder(t, h->hashes[i], &s);
+        if (!from || dy_kv_mover_outstanding(t->mover) >= MOVER_CAP - 1)
+            return; /* the chain stops here: later blocks could not be used anyway */
+        int32_t b = dy_kv_cache_alloc(t->kv);
+        if (b < 0)
+            return;
+        dy_kv_move j = {.purpose = JOB_PREFETCH | (dy_kv_tier_id(from) << 4), .a = s, .b = b,
+                        .id = h->hashes[i], .dst = primary_block(t, b), .bytes = t->block_bytes};
+        if (from == t->host) {
+            j.kind = DY_MOVE_MEM;
+            j.src = host_slot(t, s);
+        } else {
+            j.kind = DY_MOVE_FROM_FILE;
+            j.fd = t->disk_fd;
+            j.off = (off_t)s * (off_t)t->block_bytes;
+            j.checksum = dy_kv_tier_checksum(t->disk, s);
+        }
+        dy_kv_tier_pin(from, s);
+        submit(t, &j);
+        budget--;
+    }
+}
+
+static void prefetch_done(dy_kv_tiers *t, const dy_kv_move *j)
+{
+    int tier = j->purpose >> 4;
+    dy_kv_tier *from = tier == DY_KV_TIER_HOST ? t->host : t->disk;
+    if (j->ok) {
+        account(NULL, &t->st[tier == DY_KV_TIER_HOST ? T_HOST : T_DISK], j);
+        dy_kv_rate_observe(&t->up[tier], j->seconds, 1);
+        /* a block computed meanwhile under the same hash wins; this one is then just freed */
+        dy_kv_cache_publish_chained(t->kv, j->b, (uint64_t)j->id, dy_kv_tier_parent(from, j->a));
+        t->prefetched_blocks++;
+    } else if (j->err == 0) {
+        dy_kv_tier_drop_bad(from, j->a);
+    } else {
+        disk_failed(t, j->err);
+    }
+    dy_kv_tier_unpin(from, j->a);
+    dy_kv_cache_release(t->kv, j->b);
+}
+
+/* Once per tick: holds past their TTL end; those whose prefetch is due start it. */
+static void tend_holds(dy_kv_tiers *t)
+{
+    if (!t->holds)
+        return;
+    double now = dy_now();
+    dy_hold out;
+    while (dy_holds_expire(t->holds, now, &out)) {
+        unpin_session(t, out.key);
+        t->holds_expired++;
+    }
+    if (t->cfg.hold != DY_HOLD_PREFETCH)
+        return;
+    const dy_hold *due[16];
+    dy_kv_rate up = rate_up(t, DY_KV_TIER_HOST);
+    int n = dy_holds_due(t->holds, now, up.n ? up.mean : 0, due, 16);
+    for (int i = 0; i < n; i++)
+        prefetch(t, due[i]);
+}
+
+/* ---------------------------------------------------------------- the loop's tick */
+
 void dy_kv_tiers_tick(dy_kv_tiers *t)
 {
     int n;
@@ -528,19 +727,15 @@ void dy_kv_tiers_tick(dy_kv_tiers *t)
             case JOB_DOWN_HOST: down_host_done(t, j); break;
             case JOB_DOWN_DISK: down_disk_done(t, j); break;
             case JOB_UP: up_done(t, j); break;
+            case JOB_PREFETCH: prefetch_done(t, j); break;
             }
         }
+    tend_holds(t);
     if (t->cfg.offload == DY_OFFLOAD_WRITE_THROUGH)
         write_through(t);
     else
         write_back(t);
     demote_to_disk(t);
-}
-
-void dy_kv_tiers_observe_prefill(dy_kv_tiers *t, int tokens, double seconds)
-{
-    if (t && tokens >= t->pool->block_size)
-        dy_kv_rate_observe(&t->prefill, seconds, tokens);
 }
 
 /* ---------------------------------------------------------------- counters */
@@ -561,6 +756,8 @@ void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m)
 {
     memset(m->tiers, 0, sizeof m->tiers);
     m->tier_loads = m->tier_recomputes = m->tier_load_failures = 0;
+    m->hold_sessions = m->hold_pinned = 0;
+    m->hold_prefetched_blocks = m->hold_expired = 0;
     if (!t)
         return;
     m->tiers[T_HOST] = t->st[T_HOST];
@@ -570,4 +767,8 @@ void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m)
     m->tier_loads = t->n_loaded;
     m->tier_recomputes = t->n_recomputed;
     m->tier_load_failures = t->n_failed;
+    m->hold_sessions = t->holds ? (uint32_t)dy_holds_count(t->holds) : 0;
+    m->hold_pinned = (uint32_t)t->pinned;
+    m->hold_prefetched_blocks = t->prefetched_blocks;
+    m->hold_expired = t->holds_expired;
 }

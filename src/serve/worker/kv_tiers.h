@@ -28,6 +28,15 @@
 
 typedef enum { DY_OFFLOAD_WRITE_THROUGH = 0, DY_OFFLOAD_WRITE_BACK = 1 } dy_offload_policy;
 
+/* What a worker does with a conversation's KV between its turns (dyad.session). */
+typedef enum {
+    DY_HOLD_PREFETCH = 0, /* kept in the tiers (host slots pinned, within a share), brought up
+                           * into the KV cache at return − load time − margin */
+    DY_HOLD_PIN = 1,      /* its blocks pinned in the KV cache until the next turn or the TTL
+                           * (within a share of the pool) */
+    DY_HOLD_OFF = 2,      /* nothing special: LRU and the tiers as for any prompt */
+} dy_hold_policy;
+
 typedef struct {
     int host_mib;            /* 0: no host tier (and then no disk tier either) */
     const char *disk_dir;    /* NULL: no disk tier */
@@ -35,6 +44,10 @@ typedef struct {
     int offload;             /* dy_offload_policy */
     int disk_min_uses;
     int worker_id;           /* for log lines and the file name */
+    int hold;                /* dy_hold_policy */
+    double hold_ttl_s;       /* a held conversation is let go this long after its turn */
+    double hold_margin_s;    /* the prefetch is due this much before the expected return */
+    double hold_share;       /* of the host tier (prefetch) or the pool (pin) that holds may pin */
 } dy_kv_tiers_config;
 
 /* A request's dealings with the lower tiers, as its DONE reports them. */
@@ -88,6 +101,16 @@ bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, dy_tier_result *res
 /* seq is ending: its copies run on (their blocks stay held until they end) but nobody is
  * told. */
 void dy_kv_tiers_forget(dy_kv_tiers *t, const dy_seq *seq);
+
+/* ---- the tool-call hold (kv/hold.h): NULL-safe, and no-ops with --kv-hold off. */
+/* A turn of session `key` ended; its KV is blocks hashes[0..n) (the full blocks of prompt and
+ * answer). hold_ms: when the next turn is expected (DY_WIRE_NO_HOLD: not known yet). */
+void dy_kv_tiers_hold_begin(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, int n,
+                            uint32_t hold_ms);
+/* The frontend's word on a held session (a HOLD frame). */
+void dy_kv_tiers_hold_frame(dy_kv_tiers *t, const dy_msg_hold *m);
+/* The session's next turn arrived: what was pinned for it is let go. */
+void dy_kv_tiers_hold_end(dy_kv_tiers *t, uint64_t key);
 
 /* The tiers' counters into STATS (zeros when t is NULL). */
 void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m);

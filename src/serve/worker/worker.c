@@ -153,6 +153,8 @@ wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
     r->ignore_eos = m->ignore_eos;
     r->want_logprobs = m->want_logprobs;
     r->n_logprobs = m->n_logprobs;
+    r->session = m->session;
+    r->hold_ms = m->hold_ms;
     return r;
 }
 
@@ -224,6 +226,8 @@ static void on_request(worker *w, const dy_msg_request *m)
         fail_samples(w, m, 0, "this is a prefill worker");
         return;
     }
+    if (m->session) /* its conversation's next turn: the hold is over */
+        dy_kv_tiers_hold_end(w->tiers, m->session);
     wreq *r = dy_worker_new_req(w, m);
     if (!r) {
         fail_samples(w, m, 1, "the request was refused");
@@ -288,6 +292,12 @@ static bool read_frames(worker *w)
             dy_msg_cancel m;
             if (dy_wire_decode_cancel(p, len, &m, err, sizeof err))
                 on_cancel(w, m.id);
+        } else if (t == DY_MSG_HOLD) {
+            dy_msg_hold m;
+            if (dy_wire_decode_hold(p, len, &m, err, sizeof err))
+                dy_kv_tiers_hold_frame(w->tiers, &m);
+            else
+                fprintf(stderr, "dyad worker %d: bad HOLD frame: %s\n", w->cfg.worker_id, err);
         } else if (t == DY_MSG_SHUTDOWN) {
             w->draining = true;
         } else if (t == DY_MSG_PREFILL) {
@@ -416,6 +426,8 @@ static void deliver(worker *w, const sample_out *o)
         dy_stop_flush(&r->stop, &rest, &rest_len);
     memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
     memcpy(text + r->n_hold, rest, rest_len);
+    if (r->session) /* a conversation's turn: its KV waits for the next one */
+        dy_kv_tiers_hold_begin(w->tiers, r->session, q->hashes, q->n_published, r->hold_ms);
     send_done(w, r->id, fin, r, text, (size_t)r->n_hold + rest_len);
     dy_worker_drop_req(w, r);
 }
@@ -605,7 +617,8 @@ static int setup_tiers(worker *w, char *err, size_t errlen)
 {
     const dy_worker_config *c = &w->cfg;
     dy_kv_tiers_config tc = {c->kv_host_mib, c->kv_disk_dir, c->kv_disk_gib, c->kv_offload,
-                             c->kv_disk_min_uses, c->worker_id};
+                             c->kv_disk_min_uses, c->worker_id, c->kv_hold, c->kv_hold_ttl_s,
+                             c->kv_hold_margin_ms / 1e3, c->kv_hold_share};
     w->tiers = dy_kv_tiers_new(&tc, w->kv, w->sched, err, errlen);
     if (!w->tiers)
         return err[0] ? -1 : 0;

@@ -42,6 +42,8 @@ typedef struct wreq {
     int32_t *dest;              /* prefill role: the decode worker's block ids */
     bool awaiting_kv;           /* decode role: KV_READY(ok) came, TCP blocks still arriving */
     dy_tier_result tier;        /* its prompt's prefix in a lower KV tier */
+    uint64_t session;           /* the conversation it is a turn of (0: none), and the hint */
+    uint32_t hold_ms;
     struct wreq *next;
 } wreq;
 
