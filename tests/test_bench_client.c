@@ -248,7 +248,7 @@ static void test_models_and_streams_with_keepalive(void **st)
     assert_non_null(c);
     int before = atomic_load(&m->connections);
     int32_t ids[5] = {3, 4, 5, 6, 7};
-    dyb_request r = {5, 6, ids};
+    dyb_request r = {.isl = 5, .osl = 6, .tokens = ids};
     sink s = {0};
     dyb_stats_init(&s.stats);
     for (int round = 0; round < 4; round++) { /* 4 rounds of 3 concurrent requests */
@@ -291,7 +291,7 @@ static void test_http_error_message(void **st)
     dyb_client_config cc = client_config(mock_url(m), "missing");
     dyb_client *c = dyb_client_new(&cc, err, sizeof err);
     int32_t ids[2] = {3, 4};
-    dyb_request r = {2, 2, ids};
+    dyb_request r = {.isl = 2, .osl = 2, .tokens = ids};
     sink s = {0};
     dyb_stats_init(&s.stats);
     assert_int_equal(dyb_client_start(c, &r, 0), 0);
@@ -315,7 +315,7 @@ static void test_unreachable_server(void **st)
     dyb_client_config cc = client_config(url, "m");
     dyb_client *c = dyb_client_new(&cc, err, sizeof err);
     int32_t ids[1] = {3};
-    dyb_request r = {1, 1, ids};
+    dyb_request r = {.isl = 1, .osl = 1, .tokens = ids};
     sink s = {0};
     dyb_stats_init(&s.stats);
     assert_int_equal(dyb_client_start(c, &r, 0), 0);
@@ -412,7 +412,7 @@ static void test_pure_helpers(void **st)
     free(tb);
     /* chat requests carry the words as one user message */
     dyb_body_config cc = {"m", DYB_EP_CHAT, false, false, NULL};
-    dyb_request r = {4, 9, a};
+    dyb_request r = {.isl = 4, .osl = 9, .tokens = a};
     char *body = dyb_request_body(&cc, &r);
     json_t *o = json_loads(body, 0, NULL);
     json_t *msg = json_array_get(json_object_get(o, "messages"), 0);
@@ -435,6 +435,19 @@ static void test_pure_helpers(void **st)
     o = json_loads(body, 0, NULL);
     assert_true(json_equal(json_object_get(json_object_get(o, "dyad"), "grammar"), rf));
     assert_null(json_object_get(o, "response_format"));
+    json_decref(o);
+    free(body);
+    /* an agent's turn: dyad.session and dyad.hold, beside the grammar */
+    r.session = "agent-3";
+    r.hold = true;
+    r.hold_ms = 750;
+    body = dyb_request_body(&cc, &r);
+    o = json_loads(body, 0, NULL);
+    json_t *dy = json_object_get(o, "dyad");
+    assert_string_equal(json_string_value(json_object_get(dy, "session")), "agent-3");
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(dy, "hold"),
+                                                        "expected_ms")), 750);
+    assert_true(json_equal(json_object_get(dy, "grammar"), rf));
     json_decref(o);
     free(body);
     json_decref(rf);

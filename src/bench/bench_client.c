@@ -314,7 +314,7 @@ void dyb_client_free(dyb_client *c)
     free(c);
 }
 
-/* ---- GET /v1/models -------------------------------------------------------------------------- */
+/* ---- GET -------------------------------------------------------------------------- */
 
 typedef struct {
     char *buf;
@@ -346,11 +346,12 @@ static char *first_model_id(const membuf *m)
     return s;
 }
 
-int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s, char **first,
-                     char *err, size_t errlen)
+int dyb_http_get(const char *base_url, const char *path, const char *api_key, double timeout_s,
+                 char **body, size_t *len, char *err, size_t errlen)
 {
-    *first = NULL;
-    char *url = dyb_endpoint_url(base_url, "/v1/models"), ebuf[CURL_ERROR_SIZE] = "";
+    *body = NULL;
+    *len = 0;
+    char *url = dyb_endpoint_url(base_url, path), ebuf[CURL_ERROR_SIZE] = "";
     struct curl_slist *h = make_headers(api_key, false);
     CURL *e = curl_easy_init();
     membuf m = {0};
@@ -381,13 +382,27 @@ int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s
         rc = 1;
         goto out;
     }
-    *first = first_model_id(&m);
+    *body = m.buf;
+    *len = m.len;
+    m.buf = NULL;
     rc = 0;
 out:
     if (e)
         curl_easy_cleanup(e);
     curl_slist_free_all(h);
     free(url);
+    free(m.buf);
+    return rc;
+}
+
+int dyb_fetch_models(const char *base_url, const char *api_key, double timeout_s, char **first,
+                     char *err, size_t errlen)
+{
+    *first = NULL;
+    membuf m = {0};
+    int rc = dyb_http_get(base_url, "/v1/models", api_key, timeout_s, &m.buf, &m.len, err, errlen);
+    if (rc == 0)
+        *first = first_model_id(&m);
     free(m.buf);
     return rc;
 }

@@ -41,6 +41,11 @@ void dyb_client_poll(dyb_client *c, int timeout_ms, dyb_done_cb done, void *user
 /* Drops every request in flight without reporting it (Ctrl-C). */
 void dyb_client_abort(dyb_client *c);
 
+/* GET {base}{path}: 0 with the body in *body (malloc'd, *len bytes and a NUL after), 1 when
+ * the server answered with an error status (its message in err), -1 when it could not be
+ * reached (message in err). */
+int dyb_http_get(const char *base_url, const char *path, const char *api_key, double timeout_s,
+                 char **body, size_t *len, char *err, size_t errlen);
 /* GET {base}/v1/models. Returns 0 with the first model id in *first (malloc'd; NULL when the
  * list is empty), 1 when the server answered with an error (message in err), -1 when it
  * could not be reached (message in err). */

@@ -62,6 +62,15 @@ static json_t *prompt_json(const dyb_body_config *c, const dyb_request *r)
 }
 
 /* Each body gets its own copy: the configuration's object is only borrowed. */
+/* The body's "dyad" object, made on first use. */
+static json_t *dyad_of(json_t *o)
+{
+    json_t *d = json_object_get(o, "dyad");
+    if (!d && json_object_set_new(o, "dyad", json_object()) == 0)
+        d = json_object_get(o, "dyad");
+    return d;
+}
+
 static int set_response_format(json_t *o, const dyb_body_config *c)
 {
     json_t *rf = json_deep_copy(c->response_format);
@@ -69,8 +78,20 @@ static int set_response_format(json_t *o, const dyb_body_config *c)
         return -1;
     if (c->endpoint == DYB_EP_CHAT)
         return json_object_set_new(o, "response_format", rf);
-    json_t *dyad = json_pack("{s:o}", "grammar", rf);
-    return dyad ? json_object_set_new(o, "dyad", dyad) : -1;
+    json_t *dyad = dyad_of(o);
+    return dyad ? json_object_set_new(dyad, "grammar", rf) : (json_decref(rf), -1);
+}
+
+/* A turn of a conversation (dyad.session), with when its next turn comes (dyad.hold). */
+static int set_session(json_t *o, const dyb_request *r)
+{
+    json_t *dyad = dyad_of(o);
+    if (!dyad || json_object_set_new(dyad, "session", json_string(r->session)) != 0)
+        return -1;
+    if (!r->hold)
+        return 0;
+    json_t *h = json_pack("{s:I}", "expected_ms", (json_int_t)r->hold_ms);
+    return h ? json_object_set_new(dyad, "hold", h) : -1;
 }
 
 json_t *dyb_response_format_load(const char *path, char *err, size_t errlen)
@@ -103,7 +124,8 @@ char *dyb_request_body(const dyb_body_config *c, const dyb_request *r)
                           "include_usage", 1, "temperature", 0.0);
     if (o && c->ignore_eos)
         json_object_set_new(o, "ignore_eos", json_true());
-    if (o && c->response_format && set_response_format(o, c) != 0) {
+    if (o && ((c->response_format && set_response_format(o, c) != 0) ||
+              (r->session && set_session(o, r) != 0))) {
         json_decref(o);
         o = NULL;
     }

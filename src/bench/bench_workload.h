@@ -31,6 +31,11 @@ typedef struct {
 typedef struct {
     long isl, osl;
     int32_t *tokens; /* isl prompt ids; owned, free with dyb_request_free */
+    /* a turn of an agent's conversation (bench_agentic.h): dyad.session, and dyad.hold when
+     * `hold` (NULL session: an ordinary request); borrowed */
+    const char *session;
+    bool hold;
+    long hold_ms;
 } dyb_request;
 
 typedef struct dyb_workload dyb_workload;
