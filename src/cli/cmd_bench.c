@@ -345,7 +345,9 @@ static int bench_engine(int argc, char **argv)
 }
 
 /* `dyad bench engine` measures the engine in-process, `dyad bench xfer` the KV transfer
- * backends, `dyad bench grammar` structured outputs' masks; every other `dyad bench` is the HTTP load generator (src/bench/). */
+ * backends, `dyad bench grammar` structured outputs' masks, `dyad bench agentic` agent sessions
+ * with tool calls against a server; every other `dyad bench` is the HTTP load generator
+ * (src/bench/). */
 int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "engine"))
@@ -356,5 +358,7 @@ int cmd_bench(int argc, char **argv)
         return cmd_bench_grammar(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "router"))
         return cmd_bench_router(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "agentic"))
+        return cmd_bench_agentic(argc - 1, argv + 1);
     return dy_bench_serve_main(argc, argv);
 }

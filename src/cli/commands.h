@@ -15,6 +15,7 @@ int cmd_worker(int argc, char **argv);
 int cmd_bench_xfer(int argc, char **argv);
 int cmd_bench_router(int argc, char **argv);
 int cmd_bench_grammar(int argc, char **argv);
+int cmd_bench_agentic(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
 int cmd_sim(int argc, char **argv);
