@@ -380,6 +380,26 @@ static dy_kv_tier *holder(const dy_kv_tiers *t, uint64_t hash, int32_t *slot)
     return NULL;
 }
 
+/* A copy from slot s of tier `from` into primary block b (the slot pinned until it ends); the
+ * tier rides in the purpose's high bits. */
+static dy_kv_move up_job(dy_kv_tiers *t, dy_kv_tier *from, int32_t s, int32_t b, int purpose,
+                         uint64_t id)
+{
+    dy_kv_move j = {.purpose = purpose | (dy_kv_tier_id(from) << 4), .a = s, .b = b, .id = id,
+                    .dst = primary_block(t, b), .bytes = t->block_bytes};
+    if (from == t->host) {
+        j.kind = DY_MOVE_MEM;
+        j.src = host_slot(t, s);
+    } else {
+        j.kind = DY_MOVE_FROM_FILE;
+        j.fd = t->disk_fd;
+        j.off = (off_t)s * (off_t)t->block_bytes;
+        j.checksum = dy_kv_tier_checksum(t->disk, s);
+    }
+    dy_kv_tier_pin(from, s);
+    return j;
+}
+
 static bool ensure_hashes(dy_kv_tiers *t, int n)
 {
     if (n <= t->hashes_cap)
@@ -453,19 +473,7 @@ bool dy_kv_tiers_load(dy_kv_tiers *t, dy_seq *seq, int upto, dy_tier_result *res
     for (int i = first; i < upto; i++) {
         int32_t s, b = seq->blocks[i];
         dy_kv_tier *from = holder(t, seq->hashes[i], &s);
-        /* the tier it comes from rides in the purpose's high bits */
-        dy_kv_move j = {.purpose = JOB_UP | (dy_kv_tier_id(from) << 4), .a = s, .b = b,
-                        .id = l->id, .dst = primary_block(t, b), .bytes = t->block_bytes};
-        if (from == t->host) {
-            j.kind = DY_MOVE_MEM;
-            j.src = host_slot(t, s);
-        } else {
-            j.kind = DY_MOVE_FROM_FILE;
-            j.fd = t->disk_fd;
-            j.off = (off_t)s * (off_t)t->block_bytes;
-            j.checksum = dy_kv_tier_checksum(t->disk, s);
-        }
-        dy_kv_tier_pin(from, s);
+        dy_kv_move j = up_job(t, from, s, b, JOB_UP, l->id);
         dy_kv_ref(t->pool, b); /* the copy's own hold: the sequence may end before it does */
         submit(t, &j);         /* room was checked above */
     }
@@ -522,13 +530,14 @@ static void down_disk_done(dy_kv_tiers *t, const dy_kv_move *j)
     dy_kv_rate_observe(&t->down[DY_KV_TIER_DISK], j->seconds, 1);
 }
 
-static void up_done(dy_kv_tiers *t, const dy_kv_move *j)
+/* A copy up (up_job) ended: counted and timed, or its slot dropped (bad bytes) or its tier
+ * switched off (an I/O error); the slot unpinned. The tier it came from. */
+static dy_kv_tier *up_ended(dy_kv_tiers *t, const dy_kv_move *j)
 {
     int tier = j->purpose >> 4;
     dy_kv_tier *from = tier == DY_KV_TIER_HOST ? t->host : t->disk;
-    int si = tier == DY_KV_TIER_HOST ? T_HOST : T_DISK;
     if (j->ok) {
-        account(NULL, &t->st[si], j);
+        account(NULL, &t->st[tier == DY_KV_TIER_HOST ? T_HOST : T_DISK], j);
         dy_kv_rate_observe(&t->up[tier], j->seconds, 1);
     } else if (j->err == 0) {
         dy_kv_tier_drop_bad(from, j->a); /* read whole, but not what was written */
@@ -536,6 +545,12 @@ static void up_done(dy_kv_tiers *t, const dy_kv_move *j)
         disk_failed(t, j->err);
     }
     dy_kv_tier_unpin(from, j->a);
+    return from;
+}
+
+static void up_done(dy_kv_tiers *t, const dy_kv_move *j)
+{
+    up_ended(t, j);
     dy_kv_cache_release(t->kv, j->b);
     load *l = find_load(t, j->id);
     if (!l)
@@ -659,18 +674,7 @@ static void prefetch(dy_kv_tiers *t, const dy_hold *h)
         int32_t b = dy_kv_cache_alloc(t->kv);
         if (b < 0)
             return;
-        dy_kv_move j = {.purpose = JOB_PREFETCH | (dy_kv_tier_id(from) << 4), .a = s, .b = b,
-                        .id = h->hashes[i], .dst = primary_block(t, b), .bytes = t->block_bytes};
-        if (from == t->host) {
-            j.kind = DY_MOVE_MEM;
-            j.src = host_slot(t, s);
-        } else {
-            j.kind = DY_MOVE_FROM_FILE;
-            j.fd = t->disk_fd;
-            j.off = (off_t)s * (off_t)t->block_bytes;
-            j.checksum = dy_kv_tier_checksum(t->disk, s);
-        }
-        dy_kv_tier_pin(from, s);
+        dy_kv_move j = up_job(t, from, s, b, JOB_PREFETCH, h->hashes[i]);
         submit(t, &j);
         budget--;
     }
@@ -678,20 +682,15 @@ static void prefetch(dy_kv_tiers *t, const dy_hold *h)
 
 static void prefetch_done(dy_kv_tiers *t, const dy_kv_move *j)
 {
-    int tier = j->purpose >> 4;
-    dy_kv_tier *from = tier == DY_KV_TIER_HOST ? t->host : t->disk;
+    /* the slot's parent is read before up_ended unpins it (and it may be reused) */
+    dy_kv_tier *from = (j->purpose >> 4) == DY_KV_TIER_HOST ? t->host : t->disk;
+    uint64_t parent = dy_kv_tier_parent(from, j->a);
+    up_ended(t, j);
     if (j->ok) {
-        account(NULL, &t->st[tier == DY_KV_TIER_HOST ? T_HOST : T_DISK], j);
-        dy_kv_rate_observe(&t->up[tier], j->seconds, 1);
         /* a block computed meanwhile under the same hash wins; this one is then just freed */
-        dy_kv_cache_publish_chained(t->kv, j->b, (uint64_t)j->id, dy_kv_tier_parent(from, j->a));
+        dy_kv_cache_publish_chained(t->kv, j->b, (uint64_t)j->id, parent);
         t->prefetched_blocks++;
-    } else if (j->err == 0) {
-        dy_kv_tier_drop_bad(from, j->a);
-    } else {
-        disk_failed(t, j->err);
     }
-    dy_kv_tier_unpin(from, j->a);
     dy_kv_cache_release(t->kv, j->b);
 }
 
