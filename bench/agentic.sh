@@ -42,8 +42,8 @@ port=$((18000 + $$ % 1000))
 header=$(dy_env_header "bench/agentic.sh: $sessions sessions x $turns turns, prompt $isl + $turn_tokens/turn, answers $osl, tools lognormal ${tool_ms} ms, background $bg_rate req/s (256 in, 64 out), KV cache $kv_mem MiB, host tier $host_mem MiB; $model")
 echo "$header"
 echo "$header" >"$out"
-printf '%-15s %10s %10s %10s %10s %9s %9s %10s %10s %9s\n' policy cont_p50 cont_p90 first_p50 \
-  bg_tpot50 bg_tok/s occ_mean host_MB prefetch loads
+printf '%-15s %10s %10s %10s %10s %9s %9s %10s %10s %9s %10s\n' policy cont_p50 cont_p90 first_p50 \
+  bg_tpot50 bg_tok/s occ_mean host_MB prefetch loads load_share
 for r in "${runs[@]}"; do
   IFS='|' read -r name sflags bflags <<<"$r"
   # shellcheck disable=SC2086
@@ -63,7 +63,8 @@ m = r["moved"]
 print(f'{n:<15} {r["continuation_ttft_ms"]["p50"]:10.1f} {r["continuation_ttft_ms"]["p90"]:10.1f} '
       f'{r["first_ttft_ms"]["p50"]:10.1f} {r["background_tpot_ms"]["p50"]:10.2f} '
       f'{r["background_tokens_per_s"]:9.1f} {r["occupancy_mean"]:9.2f} '
-      f'{(m["host_in"] + m["host_out"]) / 1e6:10.1f} {m["prefetched_blocks"]:10.0f} {m["loaded_prompts"]:9.0f}')
+      f'{(m["host_in"] + m["host_out"]) / 1e6:10.1f} {m["prefetched_blocks"]:10.0f} {m["loaded_prompts"]:9.0f} '
+      f'{r["load_share"]:10.3f}')
 EOF
 done
 rm -f "/tmp/dyad-agentic-$$.log"

@@ -150,6 +150,8 @@ static void read_moves(const char *t, dyb_tier_moves *m)
     m->loaded_prompts = dyb_prom_sum(t, P, "outcome=\"loaded\"", NULL, NULL);
     m->recomputed_prompts = dyb_prom_sum(t, P, "outcome=\"recomputed\"", NULL, NULL);
     m->failed_loads = dyb_prom_sum(t, P, "outcome=\"load_failed\"", NULL, NULL);
+    m->load_seconds = dyb_prom_sum(t, "dyad_kv_tier_load_seconds_sum", NULL, NULL, NULL);
+    m->loads = dyb_prom_sum(t, "dyad_kv_tier_load_seconds_count", NULL, NULL, NULL);
 }
 
 /* What the counters moved by between two scrapes. */
@@ -164,7 +166,8 @@ static void moves_between(const char *before, const char *after, dyb_tier_moves 
                           a.prefetched_blocks - b.prefetched_blocks,
                           a.loaded_prompts - b.loaded_prompts,
                           a.recomputed_prompts - b.recomputed_prompts,
-                          a.failed_loads - b.failed_loads};
+                          a.failed_loads - b.failed_loads, a.load_seconds - b.load_seconds,
+                          a.loads - b.loads};
 }
 
 /* The server's /metrics text (malloc'd), or NULL when it has none. */
@@ -360,7 +363,7 @@ static double send_due(run *x, double now, double *bg_next, long *bg_sent, doubl
 int dyb_agentic_run(const dyb_agentic_config *c, dyb_agentic_report *out, char *err,
                     size_t errlen)
 {
-    *out = (dyb_agentic_report){.occupancy_mean = 0, .occupancy_max = -1};
+    *out = (dyb_agentic_report){.occupancy_mean = 0, .occupancy_max = -1, .load_share = -1};
     run x = {.c = c, .out = out};
     char *before = NULL;
     int rc = setup(&x, err, errlen);
@@ -398,6 +401,10 @@ int dyb_agentic_run(const dyb_agentic_config *c, dyb_agentic_report *out, char *
         char *after = before ? scrape(&x) : NULL;
         if (after)
             moves_between(before, after, &out->moved);
+        const dyb_tier_moves *m = &out->moved;
+        out->load_share = m->loads > 0 && out->next_ttft.mean > 0
+                              ? m->load_seconds * 1e3 / m->loads / out->next_ttft.mean
+                              : -1;
         free(after);
         if (out->occupancy_samples == 0)
             out->occupancy_mean = -1;

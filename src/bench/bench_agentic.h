@@ -44,6 +44,7 @@ typedef struct {
     double host_in, host_out, disk_in, disk_out;     /* bytes */
     double host_seconds, disk_seconds;               /* the copies' time */
     double prefetched_blocks, loaded_prompts, recomputed_prompts, failed_loads;
+    double load_seconds, loads;                      /* prompts' measured waits for loads */
 } dyb_tier_moves;
 
 typedef struct {
@@ -54,6 +55,7 @@ typedef struct {
     double bg_tokens_per_s;
     double tool_mean_ms;              /* of the durations drawn */
     double occupancy_mean, occupancy_max; /* the KV caches' use, sampled (-1: no samples) */
+    double load_share;                /* mean load wait ÷ mean continuation TTFT (-1: none) */
     long occupancy_samples;
     dyb_tier_moves moved;
     bool metrics;                     /* the server had dyad's /metrics */

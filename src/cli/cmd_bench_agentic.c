@@ -68,6 +68,9 @@ static void print_report(const dyb_agentic_config *c, const dyb_agentic_report *
         printf("  %-26s %.0f blocks prefetched; prompts loaded %.0f, recomputed %.0f, "
                "load failed %.0f\n", "holds and loads", m->prefetched_blocks, m->loaded_prompts,
                m->recomputed_prompts, m->failed_loads);
+        if (r->load_share >= 0)
+            printf("  %-26s %.2f ms per loading prompt, %.1f%% of the mean continuation TTFT\n",
+                   "waiting for loads", m->load_seconds * 1e3 / m->loads, r->load_share * 100);
     }
     if (r->first_error[0])
         printf("  first error: %s\n", r->first_error);
@@ -93,10 +96,12 @@ static void print_json(const dyb_agentic_config *c, const dyb_agentic_report *r)
     json_dist("background_ttft_ms", &r->bg_ttft, true);
     json_dist("background_tpot_ms", &r->bg_tpot, true);
     printf("\"background_tokens_per_s\":%.3f,\"occupancy_mean\":%.4f,\"occupancy_max\":%.4f,"
+           "\"load_share\":%.4f,"
            "\"moved\":{\"host_in\":%.0f,\"host_out\":%.0f,\"disk_in\":%.0f,\"disk_out\":%.0f,"
            "\"host_seconds\":%.6f,\"disk_seconds\":%.6f,\"prefetched_blocks\":%.0f,"
            "\"loaded_prompts\":%.0f,\"recomputed_prompts\":%.0f,\"failed_loads\":%.0f}}\n",
-           r->bg_tokens_per_s, r->occupancy_mean, r->occupancy_max, m->host_in, m->host_out,
+           r->bg_tokens_per_s, r->occupancy_mean, r->occupancy_max, r->load_share, m->host_in,
+           m->host_out,
            m->disk_in, m->disk_out, m->host_seconds, m->disk_seconds, m->prefetched_blocks,
            m->loaded_prompts, m->recomputed_prompts, m->failed_loads);
 }
