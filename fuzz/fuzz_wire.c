@@ -1,7 +1,7 @@
 /* fuzz_wire.c — libFuzzer target for the frontend↔worker frame decoders: the input is a byte
  * stream cut into frames exactly as a socket reader would, and every frame goes through the
  * decoder of its type. Decoders must accept or reject, never crash or over-read.
- *   ./build-fuzz/fuzz_wire -max_total_time=600 fuzz/corpus-wire */
+ *   ./build-fuzz/fuzz_wire -max_total_time=600 build-fuzz/corpus-wire fuzz/corpus-wire */
 #include "serve/wire/wire.h"
 
 #include <string.h>
