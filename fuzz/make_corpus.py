@@ -242,6 +242,8 @@ def grammar_seeds():
         write("grammar", "schema_%d" % i, b"\x01" + json.dumps(s).encode())
     for name in ("schema-nested.json", "schema-50-properties.json"):
         write("grammar", name[:-5], b"\x01" + repo_file(os.path.join("bench", "data", name)))
+    # Inputs that found a bug, kept so that every smoke run replays them.
+    write("grammar", "regress_empty_root", b"\x00root ::= maxLeg   ")  # grammar_match.c NULL + 0
 
 
 # ---------------------------------------------------------------- fuzz_model, fuzz_tokenizer_bin
