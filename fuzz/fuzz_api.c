@@ -167,8 +167,9 @@ static void render_every_family(const dy_api_request *r)
 /* ---------------------------------------------------------------- the job it becomes */
 
 /* A wire request of the job, sent as fleet_flights.c sends a prompt's samples and decoded as
- * the worker decodes it, then held to the worker's checks (worker.c, check_request). */
-static void check_wire(const dy_job *job, int first)
+ * the worker decodes it, then held to the worker's checks (worker.c, check_request) and to
+ * what the client asked (r). */
+static void check_wire(const dy_job *job, int first, const dy_api_request *r)
 {
     dy_msg_request m = job->choices[first].req;
     m.n_samples = (uint32_t)job->group;
@@ -189,20 +190,22 @@ static void check_wire(const dy_job *job, int first)
              got.max_tokens);
     for (uint32_t i = 0; i < got.n_prompt; i++)
         fz_check(got.prompt[i] >= 0 && got.prompt[i] < VOCAB, "prompt token %d", got.prompt[i]);
+    fz_check(got.n_samples == (uint32_t)job->group && got.n_stops == r->n_stop,
+             "%u samples and %u stops on the wire", got.n_samples, got.n_stops);
     for (int i = 0; i < got.n_stops; i++)
-        fz_check(!strcmp(got.stops[i], m.stops[i]), "stop %d changed on the wire", i);
+        fz_check(!strcmp(got.stops[i], r->stop[i]), "stop %d changed on its way to the worker", i);
     if (got.grammar_len)
         check_grammar(got.grammar, got.grammar_len, "the wire request's grammar");
     dy_msg_request_free(&got);
     dy_buf_free(&b);
 }
 
-static void build_job(const char *body, size_t len, dy_api_kind kind, dy_chat_family family,
-                      const dy_api_limits *lim, const char *model)
+static void build_job(const char *body, size_t len, dy_chat_family family, const dy_api_limits *lim,
+                      const dy_api_request *r)
 {
-    dy_gen_env env = {.tok = tokenizer(), .chat = family, .limits = lim, .model_id = model};
+    dy_gen_env env = {.tok = tokenizer(), .chat = family, .limits = lim, .model_id = r->model};
     dy_api_error e;
-    dy_gen *g = dy_gen_new(&env, body, len, kind, 1, &e);
+    dy_gen *g = dy_gen_new(&env, body, len, r->kind, 1, &e);
     if (!g) {
         check_error(&e);
         fz_check(e.status == 400, "a request that parsed was refused with %d: %s", e.status,
@@ -211,7 +214,7 @@ static void build_job(const char *body, size_t len, dy_api_kind kind, dy_chat_fa
     }
     const dy_job *job = dy_gen_job(g);
     for (int first = 0; first < job->n_choices; first += job->group)
-        check_wire(job, first);
+        check_wire(job, first, r);
     dy_gen_free(g);
 }
 
@@ -233,7 +236,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_request(&r, kind, &lim);
     if (kind == DY_API_CHAT)
         render_every_family(&r);
-    build_job(body, len, kind, family, &lim, r.model);
+    build_job(body, len, family, &lim, &r);
     dy_api_request_free(&r);
     return 0;
 }
