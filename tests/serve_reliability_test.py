@@ -11,12 +11,20 @@ death (docs/reliability.md).
 - Dead decode pools: a prefill worker unmaps the shared-memory pool of a decode worker that
   died, so after each of three kill -9 and replacements it maps exactly one.
 
+- The drain (#18 item 2): requests still running at --drain-timeout are answered (a 503 with
+  a drain message; a stream's error event, [DONE] and its terminating chunk), and requests
+  arriving during the drain, on new or kept-alive connections, get 503 instead of waiting.
+- Slowloris (#18 item 5): a request's headers and body have total deadlines (408), and clients
+  past --max-connections get 503 with Retry-After instead of waiting unanswered.
+
 Every wait is bounded, so on a build without these fixes the tests fail instead of hanging.
 Standard library only; prints 'N passed, N failed'."""
 import json
 import os
 import re
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -355,6 +363,189 @@ def test_stale_pool_of_a_zombie_is_removed():
         os.waitpid(pid, 0)
         if os.path.exists(path):
             os.unlink(path)
+
+
+def drain_message(err):
+    return "shutting down" in err["error"]["message"] and err["error"]["code"] == "service_unavailable"
+
+
+def refused_as_draining(c, path):
+    """A request on connection c is answered 503 with the drain message (False: answered
+    otherwise, before the drain began; a socket timeout: left waiting)."""
+    c.request("GET", path)
+    r = c.getresponse()
+    st, err = r.status, json.loads(r.read())
+    return st == 503 and drain_message(err)
+
+
+def test_drain_deadline_answers_every_request():
+    """#18 item 2: SIGTERM with requests that cannot finish within --drain-timeout: a stream
+    the decode worker is generating when it is stopped (SIGSTOP), and 3 more streams and 12
+    whole requests queued on it. Every one is answered: whole requests 503 with the drain
+    message, streams their error event and [DONE] and then the chunked stream's end (a
+    missing terminating chunk is an IncompleteRead here). During the drain a new connection,
+    and a new request on a kept-alive one, get 503 at once. main's binary: the new connection
+    was reset or waited unanswered, the cut requests said a worker died, and some of them
+    were closed without an answer."""
+    s = Server(DYAD, "--drain-timeout", "2")
+    pid = 0
+    try:
+        ask(s, "Once upon a time")  # warm up
+        pid = health(s)["workers"][1]["pid"]
+        kept = s.conn(10)
+        kept.request("GET", "/health")
+        kept.getresponse().read()
+        decisions = 'dyad_router_worker_decisions_total{worker="1"}'
+        placed = s.metrics()[decisions]
+        answers, generating = {}, threading.Event()
+
+        def one(k, stream):
+            c = s.conn(30)
+            try:
+                c.request("POST", "/v1/completions", headers={"Content-Type": "application/json"},
+                          body=json.dumps(body(f"Tale {k}.", max_tokens=400, ignore_eos=True,
+                                               stream=stream)))
+                r = c.getresponse()
+                first = r.read1(4096).decode() if stream else ""
+                generating.set()
+                answers[k] = (r.status, first + r.read().decode())
+            except Exception as e:  # noqa: BLE001
+                answers[k] = ("no answer", repr(e))
+            finally:
+                c.close()
+
+        clients = [threading.Thread(target=one, args=(k, k % 4 == 0)) for k in range(16)]
+        clients[0].start()
+        assert generating.wait(20)
+        os.kill(pid, signal.SIGSTOP)  # stream 0 mid-way
+        for t in clients[1:]:
+            t.start()
+        assert s.wait_for(lambda: s.metrics()[decisions] == placed + 16, 20)  # all placed
+        s.proc.send_signal(signal.SIGTERM)
+        # a socket timeout in here: the new client is left waiting
+        assert s.wait_for(lambda: refused_as_draining(s.conn(3), "/v1/models"), 10)
+        assert refused_as_draining(kept, "/health")
+        for t in clients:
+            t.join(30)
+        assert len(answers) == 16, answers
+        for k, (st, text) in sorted(answers.items()):
+            if k % 4:
+                assert st == 503 and drain_message(json.loads(text)), (k, st, text)
+                continue
+            assert st == 200, (k, st, text)
+            events = [f[len("data: "):] for f in text.split("\n\n") if f.startswith("data: ")]
+            assert events[-1] == "[DONE]", (k, events[-3:])
+            assert drain_message(json.loads(events[-2])), (k, events[-3:])
+            if k == 0:  # it was cut after some of its tokens
+                assert events[:-2] and "choices" in json.loads(events[0]), events[:3]
+        assert s.proc.wait(30) == 0
+    finally:
+        resume(pid)
+        assert s.stop() == 0
+
+
+SLOW = ["--workers", "1", "--max-connections", "4", "--timeout", "10",
+        "--header-timeout", "1", "--body-timeout", "1"]
+
+
+def trickle(sock, more):
+    """Sends `more` every 0.2 s (each byte restarts the idle --timeout) until the server
+    answers or closes; returns what it sent back and after how long."""
+    t0 = time.time()
+    got = b""
+    while time.time() - t0 < 6:
+        if select.select([sock], [], [], 0.2)[0]:
+            try:
+                chunk = sock.recv(4096)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            got += chunk
+            continue
+        try:
+            sock.sendall(more)
+        except (BrokenPipeError, ConnectionResetError):
+            break
+    return got, time.time() - t0
+
+
+def test_slowloris_gets_408_and_the_limit_503():
+    """#18 item 5: four slowloris clients fill --max-connections 4, two trickling header lines
+    and two a body, each byte well within the idle --timeout. A fifth client is answered 503
+    with Retry-After at once; each slow client gets a 408 JSON error (headers or body) once its
+    total deadline passes, and the server then serves again. main's binary (without the
+    deadline options): the fifth client got no answer and the slow ones kept their
+    connections."""
+    s = Server(DYAD, *SLOW)
+    try:
+        slow = []
+        for k in range(4):
+            sock = socket.create_connection((s.host, s.port))
+            if k < 2:
+                sock.sendall(b"GET /health HTTP/1.1\r\nHost: dyad\r\n")
+            else:
+                sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: dyad\r\nContent-Type: "
+                             b"application/json\r\nContent-Length: 1000\r\n\r\n{")
+            slow.append(sock)
+        results = [None] * 4
+        threads = [threading.Thread(target=lambda k=k: results.__setitem__(
+            k, trickle(slow[k], b"X-Slow: 1\r\n" if k < 2 else b" "))) for k in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(0.3)
+        c = s.conn(3)  # a socket timeout here: the client waits unanswered
+        c.request("GET", "/health")
+        r = c.getresponse()
+        err = json.loads(r.read())
+        c.close()
+        assert r.status == 503 and r.getheader("Retry-After"), (r.status, err)
+        assert err["error"]["code"] == "service_unavailable", err
+        assert "--max-connections" in err["error"]["message"], err
+        for t in threads:
+            t.join(10)
+        for k, (got, took) in enumerate(results):
+            head, _, payload = got.decode().partition("\r\n\r\n")
+            assert head.startswith("HTTP/1.1 408"), (k, got, took)
+            e = json.loads(payload)["error"]
+            assert e["code"] == "request_timeout", e
+            assert ("--header-timeout" if k < 2 else "--body-timeout") in e["message"], e
+            assert took < 1 + 2, took
+            slow[k].close()
+        assert health(s)["status"] == "ok"  # served again
+    finally:
+        assert s.stop() == 0
+
+
+def test_deadlines_spare_idle_connections_and_long_answers():
+    """The deadlines bound reading a request only: a kept-alive connection idle for longer
+    than --header-timeout (but not --timeout) still serves its next request, and an answer
+    that takes longer than both deadlines to compute (its worker is stopped for a while) is
+    not cut."""
+    s = Server(DYAD, *SLOW)
+    pid = 0
+    try:
+        c = s.conn(10)
+        c.request("GET", "/health")
+        assert c.getresponse().read()
+        time.sleep(1.5)
+        c.request("GET", "/health")
+        r = c.getresponse()
+        assert r.status == 200, r.status
+        r.read()
+        pid = health(s)["workers"][0]["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        c.request("POST", "/v1/completions", body=json.dumps(body("Once upon a time")),
+                  headers={"Content-Type": "application/json"})
+        time.sleep(1.5)
+        os.kill(pid, signal.SIGCONT)
+        r = c.getresponse()
+        assert r.status == 200, (r.status, r.read())
+        assert json.loads(r.read())["usage"]["completion_tokens"] == 40
+        c.close()
+    finally:
+        resume(pid)
+        assert s.stop() == 0
 
 
 run_tests(globals(), [])

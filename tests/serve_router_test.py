@@ -5,7 +5,7 @@ Shared-prefix groups on 4 aggregated workers: after a group's first request, >= 
 requests go to a worker the global index says holds the group's prefix, and the workers then
 find it cached. The same with workers that publish no events (approximate mode, predictions). A killed worker's blocks
 vanish from the index. Round-robin spreads evenly. Disaggregated: the prefill pool is routed
-by overlap. Standard library only; prints 'N passed, N failed'."""
+by overlap. The per-tier overlap counters add up to the overlap. Standard library only; prints 'N passed, N failed'."""
 import os
 import signal
 import sys
@@ -91,6 +91,9 @@ def test_kv_aware_follows_prefixes(kv, rr, approx):
     assert m["dyad_router_cached_tokens_total"] > 0 and m["dyad_router_index_blocks"] > 0
     assert m["dyad_router_predicted_overlap_blocks_total"] > 0
     assert m['dyad_router_info{policy="kv-aware"}'] == 1
+    # the same blocks by tier: every one in some tier (today's workers keep only the device one)
+    tiers = [m[f'dyad_router_overlap_tier_blocks_total{{tier="{t}"}}'] for t in ("device", "host", "disk")]
+    assert sum(tiers) == m["dyad_router_predicted_overlap_blocks_total"] and tiers[0] > 0, tiers
 
 
 def test_approximate_mode_predicts(kv, rr, approx):
@@ -146,7 +149,9 @@ def test_disagg_prefill_pool_by_overlap(kv, rr, approx):
 
 def main():
     common = ("--workers", "4", "--threads-per-worker", "1")
-    run_tests(globals(), [Server(DYAD, *common), Server(DYAD, *common, "--router", "round-robin"),
+    # the kv-aware server takes tier costs too: they change nothing while every hit is a primary one
+    run_tests(globals(), [Server(DYAD, *common, "--router-tier-cost", "host=0.2,disk=0.6"),
+                          Server(DYAD, *common, "--router", "round-robin"),
                           Server(DYAD, *common, "--no-kv-events")])
 
 

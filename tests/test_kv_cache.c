@@ -372,6 +372,57 @@ static void test_events_overflow(void **st)
     dy_kv_pool_free(p);
 }
 
+/* The lower tiers' hooks: a pin keeps an evictable block out of eviction, unpinning it makes
+ * it the next to go; the oldest-evictable walk follows eviction order; the published record
+ * skips blocks evicted before it was taken. */
+static void test_pin_and_published(void **st)
+{
+    (void)st;
+    dy_kv_pool *p = dy_kv_pool_new(3, 4, 1, 2);
+    dy_kv_cache *c = dy_kv_cache_new(p, 1);
+    assert_true(dy_kv_cache_track_published(c, true));
+    int32_t t[12];
+    tokens_of(t, 12, 7);
+    uint64_t h[3];
+    dy_kv_cache_hash_blocks(c, t, 3, h);
+    int32_t b[3];
+    for (int i = 0; i < 3; i++) {
+        b[i] = dy_kv_cache_alloc(c);
+        dy_kv_cache_publish_chained(c, b[i], h[i], i ? h[i - 1] : 1);
+    }
+    for (int i = 0; i < 3; i++)
+        dy_kv_cache_release(c, b[i]); /* LRU: b0 b1 b2 */
+    int32_t old[3];
+    assert_int_equal(dy_kv_cache_oldest_evictable(c, old, 3), 3);
+    assert_int_equal(old[0], b[0]);
+    assert_int_equal(old[2], b[2]);
+    assert_int_equal(dy_kv_cache_oldest_evictable(c, old, 1), 1);
+    uint64_t hash, parent;
+    assert_int_equal(dy_kv_cache_find(c, h[1]), b[1]);
+    assert_int_equal(dy_kv_cache_find(c, 12345), -1);
+    assert_true(dy_kv_cache_block_hash(c, b[1], &hash, &parent));
+    assert_true(hash == h[1] && parent == h[0]);
+
+    dy_kv_cache_pin(c, b[0]); /* being copied down: not evictable */
+    assert_int_equal(dy_kv_cache_available(c), 2);
+    assert_int_equal(dy_kv_cache_alloc(c), b[1]); /* the next oldest goes instead */
+    assert_false(dy_kv_cache_block_hash(c, b[1], &hash, &parent));
+    dy_kv_cache_unpin_oldest(c, b[0]); /* back, as the oldest: b0 b2 */
+    assert_int_equal(dy_kv_cache_oldest_evictable(c, old, 3), 2);
+    assert_int_equal(old[0], b[0]);
+    assert_int_equal(dy_kv_cache_alloc(c), b[0]);
+
+    /* Published b0, b1, b2; b0 and b1 are gone (reused), b2 is still indexed. */
+    dy_kv_published rec[3];
+    int n = dy_kv_cache_take_published(c, rec, 3);
+    assert_int_equal(n, 1);
+    assert_int_equal(rec[0].block, b[2]);
+    assert_true(rec[0].hash == h[2]);
+    assert_int_equal(dy_kv_cache_take_published(c, rec, 3), 0); /* taken once */
+    dy_kv_cache_free(c);
+    dy_kv_pool_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -383,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_events_mirror_index),
         cmocka_unit_test(test_events_private_silent_and_eviction),
         cmocka_unit_test(test_events_overflow),
+        cmocka_unit_test(test_pin_and_published),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

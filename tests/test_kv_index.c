@@ -1,6 +1,8 @@
-/* test_kv_index.c — the router's global prefix index: leading overlap for every worker equals
- * a brute-force O(workers × blocks) reference over random events (tiers, removals, clears,
- * predictions); sequence gaps demand a resync, batches are ignored until it, and afterwards
+/* test_kv_index.c — the router's global prefix index: leading overlap for every worker, whole
+ * and split by tier, equals a brute-force O(workers × blocks) reference over random events
+ * (tiers, removals, clears, predictions); a block counts in its fastest tier, a predicted one
+ * as device, and the run ends at the first block held nowhere; snapshots carry tiers;
+ * sequence gaps demand a resync, batches are ignored until it, and afterwards
  * the index holds exactly the snapshot; removed and cleared blocks stop counting; a removed
  * worker vanishes; predictions expire at their deadline (extended when repeated) and never
  * disturb event-reported blocks; bad arguments are refused. */
@@ -37,6 +39,31 @@ static int mirror_overlap(const mirror *m, int w, const int *blocks, int n)
     while (i < n && m->held[w][blocks[i]])
         i++;
     return i;
+}
+
+/* The fastest tier of a mirror holding (a predicted block counts as device), or -1. */
+static int mirror_tier(unsigned held)
+{
+    if (held & (DY_KV_INDEX_PREDICTED | 1u << DY_KV_TIER_DEVICE))
+        return DY_KV_TIER_DEVICE;
+    return held & 1u << DY_KV_TIER_HOST ? DY_KV_TIER_HOST
+         : held & 1u << DY_KV_TIER_DISK ? DY_KV_TIER_DISK : -1;
+}
+
+static dy_kv_overlap mirror_overlap_tiers(const mirror *m, int w, const int *blocks, int n)
+{
+    dy_kv_overlap o = {.blocks = mirror_overlap(m, w, blocks, n)};
+    for (int i = 0; i < o.blocks; i++)
+        o.tier[mirror_tier(m->held[w][blocks[i]])]++;
+    return o;
+}
+
+static void assert_overlap_equal(dy_kv_overlap got, dy_kv_overlap want, int worker)
+{
+    if (got.blocks != want.blocks || memcmp(got.tier, want.tier, sizeof got.tier))
+        fail_msg("worker %d: run %d (device %d, host %d, disk %d), reference %d (%d, %d, %d)",
+                 worker, got.blocks, got.tier[0], got.tier[1], got.tier[2], want.blocks,
+                 want.tier[0], want.tier[1], want.tier[2]);
 }
 
 static size_t mirror_size(const mirror *m)
@@ -78,17 +105,23 @@ static int random_request(uint64_t *rng, int *blocks)
 static void check_against_mirror(const dy_kv_index *x, const mirror *m, uint64_t *rng)
 {
     int overlap[MW], blocks[2 * CHAIN_LEN];
+    dy_kv_overlap tiers[MW], one;
     uint64_t hashes[2 * CHAIN_LEN];
     for (int q = 0; q < 20; q++) {
         int n = random_request(rng, blocks);
         for (int i = 0; i < n; i++)
             hashes[i] = m->hash[blocks[i]];
         dy_kv_index_overlap(x, hashes, n, overlap);
+        dy_kv_index_overlap_tiers(x, hashes, n, tiers);
         for (int w = 0; w < MW; w++) {
             int want = mirror_overlap(m, w, blocks, n);
             if (overlap[w] != want)
                 fail_msg("worker %d: overlap %d, reference %d", w, overlap[w], want);
             assert_int_equal(dy_kv_index_overlap_one(x, w, hashes, n), want);
+            dy_kv_overlap want_tiers = mirror_overlap_tiers(m, w, blocks, n);
+            assert_overlap_equal(tiers[w], want_tiers, w);
+            assert_int_equal(dy_kv_index_overlap_tiers_one(x, w, hashes, n, &one), want);
+            assert_overlap_equal(one, want_tiers, w);
         }
     }
     assert_int_equal(dy_kv_index_size(x), mirror_size(m));
@@ -187,6 +220,118 @@ static void test_overlap_edges(void **st)
     dy_kv_index_free(x);
 }
 
+/* The run device, device, host, disk, missing, held: counted by tier, ending at the gap; a
+ * block in two tiers counts in the faster, a predicted one as device. */
+static void test_overlap_by_tier(void **st)
+{
+    (void)st;
+    dy_kv_index *x = dy_kv_index_new(70); /* worker 66 sits in the second word */
+    uint64_t h[6] = {1, 2, 3, 4, 5, 6};
+    dy_kv_event ev[8] = {
+        {DY_KV_EV_STORED, DY_KV_TIER_DEVICE, 1, 0}, {DY_KV_EV_STORED, DY_KV_TIER_DEVICE, 2, 1},
+        {DY_KV_EV_STORED, DY_KV_TIER_HOST, 3, 2},   {DY_KV_EV_STORED, DY_KV_TIER_DISK, 4, 3},
+        {DY_KV_EV_STORED, DY_KV_TIER_DISK, 6, 5}, /* held, but behind the missing block 5 */
+    };
+    for (int w = 1; w <= 66; w += 65)
+        assert_int_equal(dy_kv_index_apply(x, w, 1, ev, 5), 0);
+    dy_kv_overlap o[70];
+    dy_kv_index_overlap_tiers(x, h, 6, o);
+    for (int w = 1; w <= 66; w += 65) {
+        assert_overlap_equal(o[w], (dy_kv_overlap){4, {2, 1, 1}}, w);
+        assert_int_equal(dy_kv_index_overlap_tiers_one(x, w, h, 6, &o[w]), 4);
+        assert_overlap_equal(o[w], (dy_kv_overlap){4, {2, 1, 1}}, w);
+    }
+    assert_overlap_equal(o[0], (dy_kv_overlap){0, {0, 0, 0}}, 0);
+    /* Worker 1 also keeps block 3 on disk and block 4 on the host: each counts once, in its
+     * faster tier (3 stays host, 4 becomes host). */
+    ev[0] = (dy_kv_event){DY_KV_EV_STORED, DY_KV_TIER_DISK, 3, 2};
+    ev[1] = (dy_kv_event){DY_KV_EV_STORED, DY_KV_TIER_HOST, 4, 3};
+    assert_int_equal(dy_kv_index_apply(x, 1, 2, ev, 2), 0);
+    dy_kv_index_overlap_tiers(x, h, 6, o);
+    assert_overlap_equal(o[1], (dy_kv_overlap){4, {2, 2, 0}}, 1);
+    /* A prediction of block 4 makes it device; one of block 5 bridges the gap to the disk
+     * block 6. */
+    assert_int_equal(dy_kv_index_predict(x, 1, &h[3], 2, 10.0), 0);
+    dy_kv_index_overlap_tiers(x, h, 6, o);
+    assert_overlap_equal(o[1], (dy_kv_overlap){6, {4, 1, 1}}, 1);
+    assert_overlap_equal(o[66], (dy_kv_overlap){4, {2, 1, 1}}, 66);
+    int plain[70];
+    dy_kv_index_overlap(x, h, 6, plain); /* the untiered query says the same runs */
+    assert_int_equal(plain[1], 6);
+    assert_int_equal(plain[66], 4);
+    /* Nothing asked: every worker all zero. */
+    dy_kv_index_overlap_tiers(x, h, 0, o);
+    assert_overlap_equal(o[1], (dy_kv_overlap){0, {0, 0, 0}}, 1);
+    dy_kv_index_free(x);
+}
+
+/* Long lower-tier runs make the bit-sliced counts carry through many bits, for workers in
+ * different words and with different counts. */
+static void test_overlap_by_tier_long_runs(void **st)
+{
+    (void)st;
+    enum { N = 1000, MWK = 130 };
+    dy_kv_index *x = dy_kv_index_new(MWK);
+    static uint64_t h[N];
+    static dy_kv_event ev[N];
+    for (int i = 0; i < N; i++)
+        h[i] = 0x9000 + (uint64_t)i;
+    /* Worker w holds the first 100 + 7w blocks; block i in tier (i + w) % 3 when i % 5,
+     * else in the device tier. */
+    dy_kv_overlap want[MWK] = {{0}};
+    for (int w = 0; w < MWK; w += 3) {
+        int len = 100 + 7 * w < N ? 100 + 7 * w : N;
+        for (int i = 0; i < len; i++) {
+            uint8_t tier = (uint8_t)(i % 5 ? (i + w) % 3 : DY_KV_TIER_DEVICE);
+            ev[i] = (dy_kv_event){DY_KV_EV_STORED, tier, h[i], i ? h[i - 1] : 0};
+            want[w].tier[tier]++;
+        }
+        want[w].blocks = len;
+        assert_int_equal(dy_kv_index_apply(x, w, 1, ev, len), 0);
+    }
+    static dy_kv_overlap o[MWK];
+    dy_kv_index_overlap_tiers(x, h, N, o);
+    for (int w = 0; w < MWK; w++)
+        assert_overlap_equal(o[w], want[w], w);
+    dy_kv_index_free(x);
+}
+
+/* A snapshot carries each block's tier: the index holds them there, a block listed in two
+ * tiers counts once, and a bad tier changes nothing. */
+static void test_resync_with_tiers(void **st)
+{
+    (void)st;
+    dy_kv_index *x = dy_kv_index_new(4);
+    dy_kv_event old = {DY_KV_EV_STORED, DY_KV_TIER_DEVICE, 77, 0};
+    assert_int_equal(dy_kv_index_apply(x, 2, 1, &old, 1), 0);
+    uint64_t snap[4] = {10, 20, 20, 30};
+    uint8_t tiers[4] = {DY_KV_TIER_DEVICE, DY_KV_TIER_HOST, DY_KV_TIER_DISK, DY_KV_TIER_DISK};
+    uint8_t bad[4] = {0, 1, DY_KV_N_TIERS, 2};
+    assert_int_equal(dy_kv_index_resync(x, 2, 5, snap, NULL, bad, 4), DY_KV_INDEX_EINVAL);
+    assert_int_equal(dy_kv_index_holds(x, 2, 77), 1u << DY_KV_TIER_DEVICE); /* untouched */
+    assert_int_equal(dy_kv_index_worker_seq(x, 2), 1);
+    assert_int_equal(dy_kv_index_worker_state(x, 2), DY_KV_WORKER_LIVE);
+    assert_int_equal(dy_kv_index_resync(x, 2, 5, snap, NULL, tiers, 4), 0);
+    assert_int_equal(dy_kv_index_holds(x, 2, 77), 0);
+    assert_int_equal(dy_kv_index_holds(x, 2, 10), 1u << DY_KV_TIER_DEVICE);
+    assert_int_equal(dy_kv_index_holds(x, 2, 20), 1u << DY_KV_TIER_HOST | 1u << DY_KV_TIER_DISK);
+    assert_int_equal(dy_kv_index_holds(x, 2, 30), 1u << DY_KV_TIER_DISK);
+    assert_int_equal(dy_kv_index_worker_blocks(x, 2), 3);
+    dy_kv_overlap o;
+    assert_int_equal(dy_kv_index_overlap_tiers_one(x, 2, (uint64_t[]){10, 20, 30}, 3, &o), 3);
+    assert_overlap_equal(o, (dy_kv_overlap){3, {1, 1, 1}}, 2);
+    /* Events go on from there: the host copy of 20 leaves, the disk one stays. */
+    dy_kv_event rm = {DY_KV_EV_REMOVED, DY_KV_TIER_HOST, 20, 10};
+    assert_int_equal(dy_kv_index_apply(x, 2, 6, &rm, 1), 0);
+    assert_int_equal(dy_kv_index_overlap_tiers_one(x, 2, (uint64_t[]){10, 20, 30}, 3, &o), 3);
+    assert_overlap_equal(o, (dy_kv_overlap){3, {1, 0, 2}}, 2);
+    /* Without tiers, a snapshot is all device, as before. */
+    assert_int_equal(dy_kv_index_resync(x, 2, 9, snap, NULL, NULL, 4), 0);
+    assert_int_equal(dy_kv_index_holds(x, 2, 20), 1u << DY_KV_TIER_DEVICE);
+    assert_int_equal(dy_kv_index_worker_blocks(x, 2), 3);
+    dy_kv_index_free(x);
+}
+
 /* ---------------------------------------------------------------- sequence numbers */
 
 static int sorted_equal(uint64_t *a, int64_t na, uint64_t *b, int64_t nb)
@@ -223,7 +368,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_worker_blocks(x, 3), 2);
     /* The snapshot at seq 9 replaces everything: 100 is gone, 300 and 400 are in. */
     uint64_t snap[3] = {200, 300, 400}, par[3] = {100, 200, 300};
-    assert_int_equal(dy_kv_index_resync(x, 3, 9, snap, par, 3), 0);
+    assert_int_equal(dy_kv_index_resync(x, 3, 9, snap, par, NULL, 3), 0);
     assert_int_equal(dy_kv_index_worker_state(x, 3), DY_KV_WORKER_LIVE);
     uint64_t got[8], want[3] = {200, 300, 400};
     int64_t n = dy_kv_index_worker_hashes(x, 3, got, 8);
@@ -236,7 +381,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_apply(x, 3, 10, &d, 1), DY_KV_INDEX_OK);
     assert_int_equal(dy_kv_index_holds(x, 3, 400), 0);
     assert_int_equal(dy_kv_index_apply(x, 3, 10, &d, 1), DY_KV_INDEX_RESYNC);
-    assert_int_equal(dy_kv_index_resync(x, 3, 20, NULL, NULL, 0), 0); /* empty snapshot */
+    assert_int_equal(dy_kv_index_resync(x, 3, 20, NULL, NULL, NULL, 0), 0); /* empty snapshot */
     assert_int_equal(dy_kv_index_size(x), 0);
     assert_int_equal(dy_kv_index_apply(x, 3, 1, &a, 1), DY_KV_INDEX_RESYNC); /* restarted */
     /* An unknown worker first heard of mid-stream needs a snapshot before anything counts. */
@@ -244,7 +389,7 @@ static void test_gap_triggers_resync(void **st)
     assert_int_equal(dy_kv_index_worker_state(x, 5), DY_KV_WORKER_RESYNC);
     assert_int_equal(dy_kv_index_holds(x, 5, 100), 0);
     /* An empty batch still moves the sequence on. */
-    assert_int_equal(dy_kv_index_resync(x, 5, 7, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 5, 7, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_apply(x, 5, 8, NULL, 0), DY_KV_INDEX_OK);
     assert_int_equal(dy_kv_index_worker_seq(x, 5), 8);
     dy_kv_index_free(x);
@@ -261,7 +406,7 @@ static void test_bad_event_needs_resync(void **st)
     assert_int_equal(dy_kv_index_holds(x, 0, 5), 0);
     assert_int_equal(dy_kv_index_worker_state(x, 0), DY_KV_WORKER_RESYNC);
     ev[1] = (dy_kv_event){9 /* no such kind */, 0, 6, 5};
-    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_apply(x, 0, 2, ev, 2), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 3, ev, 1), DY_KV_INDEX_RESYNC);
     dy_kv_index_free(x);
@@ -384,7 +529,7 @@ static void test_prediction_keeps_events_apart(void **st)
     dy_kv_event clr = {DY_KV_EV_CLEARED, 0, 0, 0};
     assert_int_equal(dy_kv_index_apply(x, 0, 2, &clr, 1), 0);
     assert_int_equal(dy_kv_index_holds(x, 0, 10), DY_KV_INDEX_PREDICTED);
-    assert_int_equal(dy_kv_index_resync(x, 0, 7, NULL, NULL, 0), 0);
+    assert_int_equal(dy_kv_index_resync(x, 0, 7, NULL, NULL, NULL, 0), 0);
     assert_int_equal(dy_kv_index_holds(x, 0, 10), DY_KV_INDEX_PREDICTED);
     dy_kv_index_free(x);
 }
@@ -541,12 +686,21 @@ static void test_bad_arguments(void **st)
     assert_int_equal(dy_kv_index_apply(x, 4, 1, &e, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 1, NULL, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_apply(x, 0, 1, &e, -1), DY_KV_INDEX_EINVAL);
-    assert_int_equal(dy_kv_index_resync(x, 4, 1, &h, NULL, 1), DY_KV_INDEX_EINVAL);
-    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
+    assert_int_equal(dy_kv_index_resync(x, 4, 1, &h, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
+    assert_int_equal(dy_kv_index_resync(x, 0, 1, NULL, NULL, NULL, 1), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_remove_worker(x, 9), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_predict(x, 9, &h, 1, 1.0), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_predict(x, 0, &h, 1, NAN), DY_KV_INDEX_EINVAL);
     assert_int_equal(dy_kv_index_overlap_one(x, -1, &h, 1), -1);
+    dy_kv_overlap t = {.blocks = 42};
+    assert_int_equal(dy_kv_index_overlap_tiers_one(x, 4, &h, 1, &t), -1);
+    assert_int_equal(dy_kv_index_overlap_tiers_one(x, 0, NULL, 1, &t), -1);
+    assert_int_equal(t.blocks, 42); /* untouched */
+    assert_int_equal(dy_kv_index_overlap_tiers_one(x, 0, &h, 1, NULL), 0);
+    dy_kv_index_overlap_tiers(x, &h, 1, NULL);
+    dy_kv_index_overlap_tiers(NULL, &h, 1, &t);
+    assert_string_equal(dy_kv_index_tier_name(DY_KV_TIER_HOST), "host");
+    assert_string_equal(dy_kv_index_tier_name(DY_KV_N_TIERS), "?");
     assert_int_equal(dy_kv_index_worker_hashes(x, 0, NULL, 3), -1);
     assert_int_equal(dy_kv_index_worker_hashes(x, 0, NULL, 0), 0);
     dy_kv_index_overlap(x, NULL, 3, o); /* all zero, no crash */
@@ -565,6 +719,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_overlap_matches_brute_force),
         cmocka_unit_test(test_overlap_edges),
+        cmocka_unit_test(test_overlap_by_tier),
+        cmocka_unit_test(test_overlap_by_tier_long_runs),
+        cmocka_unit_test(test_resync_with_tiers),
         cmocka_unit_test(test_gap_triggers_resync),
         cmocka_unit_test(test_bad_event_needs_resync),
         cmocka_unit_test(test_removed_and_cleared),

@@ -51,6 +51,7 @@ typedef struct {
     int prompt_tokens, max_tokens, n_samples;
     bool local_prefill;
     int max_samples;          /* 0: 64 */
+    int session_worker;       /* 1 + the worker holding the conversation's KV; 0: none */
     dy_placement want;
 } place_case;
 
@@ -101,10 +102,18 @@ static dy_place_request request_of(const place_case *c)
     return (dy_place_request){.prompt_tokens = c->prompt_tokens, .hashes = H, .n_blocks = nb,
                               .max_tokens = c->max_tokens,
                               .n_samples = c->n_samples ? c->n_samples : 1,
-                              .local_prefill = c->local_prefill};
+                              .local_prefill = c->local_prefill,
+                              .by_session = c->session_worker > 0,
+                              .session_worker = c->session_worker - 1};
 }
 
 static const place_case place_cases[] = {
+    {"a conversation's turn goes back to the worker holding it", 2, {AGG, AGG},
+     .cached = {4, 0}, .queued = {320, 0}, .session_worker = 2, .prompt_tokens = 80,
+     .max_tokens = 16, .want = {1, -1, 0, 1}},
+    {"... unless that worker is dead", 3, {AGG, AGG, AGG}, .dead = {false, true, false},
+     .cached = {0, 0, 4}, .session_worker = 2, .prompt_tokens = 80, .max_tokens = 16,
+     .want = {2, -1, 4, 1}},
     {"aggregated: the worker holding the prefix", 2, {AGG, AGG}, .cached = {0, 4},
      .prompt_tokens = 80, .max_tokens = 16, .want = {1, -1, 4, 1}},
     {"aggregated: nothing cached, the least loaded", 2, {AGG, AGG}, .queued = {320, 0},

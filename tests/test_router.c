@@ -10,6 +10,7 @@
 #include "kv/block_hash.h"
 #include "route/router.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -26,15 +27,22 @@ static dy_router *make(dy_router_policy p, int n_workers, double tau, uint64_t s
     return r;
 }
 
-/* Worker w reports that it stores hashes[0..n) (one batch, next sequence number). */
-static void store(dy_router *r, int w, const uint64_t *hashes, int n, uint8_t kind)
+/* Worker w reports that it stores (or removes) hashes[0..n), block i in tiers[i] (NULL: all
+ * in the device tier), as one batch with the next sequence number. */
+static void publish(dy_router *r, int w, const uint64_t *hashes, int n, uint8_t kind,
+                    const uint8_t *tiers)
 {
     dy_kv_index *x = dy_router_index(r);
     dy_kv_event ev[64];
     assert_true(n <= 64);
     for (int i = 0; i < n; i++)
-        ev[i] = (dy_kv_event){kind, 0, hashes[i], i ? hashes[i - 1] : 0};
+        ev[i] = (dy_kv_event){kind, tiers ? tiers[i] : 0, hashes[i], i ? hashes[i - 1] : 0};
     assert_int_equal(dy_kv_index_apply(x, w, dy_kv_index_worker_seq(x, w) + 1, ev, n), 0);
+}
+
+static void store(dy_router *r, int w, const uint64_t *hashes, int n, uint8_t kind)
+{
+    publish(r, w, hashes, n, kind, NULL);
 }
 
 static void report(dy_router *r, int w, int64_t prefill_tokens, int64_t decode_blocks)
@@ -381,6 +389,169 @@ static void test_approximate_mode(void **st)
     dy_router_free(r);
 }
 
+/* ---------------------------------------------------------------- lower tiers */
+
+static const uint8_t ALL_HOST[8] = {1, 1, 1, 1, 1, 1, 1, 1}, ALL_DISK[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+
+static void tiers_are(const dy_router_choice *c, int device, int host, int disk)
+{
+    assert_int_equal(c->tier_blocks[DY_KV_TIER_DEVICE], device);
+    assert_int_equal(c->tier_blocks[DY_KV_TIER_HOST], host);
+    assert_int_equal(c->tier_blocks[DY_KV_TIER_DISK], disk);
+    assert_int_equal(c->overlap_blocks, device + host + disk);
+}
+
+/* The same prefix in the primary pool, on disk, and nowhere, with equal loads: the primary
+ * hit wins, and the disk hit still beats no hit. cost = w × work + decode + added, with work
+ * = blocks computed + tier cost × blocks loaded and added = blocks not in the device tier. */
+static void test_lower_tier_hit_credited_by_cost(void **st)
+{
+    (void)st;
+    dy_router *r = make(DY_ROUTER_KV_AWARE, 3, 0, 1);
+    store(r, 0, H, 8, DY_KV_EV_STORED);
+    publish(r, 1, H, 8, DY_KV_EV_STORED, ALL_DISK);
+    dy_router_choice c = pick(r, DY_POOL_AGG, NULL, 0, 8, 0);
+    assert_int_equal(c.worker, 0);
+    assert_true(c.cost == 0.0);
+    tiers_are(&c, 8, 0, 0);
+    int cand[2] = {2, 1}; /* disk: 0.5 × 8 + 8 = 12; nothing: 8 + 8 = 16 */
+    c = pick(r, DY_POOL_AGG, cand, 2, 8, 0);
+    assert_int_equal(c.worker, 1);
+    assert_true(c.cost == 12.0);
+    tiers_are(&c, 0, 0, 8);
+    /* A disk hit is not a primary hit: worker 0 keeps winning under 11 blocks of decode load
+     * (0 + 11 < 12) ... */
+    report(r, 0, 0, 11);
+    assert_int_equal(pick(r, DY_POOL_AGG, NULL, 0, 8, 0).worker, 0);
+    /* ... but not under 13 (13 > 12). */
+    report(r, 0, 0, 13);
+    assert_int_equal(pick(r, DY_POOL_AGG, NULL, 0, 8, 0).worker, 1);
+    dy_router_free(r);
+}
+
+/* A run device, device, host, host, disk, disk, then two blocks held nowhere: work =
+ * 2 + 0.1·2 + 0.5·2 = 3.2, added = 6. A host hit is worth more than a disk hit. */
+static void test_mixed_tier_run(void **st)
+{
+    (void)st;
+    dy_router *r = make(DY_ROUTER_KV_AWARE, 3, 0, 1);
+    const uint8_t tiers[6] = {0, 0, 1, 1, 2, 2};
+    publish(r, 0, H, 6, DY_KV_EV_STORED, tiers);
+    dy_router_choice c = pick(r, DY_POOL_AGG, NULL, 0, 8, 0);
+    assert_int_equal(c.worker, 0);
+    tiers_are(&c, 2, 2, 2);
+    assert_true(fabs(c.cost - 9.2) < 1e-9);
+    publish(r, 1, H, 8, DY_KV_EV_STORED, ALL_HOST); /* 0.8 + 8 */
+    publish(r, 2, H, 8, DY_KV_EV_STORED, ALL_DISK); /* 4 + 8 */
+    c = pick(r, DY_POOL_AGG, (int[]){1, 2}, 2, 8, 0);
+    assert_int_equal(c.worker, 1);
+    assert_true(fabs(c.cost - 8.8) < 1e-9);
+    /* The prefill pool weighs only the work: 3.2 against 0.8 against 4. */
+    c = pick(r, DY_POOL_PREFILL, NULL, 0, 8, 0);
+    assert_int_equal(c.worker, 1);
+    assert_true(fabs(c.cost - 0.8) < 1e-9);
+    /* least-loaded ignores the hits but still reports them. */
+    dy_router_free(r);
+    r = make(DY_ROUTER_LEAST_LOADED, 1, 0, 1);
+    publish(r, 0, H, 6, DY_KV_EV_STORED, tiers);
+    c = pick(r, DY_POOL_AGG, NULL, 0, 8, 0);
+    tiers_are(&c, 2, 2, 2);
+    dy_router_free(r);
+}
+
+/* The tier costs are the knob: 1 makes a disk hit worth no more work than a miss, 0 makes a
+ * host hit as good as a primary one for the work (it still adds its blocks to the pool). */
+static void test_tier_cost_config(void **st)
+{
+    (void)st;
+    dy_router_config cfg = dy_router_config_default();
+    assert_true(cfg.tier_cost[DY_KV_TIER_DEVICE] == 0);
+    assert_true(cfg.tier_cost[DY_KV_TIER_HOST] > 0);
+    assert_true(cfg.tier_cost[DY_KV_TIER_HOST] < cfg.tier_cost[DY_KV_TIER_DISK]);
+    assert_true(cfg.tier_cost[DY_KV_TIER_DISK] < 1);
+    cfg.tier_cost[DY_KV_TIER_HOST] = 0;
+    cfg.tier_cost[DY_KV_TIER_DISK] = 1;
+    dy_router *r = dy_router_new(&cfg, 3);
+    for (int w = 0; w < 3; w++)
+        dy_router_add_worker(r, w, true);
+    publish(r, 0, H, 8, DY_KV_EV_STORED, ALL_HOST);
+    publish(r, 1, H, 8, DY_KV_EV_STORED, ALL_DISK);
+    assert_true(pick(r, DY_POOL_AGG, (int[]){0}, 1, 8, 0).cost == 8.0);
+    assert_true(pick(r, DY_POOL_AGG, (int[]){1}, 1, 8, 0).cost == 16.0);
+    assert_true(pick(r, DY_POOL_AGG, (int[]){2}, 1, 8, 0).cost == 16.0);
+    dy_router_free(r);
+    /* Each cost in [0, 1]. */
+    const double bad[] = {-0.01, 1.01, NAN, INFINITY};
+    for (int t = 0; t < DY_KV_N_TIERS; t++) {
+        for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+            cfg = dy_router_config_default();
+            cfg.tier_cost[t] = bad[k];
+            assert_false(dy_router_config_valid(&cfg));
+            assert_null(dy_router_new(&cfg, 2));
+        }
+        cfg = dy_router_config_default();
+        cfg.tier_cost[t] = 1;
+        assert_true(dy_router_config_valid(&cfg));
+    }
+    assert_false(dy_router_config_valid(NULL));
+}
+
+/* The ticket counts a load as prefill work at its cost (rounded up) and every loaded block
+ * as decode KV: it enters the primary pool like a computed one. */
+static void test_lower_tier_accounting(void **st)
+{
+    (void)st;
+    dy_router *r = make(DY_ROUTER_KV_AWARE, 3, 0, 1);
+    const uint8_t tiers[6] = {0, 0, 1, 1, 2, 2};
+    publish(r, 0, H, 6, DY_KV_EV_STORED, tiers);
+    dy_router_ticket t;
+    assert_int_equal(dy_router_on_routed(r, &t, 0, -1, H, 8, 128, 0), 0);
+    assert_int_equal(t.prefill_blocks, 4); /* ⌈2 + 0.2 + 1⌉ */
+    assert_int_equal(t.decode_blocks, 6);
+    load_is(r, 0, 4, 0);
+    assert_int_equal(dy_router_on_first_token(r, &t), 0);
+    load_is(r, 0, 0, 6);
+    assert_int_equal(dy_router_on_finished(r, &t), 0);
+    load_is(r, 0, 0, 0);
+    /* Disaggregated: prefill worker 1 holds it all on the host, decode worker 0 as above. */
+    publish(r, 1, H, 8, DY_KV_EV_STORED, ALL_HOST);
+    assert_int_equal(dy_router_on_routed(r, &t, 0, 1, H, 8, 128, 0), 0);
+    assert_int_equal(t.prefill_blocks, 1); /* ⌈0.8⌉ */
+    assert_int_equal(t.decode_blocks, 6);
+    load_is(r, 1, 1, 0);
+    load_is(r, 0, 0, 6);
+    assert_int_equal(dy_router_on_finished(r, &t), 0);
+    dy_router_free(r);
+}
+
+/* "host=F,disk=F" for --router-tier-cost. */
+static void test_tier_cost_parse(void **st)
+{
+    (void)st;
+    double cost[DY_KV_N_TIERS] = {0, 0.1, 0.5};
+    char err[160] = "";
+    assert_true(dy_router_tier_cost_parse("host=0.2,disk=0.75", cost, err, sizeof err));
+    assert_true(cost[DY_KV_TIER_HOST] == 0.2 && cost[DY_KV_TIER_DISK] == 0.75);
+    assert_true(dy_router_tier_cost_parse("disk=1", cost, err, sizeof err));
+    assert_true(cost[DY_KV_TIER_HOST] == 0.2 && cost[DY_KV_TIER_DISK] == 1);
+    assert_true(dy_router_tier_cost_parse("disk=0,host=0", cost, err, sizeof err));
+    assert_true(cost[DY_KV_TIER_HOST] == 0 && cost[DY_KV_TIER_DISK] == 0);
+    const char *bad[] = {"", "host", "host=", "host=x", "host=0.1x", "host=1.5", "host=-0.1",
+                         "host=nan", "host=inf", "device=0", "ssd=0.1", "host=0.1,",
+                         "host=0.1,host=0.2", ",disk=0.5", "host=0.1;disk=0.2"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        double c[DY_KV_N_TIERS] = {0, 0.3, 0.6};
+        err[0] = 0;
+        if (dy_router_tier_cost_parse(bad[k], c, err, sizeof err))
+            fail_msg("'%s' accepted", bad[k]);
+        assert_true(c[DY_KV_TIER_HOST] == 0.3 && c[DY_KV_TIER_DISK] == 0.6); /* untouched */
+        assert_non_null(strstr(err, "host=F or disk=F"));
+    }
+    assert_false(dy_router_tier_cost_parse(NULL, cost, err, sizeof err));
+    assert_false(dy_router_tier_cost_parse("host=2", cost, err, sizeof err));
+    assert_string_equal(err, "'host=2' is not host=F or disk=F (once each, F a number in [0, 1])");
+}
+
 /* ---------------------------------------------------------------- disaggregated pools */
 
 static void test_disagg_pools(void **st)
@@ -683,6 +854,11 @@ int main(void)
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_least_loaded),
         cmocka_unit_test(test_kv_aware_cost),
+        cmocka_unit_test(test_lower_tier_hit_credited_by_cost),
+        cmocka_unit_test(test_mixed_tier_run),
+        cmocka_unit_test(test_tier_cost_config),
+        cmocka_unit_test(test_lower_tier_accounting),
+        cmocka_unit_test(test_tier_cost_parse),
         cmocka_unit_test(test_temperature),
         cmocka_unit_test(test_removed_blocks_stop_attracting),
         cmocka_unit_test(test_dead_worker_not_picked),

@@ -271,6 +271,55 @@ static void test_remote_prefill(void **st)
 }
 
 
+
+/* A lower tier holds blocks 1 and 2 of a prompt whose block 0 is cached: only they are set
+ * aside and filled from outside; once ready they are published, and the rest of the prompt
+ * is computed here. A failed load recomputes from the cached prefix. */
+static void test_loading_from_lower_tier(void **st)
+{
+    (void)st;
+    rig r = make_rig(16, 64, 8);
+    int32_t t[18];
+    prompt(t, 18, 6);
+    dy_seq *a = dy_sched_add(r.s, 1, t, 5, 64, NULL); /* caches block 0 */
+    step(&r);
+    dy_sched_finish(r.s, a);
+    dy_seq *q = dy_sched_add_loading(r.s, 2, t, 18, 64, 3, NULL);
+    assert_int_equal(q->state, DY_SEQ_REMOTE);
+    assert_int_equal(q->n_published, 1);           /* block 0 from the prefix cache */
+    assert_int_equal(q->n_blocks, 3);              /* blocks 1 and 2 set aside */
+    assert_int_equal(step(&r)->n_items, 0);
+    dy_sched_remote_ready(r.s, q, true);
+    assert_int_equal(q->n_computed, 12);
+    uint64_t h[3];
+    dy_kv_cache_hash_blocks(r.kv, t, 3, h);
+    assert_int_equal(dy_kv_cache_peek(r.kv, h, 3), 3); /* published at once */
+    const dy_plan *p = step(&r);
+    assert_int_equal(p->n_items, 1);
+    assert_int_equal(p->items[0].start, 12);
+    assert_int_equal(p->items[0].n, 6);
+    dy_sched_finish(r.s, q);
+
+    /* Blocks beyond the last full block before the last token are never asked for. */
+    int32_t u[18];
+    prompt(u, 18, 7);
+    dy_seq *w = dy_sched_add_loading(r.s, 3, u, 9, 64, 5, NULL);
+    assert_int_equal(w->state, DY_SEQ_REMOTE);
+    assert_int_equal(w->n_blocks, 2);              /* positions 0..7; token 8 computed here */
+    dy_sched_remote_ready(r.s, w, false);          /* the load failed */
+    p = step(&r);
+    assert_int_equal(p->items[0].start, 0);
+    assert_int_equal(p->items[0].n, 9);
+    dy_sched_finish(r.s, w);
+
+    /* Already cached: no load, an ordinary waiting sequence. */
+    dy_seq *c = dy_sched_add_loading(r.s, 4, t, 18, 64, 3, NULL);
+    assert_int_equal(c->state, DY_SEQ_WAITING);
+    dy_sched_finish(r.s, c);
+    assert_int_equal(dy_kv_cache_available(r.kv), 16);
+    free_rig(&r);
+}
+
 /* ---------------------------------------------------------------- repeated sampling */
 
 static int total_prompt_tokens(const dy_plan *p)
@@ -620,6 +669,7 @@ int main(void)
         cmocka_unit_test(test_preempts_youngest_and_recovers),
         cmocka_unit_test(test_limits_and_starvation),
         cmocka_unit_test(test_remote_prefill),
+        cmocka_unit_test(test_loading_from_lower_tier),
         cmocka_unit_test(test_fork_shares_prompt_blocks),
         cmocka_unit_test(test_fork_on_block_boundary),
         cmocka_unit_test(test_fork_leader_cancelled),

@@ -363,7 +363,7 @@ static void sh_snapshot(void *ctx, int worker, uint64_t seq, const uint64_t *h, 
                         int n)
 {
     shadow *sh = ctx;
-    assert_int_equal(dy_kv_index_resync(dy_router_index(sh->router), worker, seq, h, p, n), 0);
+    assert_int_equal(dy_kv_index_resync(dy_router_index(sh->router), worker, seq, h, p, NULL, n), 0);
 }
 
 static void sh_load(void *ctx, int worker, const dy_router_load *load)

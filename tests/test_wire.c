@@ -186,22 +186,45 @@ static void test_other_messages_round_trip(void **st)
 
     b.len = 0;
     dy_msg_done done = {.id = 9, .finish = DY_END_LENGTH, .prompt_tokens = 5, .cached_tokens = 16,
-                        .completion_tokens = 3, .queue_us = 250, .text = "end", .text_len = 3}, dn;
+                        .completion_tokens = 3, .queue_us = 250, .tier_outcome = 1,
+                        .tier_tokens = 64, .tier_load_us = 300, .tier_recompute_us = UINT32_MAX, .tier_wait_us = 77,
+                        .text = "end", .text_len = 3}, dn;
     assert_true(dy_wire_done(&b, &done));
     one_frame(&b, &t, &p, &len);
     assert_true(dy_wire_decode_done(p, len, &dn, err, sizeof err));
     assert_int_equal(dn.finish, DY_END_LENGTH);
     assert_int_equal(dn.cached_tokens, 16);
     assert_int_equal(dn.queue_us, 250);
+    assert_int_equal(dn.tier_outcome, 1);
+    assert_int_equal(dn.tier_tokens, 64);
+    assert_int_equal(dn.tier_load_us, 300);
+    assert_true(dn.tier_recompute_us == UINT32_MAX);
+    assert_int_equal(dn.tier_wait_us, 77);
+    b.len = 0;
+    done.tier_outcome = DY_WIRE_MAX_TIER_OUTCOME + 1;
+    assert_true(dy_wire_done(&b, &done));
+    one_frame(&b, &t, &p, &len);
+    assert_false(dy_wire_decode_done(p, len, &dn, err, sizeof err));
 
     b.len = 0;
     dy_msg_stats stats = {.running = 3, .waiting = 1, .queued_prefill_tokens = 99,
                           .kv_blocks_used = 10, .kv_blocks_total = 100, .steps = 7,
                           .step_seconds = 0.25, .active_decode_blocks = 12,
-                          .kv_event_seq = 1234567890123ull, .shm_bytes = 3ull << 32}, sd;
+                          .kv_event_seq = 1234567890123ull, .shm_bytes = 3ull << 32,
+                          .tiers = {{.on = 1, .slots = 100, .used = 40, .blocks_in = 50,
+                                     .blocks_out = 7, .bytes_in = 5000, .bytes_out = 700,
+                                     .seconds_in = 0.5, .seconds_out = 0.125, .evicted = 2},
+                                    {.on = 0, .slots = 10, .used = 0, .bad = 3, .errors = 1}},
+                          .tier_loads = 6, .tier_recomputes = 2, .tier_load_failures = 1}, sd;
     assert_true(dy_wire_stats(&b, &stats));
     one_frame(&b, &t, &p, &len);
     assert_true(dy_wire_decode_stats(p, len, &sd, err, sizeof err));
+    const dy_msg_tier_stats *h0 = &sd.tiers[0];
+    assert_true(h0->on == 1 && h0->slots == 100 && h0->used == 40 && h0->blocks_in == 50 &&
+                h0->blocks_out == 7 && h0->bytes_in == 5000 && h0->bytes_out == 700 &&
+                h0->seconds_in == 0.5 && h0->seconds_out == 0.125 && h0->evicted == 2);
+    assert_true(sd.tiers[1].bad == 3 && sd.tiers[1].errors == 1 && sd.tiers[1].slots == 10);
+    assert_true(sd.tier_loads == 6 && sd.tier_recomputes == 2 && sd.tier_load_failures == 1);
     assert_int_equal(sd.queued_prefill_tokens, 99);
     assert_true(sd.step_seconds == 0.25);
     assert_int_equal(sd.active_decode_blocks, 12);

@@ -33,6 +33,15 @@ static void assert_same(const dy_worker_config *a, const dy_worker_config *b)
     assert_int_equal(a->no_prefix_cache, b->no_prefix_cache);
     assert_int_equal(a->no_kv_events, b->no_kv_events);
     assert_int_equal(a->role, b->role);
+    assert_int_equal(a->kv_host_mib, b->kv_host_mib);
+    assert_same_str(a->kv_disk_dir, b->kv_disk_dir);
+    assert_true(a->kv_disk_gib == b->kv_disk_gib);
+    assert_int_equal(a->kv_offload, b->kv_offload);
+    assert_int_equal(a->kv_disk_min_uses, b->kv_disk_min_uses);
+    assert_int_equal(a->kv_hold, b->kv_hold);
+    assert_true(a->kv_hold_ttl_s == b->kv_hold_ttl_s);
+    assert_true(a->kv_hold_margin_ms == b->kv_hold_margin_ms);
+    assert_true(a->kv_hold_share == b->kv_hold_share);
 }
 
 /* parse(["worker", argv(c)...]) must be c. */
@@ -75,6 +84,13 @@ static void test_defaults(void **state)
     assert_false(c.no_prefix_cache);
     assert_false(c.no_kv_events);
     assert_int_equal(c.role, DY_ROLE_AGG);
+    assert_int_equal(c.kv_host_mib, 0);
+    assert_null(c.kv_disk_dir);
+    assert_true(c.kv_disk_gib == 4);
+    assert_int_equal(c.kv_offload, 0);
+    assert_int_equal(c.kv_disk_min_uses, 2);
+    assert_int_equal(c.kv_hold, 0);
+    assert_true(c.kv_hold_ttl_s == 300 && c.kv_hold_margin_ms == 20 && c.kv_hold_share == 0.5);
     /* The defaults need no arguments at all. */
     char *argv[4], store[DY_WORKER_ARGV_STORE];
     assert_int_equal(dy_worker_args_argv(&c, argv, 4, store, sizeof store), 0);
@@ -97,7 +113,11 @@ static void test_round_trips(void **state)
                            .kv_blocks = 2, .kv_mem_mib = 1 << 20, .block_size = 256,
                            .max_batch_tokens = 65536, .max_running = 4096,
                            .no_prefix_cache = true, .no_kv_events = true,
-                           .role = DY_ROLE_DECODE, .kv_listen = "10.0.0.2:0"};
+                           .role = DY_ROLE_DECODE, .kv_listen = "10.0.0.2:0",
+                           .kv_host_mib = 4096, .kv_disk_dir = "/var/tmp/kv",
+                           .kv_disk_gib = 0.25, .kv_offload = 1, .kv_disk_min_uses = 5,
+                           .kv_hold = 1, .kv_hold_ttl_s = 2.5, .kv_hold_margin_ms = 7,
+                           .kv_hold_share = 0.25};
     round_trip(&c);
     c.role = DY_ROLE_PREFILL;
     c.kv_listen = NULL;
@@ -154,6 +174,17 @@ static void test_bad_values(void **state)
     rejects("unknown option 'stray'", 2, (char *[]){"worker", "stray", NULL});
     rejects("unknown option '--no-kv-events=1'", 2,
             (char *[]){"worker", "--no-kv-events=1", NULL});
+    rejects("--kv-host-mem", 3, (char *[]){"worker", "--kv-host-mem", "-1", NULL});
+    rejects("--kv-disk-mem", 3, (char *[]){"worker", "--kv-disk-mem", "0", NULL});
+    rejects("--kv-offload: 'lazy' is not write-through or write-back", 3,
+            (char *[]){"worker", "--kv-offload", "lazy", NULL});
+    rejects("--kv-disk-min-uses", 3, (char *[]){"worker", "--kv-disk-min-uses", "0", NULL});
+    rejects("--kv-disk-dir needs --kv-host-mem", 3,
+            (char *[]){"worker", "--kv-disk-dir", "/tmp", NULL});
+    rejects("--kv-hold prefetch needs --kv-host-mem", 3,
+            (char *[]){"worker", "--kv-hold", "prefetch", NULL});
+    rejects("--kv-hold-share", 3, (char *[]){"worker", "--kv-hold-share", "1.5", NULL});
+    rejects("--kv-hold-ttl", 3, (char *[]){"worker", "--kv-hold-ttl", "0", NULL});
 }
 
 static void test_equals_form_and_help(void **state)
@@ -177,7 +208,9 @@ static void test_serve_share(void **state)
     int n = dy_worker_args_opts(&c, DY_WORKER_OPTS_SHARED, opts);
     const char *want[] = {"model", "tokenizer", "threads-per-worker", "kv-mem", "kv-blocks",
                           "block-size", "max-batch-tokens", "max-running", "no-prefix-cache",
-                          "no-kv-events"};
+                          "no-kv-events", "kv-host-mem", "kv-disk-dir", "kv-disk-mem",
+                          "kv-offload", "kv-disk-min-uses", "kv-hold", "kv-hold-ttl",
+                          "kv-hold-margin", "kv-hold-share"};
     assert_int_equal(n, sizeof want / sizeof want[0]);
     for (int i = 0; i < n; i++)
         assert_string_equal(opts[i].name, want[i]);

@@ -2,12 +2,17 @@
  * plain memcpy (the floor), through the shared-memory backend, and over TCP on loopback, and
  * prints GB/s for each; with --listen / --connect the TCP sender and receiver run in separate
  * processes (on separate hosts or network namespaces). Block size follows a model shape
- * (16 positions × layers × 2 × KV width × 4 bytes). A benchmark: prints, asserts nothing. */
+ * (16 positions × layers × 2 × KV width × 4 bytes). With --tiers it measures the lower KV tiers
+ * instead (docs/kv-tiers.md): the worker's mover thread copying blocks primary → host → disk and
+ * back, per block size. A benchmark: prints, asserts nothing. */
 #include "cli/commands.h"
 #include "cli/parse.h"
+#include "serve/worker/kv_mover.h"
 #include "serve/worker/xfer.h"
 #include "util/clock.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +22,10 @@ static const char xfer_usage[] =
     "usage: dyad bench xfer [--shape 15m|110m|1b] [--mib N] [--reps N]\n"
     "       dyad bench xfer --listen HOST:PORT [--shape S] [--mib N]   (receiver)\n"
     "       dyad bench xfer --connect HOST:PORT [--shape S] [--mib N]  (sender)\n"
-    "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP.\n";
+    "       dyad bench xfer --tiers [--disk-dir DIR] [--shape S] [--mib N] [--reps N]\n"
+    "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP; with --tiers,\n"
+    "between the KV cache, the host tier and the disk tier, for blocks of 16, 32 and 64\n"
+    "positions.\n";
 
 typedef struct {
     const char *name;
@@ -31,6 +39,8 @@ typedef struct {
     const shape *sh;
     int mib, reps, n;
     const char *listen, *connect;
+    bool tiers;
+    const char *disk_dir;
     int shape_index;
     const char *shape_names[N_SHAPES + 1];
     bool json;
@@ -155,6 +165,131 @@ static int run_local(const xopts *o)
     return 0;
 }
 
+/* ---------------------------------------------------------------- --tiers */
+
+/* Runs jobs[0..n) through the mover (at most its capacity outstanding); the wall time, or -1
+ * if a job failed. */
+static double run_jobs(dy_kv_mover *m, dy_kv_move *jobs, int n, int cap)
+{
+    dy_kv_move done[64];
+    int sent = 0, got = 0;
+    bool ok = true;
+    double t0 = dy_now();
+    while (got < n) {
+        while (sent < n && sent - got < cap && dy_kv_mover_submit(m, &jobs[sent]))
+            sent++;
+        int k = dy_kv_mover_take(m, done, 64);
+        for (int i = 0; i < k; i++)
+            ok &= done[i].ok;
+        got += k;
+    }
+    return ok ? dy_now() - t0 : -1;
+}
+
+typedef enum { TO_HOST, FROM_HOST, TO_DISK, FROM_DISK_COLD, FROM_DISK_WARM, N_MOVES } tier_move;
+static const char *const move_names[N_MOVES] = {
+    "KV cache -> host", "host -> KV cache", "host -> disk (+fdatasync)",
+    "disk (cold) -> KV cache", "disk (page cache) -> KV cache"};
+
+/* The jobs of one kind of copy over n blocks of bb bytes. */
+static void tier_jobs(tier_move k, dy_kv_move *jobs, int n, size_t bb, char *pool, char *host,
+                      int fd, const uint64_t *sums)
+{
+    for (int i = 0; i < n; i++) {
+        char *p = pool + (size_t)i * bb, *h = host + (size_t)i * bb;
+        off_t off = (off_t)i * (off_t)bb;
+        switch (k) {
+        case TO_HOST: jobs[i] = (dy_kv_move){.kind = DY_MOVE_MEM, .src = p, .dst = h}; break;
+        case FROM_HOST: jobs[i] = (dy_kv_move){.kind = DY_MOVE_MEM, .src = h, .dst = p}; break;
+        case TO_DISK:
+            jobs[i] = (dy_kv_move){.kind = DY_MOVE_TO_FILE, .src = h, .fd = fd, .off = off};
+            break;
+        default:
+            jobs[i] = (dy_kv_move){.kind = DY_MOVE_FROM_FILE, .dst = p, .fd = fd, .off = off,
+                                   .checksum = sums[i]};
+        }
+        jobs[i].bytes = bb;
+    }
+}
+
+/* One block size: every kind of copy, the fastest of o->reps each. */
+static int tier_rates(const xopts *o, int positions, int fd, dy_kv_mover *m)
+{
+    size_t bb = dy_kv_bytes_per_block(positions, o->sh->layers, o->sh->kv_dim);
+    int n = (int)(((size_t)o->mib << 20) / bb);
+    n = n < 1 ? 1 : n;
+    size_t bytes = (size_t)n * bb;
+    char *pool = malloc(bytes), *host = malloc(bytes);
+    dy_kv_move *jobs = malloc(sizeof *jobs * (size_t)n);
+    uint64_t *sums = malloc(sizeof *sums * (size_t)n);
+    if (!pool || !host || !jobs || !sums) {
+        fprintf(stderr, "dyad bench xfer: out of memory for %d blocks\n", n);
+        free(pool), free(host), free(jobs), free(sums);
+        return 1;
+    }
+    memset(pool, 5, bytes); /* every page touched before timing; one content everywhere, */
+    memset(host, 5, bytes); /* so the blocks read back match the checksums below */
+    for (int i = 0; i < n; i++)
+        sums[i] = dy_kv_block_checksum(host + (size_t)i * bb, bb);
+    double best[N_MOVES];
+    for (int k = 0; k < N_MOVES; k++)
+        best[k] = 1e30;
+    for (int r = 0; r < o->reps; r++)
+        for (int k = 0; k < N_MOVES && (k < TO_DISK || fd >= 0); k++) {
+            tier_jobs((tier_move)k, jobs, n, bb, pool, host, fd, sums);
+            if (k == FROM_DISK_COLD) /* drop the file's pages: the next reads go to the disk */
+                posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+            double t0 = dy_now();
+            double s = run_jobs(m, jobs, n, 1024);
+            if (k == TO_DISK && s >= 0 && fdatasync(fd) != 0)
+                s = -1;
+            s = s < 0 ? -1 : dy_now() - t0;
+            if (s < 0) {
+                fprintf(stderr, "dyad bench xfer: %s failed: %s\n", move_names[k], strerror(errno));
+                free(pool), free(host), free(jobs), free(sums);
+                return 1;
+            }
+            best[k] = s < best[k] ? s : best[k];
+        }
+    printf("blocks of %d positions: %zu bytes, %d blocks\n", positions, bb, n);
+    for (int k = 0; k < N_MOVES && (k < TO_DISK || fd >= 0); k++)
+        printf("  %-30s %8.2f GB/s %9.2f us/block\n", move_names[k], (double)bytes / best[k] / 1e9,
+               best[k] / n * 1e6);
+    free(pool), free(host), free(jobs), free(sums);
+    return 0;
+}
+
+static int run_tiers(const xopts *o)
+{
+    int fd = -1;
+    char path[4096] = "";
+    if (o->disk_dir) {
+        snprintf(path, sizeof path, "%s/dyad-bench-tier-%d.bin", o->disk_dir, (int)getpid());
+        fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0) {
+            fprintf(stderr, "dyad bench xfer: cannot create %s: %s\n", path, strerror(errno));
+            return 1;
+        }
+        unlink(path);
+    }
+    dy_kv_mover *m = dy_kv_mover_new(1024);
+    if (!m) {
+        fprintf(stderr, "dyad bench xfer: cannot start the mover thread\n");
+        return 1;
+    }
+    printf("shape %s: the KV tiers' mover thread, %d MiB per copy, fastest of %d reps%s%s\n",
+           o->sh->name, o->mib, o->reps, fd >= 0 ? "; disk in " : " (no --disk-dir: no disk)",
+           fd >= 0 ? o->disk_dir : "");
+    int rc = 0;
+    const int sizes[] = {16, 32, 64};
+    for (int i = 0; i < 3 && rc == 0; i++)
+        rc = tier_rates(o, sizes[i], fd, m);
+    dy_kv_mover_free(m);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 static int run_remote(const xopts *o)
 {
     char err[256];
@@ -223,6 +358,12 @@ int cmd_bench_xfer(int argc, char **argv)
          .help = "receive over TCP on HOST:PORT (the receiving process)"},
         {.name = "connect", .kind = DY_OPT_STR, .dst = &o.connect, .meta = "HOST:PORT",
          .help = "send over TCP to a receiver on HOST:PORT (the sending process)"},
+        {.name = "tiers", .kind = DY_OPT_FLAG, .dst = &o.tiers,
+         .help = "measure the lower KV tiers instead: KV cache <-> host memory <-> disk, through "
+                 "the worker's mover thread, for blocks of 16, 32 and 64 positions"},
+        {.name = "disk-dir", .kind = DY_OPT_STR, .dst = &o.disk_dir, .meta = "DIR",
+         .help = "--tiers: where the disk tier's file goes (removed at once; without it, no "
+                 "disk)"},
         {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
          .help = "one JSON object (GB/s and one-block latency per backend) instead of the "
                  "report; local runs only"},
@@ -236,5 +377,7 @@ int cmd_bench_xfer(int argc, char **argv)
     o.n = (int)(((size_t)o.mib << 20) / bb);
     if (o.n < 1)
         o.n = 1;
+    if (o.tiers)
+        return run_tiers(&o);
     return o.listen || o.connect ? run_remote(&o) : run_local(&o);
 }

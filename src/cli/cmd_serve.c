@@ -1,6 +1,7 @@
 /* cmd_serve.c — `dyad serve`: the embedded deployment. Starts N worker processes on this
- * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM stops accepting
- * connections, lets in-flight requests finish (up to --drain-timeout), and reaps the workers. */
+ * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM starts a drain: new
+ * requests get 503, in-flight ones may finish (up to --drain-timeout; those still running then
+ * end with a 503 or a stream's error event), then the workers are reaped. */
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "cli/serve_plan.h"
@@ -24,6 +25,7 @@ static const char serve_epilog[] =
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
     int port, max_body, max_schema, max_connections, timeout, drain;
+    double header_timeout, body_timeout;
     int chat;                 /* a dy_chat_family, or -1: detect it from the model */
     int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
     int prefill_busy_tokens;
@@ -33,9 +35,10 @@ typedef struct {
     const char *policies[5], *families[DY_CHAT_N_FAMILIES + 1];
     int family_values[DY_CHAT_N_FAMILIES];
     char chat_help[512];
+    char tier_cost_default[64]; /* --router-tier-cost's default, as it is written */
 } serve_opts;
 
-#define MAX_SERVE_OPTS 64
+#define MAX_SERVE_OPTS 80
 
 /* --chat-template's names and help, plain (the fallback) last. */
 static void chat_families(serve_opts *o)
@@ -52,6 +55,12 @@ static void chat_families(serve_opts *o)
     }
 }
 
+/* --router-tier-cost: ctx is the router config's tier_cost. */
+static bool set_tier_cost(void *ctx, const char *value, char *err, size_t errlen)
+{
+    return dy_router_tier_cost_parse(value, ctx, err, errlen);
+}
+
 /* The frontend's own options; the workers' come from worker_args.h. */
 static int frontend_opts(serve_opts *o, dy_opt *t)
 {
@@ -66,6 +75,8 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
                    sizeof(dy_router_policy) == sizeof(int), "ENUM options store an int");
     const dy_route_config route = dy_route_config_default();
     const dy_router_config router = dy_router_config_default();
+    snprintf(o->tier_cost_default, sizeof o->tier_cost_default, "host=%g,disk=%g",
+             router.tier_cost[DY_KV_TIER_HOST], router.tier_cost[DY_KV_TIER_DISK]);
     const dy_opt own[] = {
         {.section = "Frontend: HTTP, disaggregation, routing", .name = "model-name",
          .kind = DY_OPT_STR, .dst = &o->model_name, .meta = "NAME",
@@ -121,6 +132,12 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "router-ttl", .kind = DY_OPT_DOUBLE, .dst = &o->w.router.approx_ttl_s,
          .meta = "S", .help = "approximate mode (--no-kv-events): how long a prediction holds",
          .min = 0.001, .max = 1e7, .def = router.approx_ttl_s},
+        {.name = "router-tier-cost", .kind = DY_OPT_CALL, .call = set_tier_cost,
+         .ctx = o->w.router.tier_cost, .meta = "host=F,disk=F",
+         .help = "kv-aware: what bringing one cached block up from host memory or from disk "
+                 "costs, as a share of computing it again (0: as good as a primary hit, 1: "
+                 "no better than a miss); either or both, each in [0, 1]",
+         .shown_default = o->tier_cost_default},
         {.name = "max-queue", .kind = DY_OPT_INT, .dst = &o->w.max_queue, .meta = "N",
          .help = "sequences waiting for a first token before new requests get 429", .min = 1,
          .max = 1 << 20, .def = 256},
@@ -135,12 +152,21 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
          .help = "largest response_format JSON Schema, in bytes as compact JSON (docs/api.md)",
          .min = 2, .max = 1 << 30, .def = (double)dy_api_limits_default(0).max_schema_bytes},
         {.name = "max-connections", .kind = DY_OPT_INT, .dst = &o->max_connections,
-         .meta = "N", .help = "concurrent HTTP connections", .min = 1, .max = 65536,
-         .def = 256},
+         .meta = "N", .help = "concurrent HTTP connections; clients past them get 503 with "
+                              "Retry-After", .min = 1, .max = 65536, .def = 256},
         {.name = "timeout", .kind = DY_OPT_INT, .dst = &o->timeout, .meta = "S",
          .help = "idle connection timeout in seconds", .min = 1, .max = 86400, .def = 60},
+        {.name = "header-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->header_timeout,
+         .meta = "S", .help = "a request's line and headers must arrive within S seconds of "
+                              "the connection opening (kept alive: of --timeout after the last "
+                              "answer), or it gets 408 and is closed; 0 = no limit",
+         .min = 0, .max = 86400, .def = 30},
+        {.name = "body-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->body_timeout, .meta = "S",
+         .help = "the same for the body, from the end of the headers", .min = 0,
+         .max = 86400, .def = 60},
         {.name = "drain-timeout", .kind = DY_OPT_INT, .dst = &o->drain, .meta = "S",
-         .help = "on shutdown, how long in-flight requests may finish", .min = 0,
+         .help = "on shutdown, how long in-flight requests may finish (new ones get 503; "
+                 "those still running then end with 503 or a stream's error event)", .min = 0,
          .max = 86400, .def = 30},
         {.name = "request-log", .kind = DY_OPT_STR, .dst = &o->request_log, .meta = "PATH",
          .help = "append one JSON line per request (where it ran, its KV transfer, latencies) "
@@ -197,6 +223,11 @@ static int parse(int argc, char **argv, serve_opts *o)
     if (rc != CLI_GO)
         return rc;
     o->w.route.prefill_busy_tokens = o->prefill_busy_tokens;
+    char err[256];
+    if (!dy_worker_args_check(&o->w.worker, err, sizeof err)) {
+        fprintf(stderr, "dyad serve: %s\n", err);
+        return 2;
+    }
     return count_workers(o) && serve_plan_check(&o->plan, &o->w) ? CLI_GO : 2;
 }
 
@@ -271,7 +302,8 @@ int cmd_serve(int argc, char **argv)
             .host = o.host, .port = o.port, .api_key = o.api_key,
             .model_id = o.model_name ? o.model_name : name, .tok = m->tok, .chat = chat,
             .limits = dy_api_limits_default(m->hp.ctx_len), .max_connections = o.max_connections,
-            .connection_timeout_s = o.timeout, .workers = workers, .metrics = metrics,
+            .connection_timeout_s = o.timeout, .header_timeout_s = o.header_timeout,
+            .body_timeout_s = o.body_timeout, .workers = workers, .metrics = metrics,
             .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
             .started = (int64_t)time(NULL)};
         hc.limits.max_body_bytes = (size_t)o.max_body;
@@ -315,7 +347,7 @@ int cmd_serve(int argc, char **argv)
     sigwait(&sigs, &sig);
     fprintf(stderr, "dyad serve: %s: finishing in-flight requests (up to %d s)\n",
             sig == SIGINT ? "SIGINT" : "SIGTERM", o.drain);
-    dy_http_quiesce(http);
+    dy_http_drain(http); /* new requests get 503 from now on */
     serve_plan_stop(&planner); /* no moves while the fleet drains */
     dy_fleet_stop(workers, o.drain);
     dy_http_stop(http);

@@ -1,7 +1,8 @@
 /* kv_cache.c — see kv_cache.h. The index is a hash map from block hash to block; evictable
- * blocks form a doubly linked LRU list threaded through per-block arrays; the event log is a
- * fixed ring. */
+ * blocks form an LRU list (lru.h); the event log is kv_event_log.h's ring. */
 #include "kv/kv_cache.h"
+#include "kv/kv_event_log.h"
+#include "kv/lru.h"
 #include "util/hashmap.h"
 
 #include <stdlib.h>
@@ -14,16 +15,14 @@ struct dy_kv_cache {
     /* per block */
     uint64_t *hash, *parent;
     bool *indexed;
-    int32_t *lru_prev, *lru_next;
-    /* the evictable list: head is the oldest */
-    int32_t lru_head, lru_tail;
-    int n_evictable, n_indexed;
+    dy_lru evictable; /* indexed blocks nobody references, least recently released first */
+    int n_indexed;
     dy_hashmap index; /* hash → block, sized for every block: it never grows */
     dy_kv_cache_stats stats;
-    /* the event log (NULL when off): a ring of log_cap events from log_head */
-    dy_kv_event *log;
-    int log_cap, log_head, log_len;
-    bool log_overflow;
+    dy_kv_event_log log;
+    /* blocks published since the last dy_kv_cache_take_published (NULL when not tracked) */
+    dy_kv_published *published;
+    int n_published;
 };
 
 void dy_kv_cache_hash_blocks(const dy_kv_cache *c, const int32_t *tokens, int n_blocks,
@@ -44,14 +43,12 @@ dy_kv_cache *dy_kv_cache_new(dy_kv_pool *pool, uint64_t fingerprint)
     c->hash = calloc((size_t)n, sizeof *c->hash);
     c->parent = calloc((size_t)n, sizeof *c->parent);
     c->indexed = calloc((size_t)n, sizeof *c->indexed);
-    c->lru_prev = malloc(sizeof(int32_t) * (size_t)n);
-    c->lru_next = malloc(sizeof(int32_t) * (size_t)n);
+    bool lru_ok = dy_lru_init(&c->evictable, n);
     bool index_ok = dy_hashmap_init(&c->index, (size_t)n);
-    if (!c->hash || !c->parent || !c->indexed || !c->lru_prev || !c->lru_next || !index_ok) {
+    if (!c->hash || !c->parent || !c->indexed || !lru_ok || !index_ok) {
         dy_kv_cache_free(c);
         return NULL;
     }
-    c->lru_head = c->lru_tail = -1;
     return c;
 }
 
@@ -61,10 +58,10 @@ void dy_kv_cache_free(dy_kv_cache *c)
         return;
     free(c->hash);
     free(c->parent);
-    free(c->log);
+    dy_kv_event_log_free(&c->log);
+    free(c->published);
     free(c->indexed);
-    free(c->lru_prev);
-    free(c->lru_next);
+    dy_lru_free(&c->evictable);
     dy_hashmap_free(&c->index);
     free(c);
 }
@@ -108,50 +105,25 @@ static void index_remove(dy_kv_cache *c, int32_t block)
 
 static void log_event(dy_kv_cache *c, dy_kv_event_kind kind, int32_t block)
 {
-    if (!c->log || c->log_overflow)
-        return;
-    if (c->log_len == c->log_cap) { /* the receiver will need a snapshot anyway */
-        c->log_overflow = true;
-        c->log_head = c->log_len = 0;
-        return;
-    }
     dy_kv_event e = {(uint8_t)kind, DY_KV_TIER_DEVICE, 0, 0};
     if (kind != DY_KV_EV_CLEARED) {
         e.hash = c->hash[block];
         e.parent = c->parent[block];
     }
-    c->log[(c->log_head + c->log_len) % c->log_cap] = e;
-    c->log_len++;
-}
-
-/* ---------------------------------------------------------------- the LRU list */
-
-static void lru_push(dy_kv_cache *c, int32_t b)
-{
-    c->lru_prev[b] = c->lru_tail;
-    c->lru_next[b] = -1;
-    if (c->lru_tail >= 0)
-        c->lru_next[c->lru_tail] = b;
-    else
-        c->lru_head = b;
-    c->lru_tail = b;
-    c->n_evictable++;
-}
-
-static void lru_unlink(dy_kv_cache *c, int32_t b)
-{
-    if (c->lru_prev[b] >= 0)
-        c->lru_next[c->lru_prev[b]] = c->lru_next[b];
-    else
-        c->lru_head = c->lru_next[b];
-    if (c->lru_next[b] >= 0)
-        c->lru_prev[c->lru_next[b]] = c->lru_prev[b];
-    else
-        c->lru_tail = c->lru_prev[b];
-    c->n_evictable--;
+    dy_kv_event_log_push(&c->log, e);
 }
 
 /* ---------------------------------------------------------------- the API */
+
+/* A reference to an indexed block, evictable or in use. */
+static void take_ref(dy_kv_cache *c, int32_t b)
+{
+    if (c->pool->refcount[b] == 0) {
+        dy_lru_unlink(&c->evictable, b); /* evictable → in use again */
+        c->pool->refcount[b] = 1;
+    } else
+        dy_kv_ref(c->pool, b);
+}
 
 int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *blocks)
 {
@@ -162,11 +134,7 @@ int dy_kv_cache_lookup(dy_kv_cache *c, const uint64_t *hashes, int n, int32_t *b
         int32_t b = index_find(c, hashes[found]);
         if (b < 0)
             break;
-        if (c->pool->refcount[b] == 0) {
-            lru_unlink(c, b); /* evictable → in use again */
-            c->pool->refcount[b] = 1;
-        } else
-            dy_kv_ref(c->pool, b);
+        take_ref(c, b);
         blocks[found] = b;
     }
     c->stats.hit_blocks += (uint64_t)found;
@@ -186,10 +154,10 @@ int32_t dy_kv_cache_alloc(dy_kv_cache *c)
     int32_t b = dy_kv_alloc(c->pool);
     if (b >= 0)
         return b;
-    if (c->lru_head < 0)
+    b = dy_lru_oldest(&c->evictable);
+    if (b < 0)
         return -1;
-    b = c->lru_head;
-    lru_unlink(c, b);
+    dy_lru_unlink(&c->evictable, b);
     log_event(c, DY_KV_EV_REMOVED, b);
     index_remove(c, b);
     c->stats.evictions++;
@@ -205,6 +173,8 @@ void dy_kv_cache_publish_chained(dy_kv_cache *c, int32_t block, uint64_t hash, u
     c->parent[block] = parent;
     index_insert(c, block);
     log_event(c, DY_KV_EV_STORED, block);
+    if (c->published && c->n_published < c->pool->n_blocks)
+        c->published[c->n_published++] = (dy_kv_published){block, hash};
 }
 
 void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash)
@@ -212,7 +182,7 @@ void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash)
     dy_kv_cache_publish_chained(c, block, hash, 0);
 }
 
-void dy_kv_cache_release(dy_kv_cache *c, int32_t block)
+static void release(dy_kv_cache *c, int32_t block, bool as_oldest)
 {
     if (c->pool->refcount[block] > 1) {
         dy_kv_unref(c->pool, block);
@@ -220,14 +190,56 @@ void dy_kv_cache_release(dy_kv_cache *c, int32_t block)
     }
     if (c->indexed[block]) {
         c->pool->refcount[block] = 0;
-        lru_push(c, block);
+        if (as_oldest)
+            dy_lru_push_oldest(&c->evictable, block);
+        else
+            dy_lru_push_newest(&c->evictable, block);
     } else
         dy_kv_unref(c->pool, block);
 }
 
+void dy_kv_cache_release(dy_kv_cache *c, int32_t block)
+{
+    release(c, block, false);
+}
+
+void dy_kv_cache_pin(dy_kv_cache *c, int32_t block)
+{
+    take_ref(c, block);
+}
+
+void dy_kv_cache_unpin_oldest(dy_kv_cache *c, int32_t block)
+{
+    release(c, block, true);
+}
+
+int dy_kv_cache_oldest_evictable(const dy_kv_cache *c, int32_t *out, int cap)
+{
+    int n = 0;
+    for (int32_t b = dy_lru_oldest(&c->evictable); b >= 0 && n < cap;
+         b = dy_lru_after(&c->evictable, b))
+        out[n++] = b;
+    return n;
+}
+
+int32_t dy_kv_cache_find(const dy_kv_cache *c, uint64_t hash)
+{
+    return index_find(c, hash);
+}
+
+bool dy_kv_cache_block_hash(const dy_kv_cache *c, int32_t block, uint64_t *hash,
+                            uint64_t *parent)
+{
+    if (block < 0 || block >= c->pool->n_blocks || !c->indexed[block])
+        return false;
+    *hash = c->hash[block];
+    *parent = c->parent[block];
+    return true;
+}
+
 int dy_kv_cache_available(const dy_kv_cache *c)
 {
-    return c->pool->n_free + c->n_evictable;
+    return c->pool->n_free + c->evictable.n;
 }
 
 int dy_kv_cache_indexed(const dy_kv_cache *c)
@@ -237,17 +249,16 @@ int dy_kv_cache_indexed(const dy_kv_cache *c)
 
 void dy_kv_cache_clear(dy_kv_cache *c)
 {
-    while (c->lru_head >= 0) {
-        int32_t b = c->lru_head;
-        lru_unlink(c, b);
+    for (int32_t b; (b = dy_lru_oldest(&c->evictable)) >= 0;) {
+        dy_lru_unlink(&c->evictable, b);
         log_event(c, DY_KV_EV_REMOVED, b);
         index_remove(c, b);
         c->pool->refcount[b] = 1;
         dy_kv_unref(c->pool, b);
     }
-    if (c->log && c->n_indexed == 0) { /* one CLEARED says it all, and heals an overflow */
-        c->log_head = c->log_len = 0;
-        c->log_overflow = false;
+    if (dy_kv_event_log_on(&c->log) && c->n_indexed == 0) {
+        /* one CLEARED says it all, and heals an overflow */
+        dy_kv_event_log_reset(&c->log);
         log_event(c, DY_KV_EV_CLEARED, -1);
     }
 }
@@ -261,31 +272,40 @@ dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c)
 
 bool dy_kv_cache_enable_events(dy_kv_cache *c, bool on)
 {
-    free(c->log);
-    c->log = NULL;
-    c->log_head = c->log_len = 0;
-    c->log_overflow = false;
-    if (!on)
-        return true;
-    c->log_cap = DY_KV_EVENT_LOG_CAP(c->pool->n_blocks);
-    c->log = malloc(sizeof *c->log * (size_t)c->log_cap);
-    return c->log != NULL;
+    return dy_kv_event_log_enable(&c->log, on ? DY_KV_EVENT_LOG_CAP(c->pool->n_blocks) : 0);
 }
 
 int dy_kv_cache_take_events(dy_kv_cache *c, dy_kv_event *out, int cap)
 {
-    int n = 0;
-    for (; n < cap && c->log_len > 0; n++) {
-        out[n] = c->log[c->log_head];
-        c->log_head = (c->log_head + 1) % c->log_cap;
-        c->log_len--;
-    }
-    return n;
+    return dy_kv_event_log_take(&c->log, out, cap);
 }
 
 bool dy_kv_cache_events_overflowed(const dy_kv_cache *c)
 {
-    return c->log_overflow;
+    return c->log.overflow;
+}
+
+bool dy_kv_cache_track_published(dy_kv_cache *c, bool on)
+{
+    free(c->published);
+    c->published = NULL;
+    c->n_published = 0;
+    if (on)
+        c->published = malloc(sizeof *c->published * (size_t)c->pool->n_blocks);
+    return !on || c->published;
+}
+
+int dy_kv_cache_take_published(dy_kv_cache *c, dy_kv_published *out, int cap)
+{
+    int n = 0, k = 0;
+    for (; k < c->n_published && n < cap; k++) {
+        dy_kv_published p = c->published[k];
+        if (c->indexed[p.block] && c->hash[p.block] == p.hash) /* not evicted meanwhile */
+            out[n++] = p;
+    }
+    memmove(c->published, c->published + k, sizeof *c->published * (size_t)(c->n_published - k));
+    c->n_published -= k;
+    return n;
 }
 
 int dy_kv_cache_snapshot(dy_kv_cache *c, uint64_t *hashes, uint64_t *parents, int cap)
@@ -299,7 +319,6 @@ int dy_kv_cache_snapshot(dy_kv_cache *c, uint64_t *hashes, uint64_t *parents, in
             parents[n] = c->parent[b];
             n++;
         }
-    c->log_head = c->log_len = 0;
-    c->log_overflow = false;
+    dy_kv_event_log_reset(&c->log);
     return n;
 }

@@ -16,6 +16,7 @@
 #include "kv/block_hash.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_event.h"
+#include "kv/kv_event_log.h"
 
 typedef struct dy_kv_cache dy_kv_cache;
 
@@ -56,6 +57,32 @@ void dy_kv_cache_publish_chained(dy_kv_cache *c, int32_t block, uint64_t hash, u
 void dy_kv_cache_publish(dy_kv_cache *c, int32_t block, uint64_t hash);
 /* Drops one reference; at zero a published block becomes evictable, others become free. */
 void dy_kv_cache_release(dy_kv_cache *c, int32_t block);
+
+/* ---- for the lower tiers (kv_tier.h): copying blocks out while nothing may reuse them.
+ * A pin is a reference: a pinned block is neither evicted nor freed. */
+void dy_kv_cache_pin(dy_kv_cache *c, int32_t block); /* an indexed block, in use or not */
+/* Drops a pin; at zero the block becomes evictable as the oldest, the next to go: the
+ * write-back cleaner copies the blocks about to be evicted, and copying them must not make
+ * them look recently used. */
+void dy_kv_cache_unpin_oldest(dy_kv_cache *c, int32_t block);
+/* The up to cap evictable blocks that eviction would take first, oldest first. */
+int dy_kv_cache_oldest_evictable(const dy_kv_cache *c, int32_t *out, int cap);
+/* The block indexed under hash, or -1 (no reference taken, the LRU order unchanged). */
+int32_t dy_kv_cache_find(const dy_kv_cache *c, uint64_t hash);
+/* The hash and parent an indexed block is published under; false if it is not indexed. */
+bool dy_kv_cache_block_hash(const dy_kv_cache *c, int32_t block, uint64_t *hash,
+                            uint64_t *parent);
+/* Write-through: a record of every block published, for the worker to copy down. */
+typedef struct {
+    int32_t block;
+    uint64_t hash;
+} dy_kv_published;
+/* Starts (empty) or stops recording. false if out of memory. At most one entry per pool
+ * block is kept between takes; more are dropped (those blocks are not copied down). */
+bool dy_kv_cache_track_published(dy_kv_cache *c, bool on);
+/* Moves up to cap of the oldest records to out, leaving out blocks that were evicted (or
+ * reused under another hash) since they were published; returns how many it wrote. */
+int dy_kv_cache_take_published(dy_kv_cache *c, dy_kv_published *out, int cap);
 /* Blocks that dy_kv_cache_alloc could still hand out (free + evictable). */
 int dy_kv_cache_available(const dy_kv_cache *c);
 /* Blocks published in the index (cached, whether in use or not). */
@@ -69,10 +96,9 @@ dy_kv_cache_stats dy_kv_cache_get_stats(const dy_kv_cache *c);
  *   REMOVED(hash, parent)  a block left it (evicted by alloc, or dropped by clear)
  *   CLEARED                the index is now empty (clear left nothing; earlier events in
  *                          the log are dropped, as CLEARED supersedes them)
- * The log is bounded: it holds DY_KV_EVENT_LOG_CAP(pool blocks) events. One more and it
+ * The log (kv_event_log.h) holds DY_KV_EVENT_LOG_CAP(pool blocks) events. One more and it
  * overflows: it is emptied and records nothing until a snapshot (or a clear that empties
  * the index) makes the receiver's picture whole again. */
-#define DY_KV_EVENT_LOG_CAP(n_blocks) (2 * (n_blocks) + 64)
 
 /* Turns the log on (empty, not overflowed) or off (dropped). false if out of memory. */
 bool dy_kv_cache_enable_events(dy_kv_cache *c, bool on);

@@ -301,17 +301,25 @@ int dy_kv_index_apply(dy_kv_index *x, int worker, uint64_t seq, const dy_kv_even
     return DY_KV_INDEX_OK;
 }
 
+static bool valid_tiers(const uint8_t *tiers, int n)
+{
+    for (int i = 0; tiers && i < n; i++)
+        if (tiers[i] >= DY_KV_N_TIERS)
+            return false;
+    return true;
+}
+
 int dy_kv_index_resync(dy_kv_index *x, int worker, uint64_t seq, const uint64_t *hashes,
-                       const uint64_t *parents, int n)
+                       const uint64_t *parents, const uint8_t *tiers, int n)
 {
     (void)parents; /* a chained hash already names its whole prefix */
-    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes))
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes) || !valid_tiers(tiers, n))
         return DY_KV_INDEX_EINVAL;
     wstate *w = &x->w[worker];
     clear_reported(x, worker);
     w->state = DY_KV_WORKER_RESYNC; /* until the whole snapshot is in */
     for (int i = 0; i < n; i++)
-        if (store(x, worker, hashes[i], DY_KV_TIER_DEVICE) != DY_KV_INDEX_OK)
+        if (store(x, worker, hashes[i], tiers ? tiers[i] : DY_KV_TIER_DEVICE) != DY_KV_INDEX_OK)
             return DY_KV_INDEX_ENOMEM;
     w->state = DY_KV_WORKER_LIVE;
     w->seq = seq;
@@ -498,14 +506,99 @@ static void lookup_chunk(const dy_kv_index *x, const uint64_t *hashes, int n,
     }
 }
 
-void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap)
+/* ---- per-tier counts of the leading runs
+ *
+ * For each lower tier, every worker's count of run blocks it holds only there (the fastest
+ * tier it holds them in) is kept bit-sliced: bit j of the counts of workers 64k..64k+63 is
+ * word k of slice j. Adding one to the counts of a set of 64 workers is a ripple carry over
+ * the slices, two steps on average, so counting costs word operations per block, like the
+ * walk itself, and nothing at all while every live worker holds the block in its device
+ * tier. Slices are cleared as the counts first reach them. */
+#define LOWER_TIERS (DY_KV_N_TIERS - 1)
+#define COUNT_BITS 31 /* counts stay below n <= INT_MAX */
+
+typedef struct {
+    uint64_t slice[LOWER_TIERS][COUNT_BITS][MAX_WORDS];
+    int depth[LOWER_TIERS]; /* slices in use (the rest are not cleared yet) */
+    int nw;
+} tier_counts;
+
+/* One more block in lower tier `tier` for each worker in mask (word k). */
+static void count_add(tier_counts *c, int tier, int k, uint64_t mask)
 {
-    if (!x || !overlap)
+    int t = tier - 1;
+    for (int j = 0; mask; j++) {
+        if (j == c->depth[t]) {
+            memset(c->slice[t][j], 0, (size_t)c->nw * sizeof c->slice[t][j][0]);
+            c->depth[t]++;
+        }
+        uint64_t carry = c->slice[t][j][k] & mask;
+        c->slice[t][j][k] ^= mask;
+        mask = carry;
+    }
+}
+
+static int count_of(const tier_counts *c, int tier, int worker)
+{
+    int t = tier - 1, n = 0;
+    for (int j = 0; j < c->depth[t]; j++)
+        n |= (int)(c->slice[t][j][worker >> 6] >> (worker & 63) & 1) << j;
+    return n;
+}
+
+/* Counts one block for the workers in `live` (word k) that hold it, by its entry's planes b,
+ * in a lower tier and not in a faster one (`faster`: the device tier or predicted). */
+static void count_lower(tier_counts *c, const uint64_t *b, int k, uint64_t faster, uint64_t live)
+{
+    for (int p = DY_KV_TIER_DEVICE + 1; p < DY_KV_N_TIERS; p++) {
+        uint64_t only_here = b[p * c->nw + k] & ~faster & live;
+        if (only_here)
+            count_add(c, p, k, only_here);
+        faster |= b[p * c->nw + k];
+    }
+}
+
+/* Where the walk writes each worker's run: its length alone (overlap), or its length by
+ * tier (tiers, with the lower-tier counts kept in counts). */
+typedef struct {
+    int *overlap;
+    dy_kv_overlap *tiers;
+    tier_counts counts;
+} runs;
+
+/* The worker's run ended at `len` blocks; its counts are final (it left the walk). */
+static void run_ends(runs *r, int worker, int len)
+{
+    if (r->overlap) {
+        r->overlap[worker] = len;
         return;
-    memset(overlap, 0, (size_t)x->max_workers * sizeof *overlap);
+    }
+    dy_kv_overlap *o = &r->tiers[worker];
+    o->blocks = o->tier[DY_KV_TIER_DEVICE] = len;
+    for (int t = DY_KV_TIER_DEVICE + 1; t < DY_KV_N_TIERS; t++) {
+        o->tier[t] = count_of(&r->counts, t, worker);
+        o->tier[DY_KV_TIER_DEVICE] -= o->tier[t];
+    }
+}
+
+/* The walk behind both overlap queries. The set of workers holding every block so far
+ * shrinks block by block; a worker dropping out at block i has a run of i. Every run starts
+ * written as 0, so those that end at block 0 need no write. */
+static void walk(const dy_kv_index *x, const uint64_t *hashes, int n, runs *r)
+{
+    if (r->overlap)
+        memset(r->overlap, 0, (size_t)x->max_workers * sizeof *r->overlap);
+    else
+        memset(r->tiers, 0, (size_t)x->max_workers * sizeof *r->tiers);
+    const int nw = x->nwords;
+    tier_counts *counts = r->tiers ? &r->counts : NULL;
+    if (counts) { /* slices are cleared as they come into use */
+        counts->nw = nw;
+        for (int t = 0; t < LOWER_TIERS; t++)
+            counts->depth[t] = 0;
+    }
     if (!hashes || n <= 0)
         return;
-    const int nw = x->nwords;
     uint64_t live[MAX_WORDS]; /* workers that hold every block so far */
     for (int k = 0; k < nw; k++)
         live[k] = ~0ull;
@@ -518,13 +611,19 @@ void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, in
         const uint64_t *b = bits[i % CHUNK];
         uint64_t any = 0;
         for (int k = 0; k < nw; k++) {
-            uint64_t held = 0;
-            if (b)
-                for (int p = 0; p < PLANES; p++)
+            uint64_t held = 0; /* in any tier, or predicted */
+            if (b) {
+                /* predicted counts as the device tier */
+                uint64_t device = b[DY_KV_TIER_DEVICE * nw + k] | b[PLANE_PRED * nw + k];
+                held = device;
+                for (int p = DY_KV_TIER_DEVICE + 1; p < DY_KV_N_TIERS; p++)
                     held |= b[p * nw + k];
-            uint64_t cur = live[k] & held, gone = live[k] & ~cur;
+                if (counts && (held & ~device & live[k]))
+                    count_lower(counts, b, k, device, live[k]);
+            }
+            uint64_t cur = live[k] & held, gone = i ? live[k] & ~cur : 0;
             for (; gone; gone &= gone - 1) /* these workers' runs end at block i */
-                overlap[k * 64 + __builtin_ctzll(gone)] = i;
+                run_ends(r, k * 64 + __builtin_ctzll(gone), i);
             live[k] = cur;
             any |= cur;
         }
@@ -533,20 +632,68 @@ void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, in
     }
     for (int k = 0; k < nw; k++)
         for (uint64_t l = live[k]; l; l &= l - 1)
-            overlap[k * 64 + __builtin_ctzll(l)] = n;
+            run_ends(r, k * 64 + __builtin_ctzll(l), n);
+}
+
+void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap)
+{
+    if (!x || !overlap)
+        return;
+    runs r; /* not cleared whole: walk clears the counts it uses */
+    r.overlap = overlap;
+    r.tiers = NULL;
+    walk(x, hashes, n, &r);
+}
+
+void dy_kv_index_overlap_tiers(const dy_kv_index *x, const uint64_t *hashes, int n,
+                               dy_kv_overlap *out)
+{
+    if (!x || !out)
+        return;
+    runs r; /* as above */
+    r.overlap = NULL;
+    r.tiers = out;
+    walk(x, hashes, n, &r);
+}
+
+/* The fastest tier of a holding mask (entry_mask's bits), or -1 for none. */
+static int fastest_tier(unsigned mask)
+{
+    if (mask & DY_KV_INDEX_PREDICTED)
+        return DY_KV_TIER_DEVICE;
+    for (int t = 0; t < DY_KV_N_TIERS; t++)
+        if (mask >> t & 1)
+            return t;
+    return -1;
+}
+
+int dy_kv_index_overlap_tiers_one(const dy_kv_index *x, int worker, const uint64_t *hashes,
+                                  int n, dy_kv_overlap *out)
+{
+    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes))
+        return -1;
+    dy_kv_overlap o = {0};
+    for (; o.blocks < n; o.blocks++) {
+        long e = find_entry(x, hashes[o.blocks]);
+        int t = e < 0 ? -1 : fastest_tier(entry_mask(x, (uint32_t)e, worker));
+        if (t < 0)
+            break;
+        o.tier[t]++;
+    }
+    if (out)
+        *out = o;
+    return o.blocks;
 }
 
 int dy_kv_index_overlap_one(const dy_kv_index *x, int worker, const uint64_t *hashes, int n)
 {
-    if (!valid_worker(x, worker) || n < 0 || (n > 0 && !hashes))
-        return -1;
-    int i = 0;
-    for (; i < n; i++) {
-        long e = find_entry(x, hashes[i]);
-        if (e < 0 || !entry_mask(x, (uint32_t)e, worker))
-            break;
-    }
-    return i;
+    return dy_kv_index_overlap_tiers_one(x, worker, hashes, n, NULL);
+}
+
+const char *dy_kv_index_tier_name(int tier)
+{
+    static const char *const names[DY_KV_N_TIERS] = {"device", "host", "disk"};
+    return tier >= 0 && tier < DY_KV_N_TIERS ? names[tier] : "?";
 }
 
 dy_kv_worker_state dy_kv_index_worker_state(const dy_kv_index *x, int worker)

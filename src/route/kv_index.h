@@ -10,7 +10,9 @@
  *
  * Event-reported holdings (per tier) and predicted ones are kept apart: events never touch
  * predictions and predictions never touch event-reported bits. An overlap query counts a
- * block as held when it is held in any tier or predicted.
+ * block as held when it is held in any tier or predicted; the tiered query also says, of a
+ * worker's leading run, how many blocks sit in each tier, in the same one walk (lower-tier
+ * blocks are counted in bit-sliced counters, 64 workers per word operation).
  *
  * Pure bookkeeping: no clocks (time is passed in), no I/O, no threads. */
 #ifndef DYAD_KV_INDEX_H
@@ -53,12 +55,13 @@ void dy_kv_index_free(dy_kv_index *x);
  * the worker awaits a resync. */
 int dy_kv_index_apply(dy_kv_index *x, int worker, uint64_t seq, const dy_kv_event *ev, int n);
 
-/* Replaces the worker's event-reported blocks with a snapshot taken at `seq` (the blocks
- * of kv/kv_cache.h's dy_kv_cache_snapshot, all in tier 0; parents may be NULL: chained
- * hashes do not need them). The worker joins if it was unknown. Returns 0, DY_KV_INDEX_EINVAL
- * (nothing changed) or DY_KV_INDEX_ENOMEM (the worker still awaits a resync). */
+/* Replaces the worker's event-reported blocks with a snapshot taken at `seq`: block i is
+ * hashes[i] in tier tiers[i] (DY_KV_TIER_*; tiers NULL: all in the device tier; a block held
+ * in two tiers comes twice); parents may be NULL: chained hashes do not need them. The worker
+ * joins if it was unknown. Returns 0, DY_KV_INDEX_EINVAL (a bad argument or tier: nothing
+ * changed) or DY_KV_INDEX_ENOMEM (the worker still awaits a resync). */
 int dy_kv_index_resync(dy_kv_index *x, int worker, uint64_t seq, const uint64_t *hashes,
-                       const uint64_t *parents, int n);
+                       const uint64_t *parents, const uint8_t *tiers, int n);
 
 /* The worker is gone (dead, or restarted before its resync): every block it held, reported
  * or predicted, leaves the index, and it is unknown until it joins again. Costs one pass
@@ -71,6 +74,28 @@ int dy_kv_index_remove_worker(dy_kv_index *x, int worker);
 void dy_kv_index_overlap(const dy_kv_index *x, const uint64_t *hashes, int n, int *overlap);
 /* The same for one worker: O(its overlap). -1 on bad arguments. */
 int dy_kv_index_overlap_one(const dy_kv_index *x, int worker, const uint64_t *hashes, int n);
+
+/* A worker's leading run split by tier. A block counts in the fastest tier that holds it
+ * (device < host < disk); a predicted block counts as device, as the router predicts what it
+ * sent, which the worker computed into its primary pool. The run ends at the first block the
+ * worker holds in no tier: a worker brings a chain up from a lower tier only behind the
+ * prefix it already has. */
+typedef struct {
+    int blocks;               /* the leading run: what dy_kv_index_overlap gives */
+    int tier[DY_KV_N_TIERS];  /* of those, how many in each tier; they sum to blocks */
+} dy_kv_overlap;
+
+/* out[w] for every w < max_workers (unknown workers: all 0), in the one walk of
+ * dy_kv_index_overlap. Needs the same dy_kv_index_expire first. */
+void dy_kv_index_overlap_tiers(const dy_kv_index *x, const uint64_t *hashes, int n,
+                               dy_kv_overlap *out);
+/* The same for one worker into *out (which may be NULL); returns out->blocks, or -1 (and
+ * *out untouched) on bad arguments. O(its overlap). */
+int dy_kv_index_overlap_tiers_one(const dy_kv_index *x, int worker, const uint64_t *hashes,
+                                  int n, dy_kv_overlap *out);
+
+/* "device", "host", "disk" for DY_KV_TIER_*; "?" for anything else. */
+const char *dy_kv_index_tier_name(int tier);
 
 /* Approximate mode, for workers that publish no events: records that the router sent
  * hashes[0..n) to `worker`, valid until expires_at (seconds, the caller's clock). Predicting

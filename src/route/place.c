@@ -1,6 +1,8 @@
 /* place.c — see place.h. */
 #include "route/place.h"
 
+#include <string.h>
+
 dy_route_config dy_route_config_default(void)
 {
     /* Short prompts cost about as much as the step they ride in locally, while shipping
@@ -43,18 +45,33 @@ static dy_router_choice pick(const dy_place_view *v, dy_route_pool pool,
     return dy_router_pick(v->router, pool, m, n, r->hashes, r->n_blocks, r->prompt_tokens, now);
 }
 
+/* The generator: the worker that holds the conversation's KV for its next turn, when it is
+ * alive in the generating pool; else the router's pick. */
+static dy_router_choice pick_generator(const dy_place_view *v, dy_route_pool pool,
+                                       const dy_place_request *r, double now)
+{
+    int w = r->session_worker;
+    if (r->by_session && w >= 0 && w < v->n_workers && v->workers[w].alive &&
+        v->workers[w].pool == pool)
+        return dy_router_pick(v->router, pool, &w, 1, r->hashes, r->n_blocks, r->prompt_tokens,
+                              now);
+    return pick(v, pool, r, now);
+}
+
 /* Disaggregated, with the generator chosen: the prefill worker, if conditional
- * disaggregation sends the prompt to one, else -1; *overlap becomes the blocks the
+ * disaggregation sends the prompt to one, else -1; p's overlap becomes the blocks the
  * prefilling worker holds. */
 static int choose_prefill(const dy_place_view *v, const dy_place_request *r, int gen,
-                          double now, int *overlap)
+                          double now, dy_placement *p)
 {
-    int held = dy_kv_index_overlap_one(dy_router_index(v->router), gen, r->hashes, r->n_blocks);
-    *overlap = held > 0 ? held : 0;
+    dy_kv_overlap held = {0};
+    dy_kv_index_overlap_tiers_one(dy_router_index(v->router), gen, r->hashes, r->n_blocks, &held);
+    p->overlap_blocks = held.blocks;
+    memcpy(p->tier_blocks, held.tier, sizeof p->tier_blocks);
     if (r->local_prefill)
         return -1;
     /* The worker computes all but the prompt's last token, whose step starts decoding. */
-    int64_t uncached = (int64_t)r->prompt_tokens - 1 - (int64_t)*overlap * v->block_size;
+    int64_t uncached = (int64_t)r->prompt_tokens - 1 - (int64_t)p->overlap_blocks * v->block_size;
     dy_router_choice pf = pick(v, DY_POOL_PREFILL, r, now);
     if (pf.worker < 0)
         return -1;
@@ -62,7 +79,8 @@ static int choose_prefill(const dy_place_view *v, const dy_place_request *r, int
     dy_router_worker_load(v->router, pf.worker, &backlog_blocks, NULL);
     if (!dy_route_remote(&v->route, uncached, backlog_blocks * v->block_size))
         return -1;
-    *overlap = pf.overlap_blocks;
+    p->overlap_blocks = pf.overlap_blocks;
+    memcpy(p->tier_blocks, pf.tier_blocks, sizeof p->tier_blocks);
     return pf.worker;
 }
 
@@ -71,13 +89,14 @@ dy_placement dy_place(const dy_place_view *v, const dy_place_request *r, double 
 {
     dy_placement p = {.gen = -1, .prefill = -1, .overlap_blocks = 0, .samples = 0};
     const bool disagg = disaggregated(v);
-    dy_router_choice g = pick(v, disagg ? DY_POOL_DECODE : DY_POOL_AGG, r, now);
+    dy_router_choice g = pick_generator(v, disagg ? DY_POOL_DECODE : DY_POOL_AGG, r, now);
     if (g.worker < 0)
         return p;
     p.gen = g.worker;
     p.overlap_blocks = g.overlap_blocks;
+    memcpy(p.tier_blocks, g.tier_blocks, sizeof p.tier_blocks);
     if (disagg && v->workers[p.gen].pool == DY_POOL_DECODE)
-        p.prefill = choose_prefill(v, r, p.gen, now, &p.overlap_blocks);
+        p.prefill = choose_prefill(v, r, p.gen, now, &p);
     int fit = dy_place_samples_per_worker(v->workers[p.gen].kv_blocks, v->block_size,
                                           r->prompt_tokens, r->max_tokens, v->max_samples);
     p.samples = r->n_samples < fit ? r->n_samples : fit;

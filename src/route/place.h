@@ -66,6 +66,9 @@ typedef struct {
     int max_tokens;           /* completion tokens each sample may generate */
     int n_samples;            /* samples of this prompt still to place (≥ 1) */
     bool local_prefill;       /* no prefill worker: a rerun after its worker died */
+    bool by_session;          /* a conversation's turn whose KV session_worker holds
+                               * (route/session.h): it generates it if alive */
+    int session_worker;
 } dy_place_request;
 
 typedef struct {
@@ -74,6 +77,7 @@ typedef struct {
     int overlap_blocks; /* leading prompt blocks the prefilling worker already holds */
     int samples;        /* of the request's n_samples, how many go in this part (≥ 1;
                          * 0 when gen is -1) */
+    int tier_blocks[DY_KV_N_TIERS]; /* of overlap_blocks, how many in each of its tiers */
 } dy_placement;
 
 /* Places one prompt (or the next part of its samples). When gen ≥ 0 the decision enters the

@@ -2,6 +2,7 @@
 #include "route/router.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@ struct dy_router {
     wstate *w;
     uint64_t rng;
     unsigned turn[3]; /* round-robin position per pool kind */
-    int *overlap;     /* scratch: overlap per worker */
+    dy_kv_overlap *overlap; /* scratch: overlap per worker, by tier */
     int *pick;        /* scratch: eligible workers */
     double *cost;     /* scratch: cost per eligible worker */
 };
@@ -47,10 +48,64 @@ dy_router_config dy_router_config_default(void)
 {
     /* w = 1 weighs a block of prefill like a block of decode KV; τ = 0 is deterministic up to
      * ties; the TTL should not outlast how long a prefix stays in a worker's LRU under load
-     * (docs/routing.md). */
+     * (docs/routing.md). Tier costs: a host block comes up by a memory copy, far cheaper than
+     * the matrix work that recomputes it, so a tenth keeps a host hit nearly as good as a
+     * primary one while still preferring the primary one; a disk block is a file read that
+     * may queue behind other transfers and, on a slow disk, come close to recomputing, so it
+     * is credited half. The worker itself decides per request from measured rates whether
+     * to load or recompute; these only rank workers. */
     return (dy_router_config){.policy = DY_ROUTER_KV_AWARE, .overlap_weight = 1.0,
                               .temperature = 0.0, .block_size = 16, .approx_ttl_s = 120.0,
-                              .seed = 1};
+                              .seed = 1, .tier_cost = {0.0, 0.1, 0.5}};
+}
+
+bool dy_router_config_valid(const dy_router_config *cfg)
+{
+    if (!cfg || (unsigned)cfg->policy > DY_ROUTER_KV_AWARE || cfg->block_size < 1 ||
+        !(cfg->overlap_weight >= 0) || !(cfg->temperature >= 0) || !(cfg->approx_ttl_s >= 0))
+        return false;
+    for (int t = 0; t < DY_KV_N_TIERS; t++)
+        if (!(cfg->tier_cost[t] >= 0 && cfg->tier_cost[t] <= 1))
+            return false;
+    return true;
+}
+
+/* The lower tier named `name` (the first len bytes), or -1. */
+static int lower_tier(const char *name, size_t len)
+{
+    for (int t = DY_KV_TIER_HOST; t < DY_KV_N_TIERS; t++) {
+        const char *n = dy_kv_index_tier_name(t);
+        if (strlen(n) == len && !strncmp(name, n, len))
+            return t;
+    }
+    return -1;
+}
+
+bool dy_router_tier_cost_parse(const char *text, double cost[DY_KV_N_TIERS], char *err,
+                               size_t errlen)
+{
+    double got[DY_KV_N_TIERS];
+    bool seen[DY_KV_N_TIERS] = {false};
+    const char *p = text ? text : "";
+    do {
+        size_t len = strcspn(p, ",");
+        const char *eq = memchr(p, '=', len);
+        int t = eq ? lower_tier(p, (size_t)(eq - p)) : -1;
+        char *end = NULL;
+        double v = t >= 0 ? strtod(eq + 1, &end) : 0;
+        if (t < 0 || seen[t] || end == eq + 1 || end != p + len || !(v >= 0 && v <= 1)) {
+            snprintf(err, errlen, "'%.*s' is not host=F or disk=F (once each, F a number in "
+                     "[0, 1])", (int)len, p);
+            return false;
+        }
+        seen[t] = true;
+        got[t] = v;
+        p += len;
+    } while (*p++ == ',');
+    for (int t = DY_KV_TIER_HOST; t < DY_KV_N_TIERS; t++)
+        if (seen[t])
+            cost[t] = got[t];
+    return true;
 }
 
 /* splitmix64: small, seedable, good enough for tie-breaks and sampling. */
@@ -78,8 +133,7 @@ static int next_below(dy_router *r, int n)
 
 dy_router *dy_router_new(const dy_router_config *cfg, int max_workers)
 {
-    if (!cfg || (unsigned)cfg->policy > DY_ROUTER_KV_AWARE || cfg->block_size < 1 ||
-        !(cfg->overlap_weight >= 0) || !(cfg->temperature >= 0) || !(cfg->approx_ttl_s >= 0))
+    if (!dy_router_config_valid(cfg))
         return NULL;
     dy_router *r = calloc(1, sizeof *r);
     if (!r)
@@ -189,27 +243,43 @@ int dy_router_worker_load(const dy_router *r, int worker, int64_t *prefill_block
 
 /* ---------------------------------------------------------------- choosing */
 
-/* The cost of sending the request to worker i, whose cached prefix is `overlap` blocks of
- * the prompt's prompt_blocks:
- *     w × (left + queued prefill) + (active decode + left)
- * where left = prompt blocks not cached there. The decode term is the blocks that would be
- * active there with this request ("potential" decode blocks, as Dynamo's router counts
- * them): the request's cached blocks are already in that worker's pool, the `left` ones it
- * would add. Without that term a worker whose cached prefix is in use by a sibling request
- * looks dearer than an idle worker that would have to recompute and store the whole prompt,
- * and shared-prefix groups scatter. least-loaded (use_overlap false) keeps the load terms
- * only; the prefill pool drops the decode terms, the decode pool the prefill work. */
+/* The prefill work, in blocks of computing, a prompt of prompt_blocks leaves a worker whose
+ * cached prefix is `o`: the blocks it computes, plus each cached block at the cost of
+ * bringing it up from its tier (the device tier's is 0 by default: a primary hit is free). */
+static double prefill_work(const dy_router *r, int64_t prompt_blocks, const dy_kv_overlap *o)
+{
+    double work = (double)(prompt_blocks - o->blocks);
+    for (int t = 0; t < DY_KV_N_TIERS && o->blocks; t++)
+        work += r->cfg.tier_cost[t] * o->tier[t];
+    return work > 0 ? work : 0;
+}
+
+/* The cost of sending the request to worker i, whose cached prefix is `o` (blocks of the
+ * prompt's prompt_blocks, by tier):
+ *     w × (work + queued prefill) + (active decode + added)
+ * where work = prefill_work and added = prompt blocks not in its device tier. The decode
+ * term is the blocks that would be active there with this request ("potential" decode
+ * blocks, as Dynamo's router counts them): the request's blocks in the primary pool are
+ * there already, the `added` ones it would bring in, computed or loaded from a lower tier.
+ * Without that term a worker whose cached prefix is in use by a sibling request looks dearer
+ * than an idle worker that would have to recompute and store the whole prompt, and
+ * shared-prefix groups scatter. With every hit in the device tier, work = added = the
+ * blocks left to prefill. least-loaded (use_overlap false) keeps the load terms only; the
+ * prefill pool drops the decode terms, the decode pool the prefill work. */
 static double cost_of(const dy_router *r, dy_route_pool pool, int i, int64_t prompt_blocks,
-                      int overlap, bool use_overlap)
+                      const dy_kv_overlap *o, bool use_overlap)
 {
     const wstate *w = &r->w[i];
     double wt = r->cfg.overlap_weight, queued = (double)prefill_load(r, w);
-    double left = use_overlap && pool != DY_POOL_DECODE ? (double)(prompt_blocks - overlap) : 0;
-    if (left < 0)
-        left = 0;
+    double work = 0, added = 0;
+    if (use_overlap && pool != DY_POOL_DECODE) {
+        work = prefill_work(r, prompt_blocks, o);
+        added = (double)(prompt_blocks - o->tier[DY_KV_TIER_DEVICE]);
+        added = added > 0 ? added : 0;
+    }
     if (pool == DY_POOL_PREFILL)
-        return wt * (left + queued);
-    return wt * (left + queued) + (double)decode_load(w) + left;
+        return wt * (work + queued);
+    return wt * (work + queued) + (double)decode_load(w) + added;
 }
 
 /* Index into cost[0..n) of the lowest, ties uniformly at random (reservoir sampling). */
@@ -270,7 +340,7 @@ dy_router_choice dy_router_pick(dy_router *r, dy_route_pool pool, const int *can
                                 int n_candidates, const uint64_t *hashes, int n_blocks,
                                 int prompt_tokens, double now)
 {
-    dy_router_choice c = {-1, 0, 0};
+    dy_router_choice c = {.worker = -1};
     if (!r || (unsigned)pool > DY_POOL_DECODE || n_candidates < 0 || n_blocks < 0 ||
         (n_blocks > 0 && !hashes))
         return c;
@@ -283,7 +353,7 @@ dy_router_choice dy_router_pick(dy_router *r, dy_route_pool pool, const int *can
         prompt_blocks = n_blocks;
     bool kv = r->cfg.policy == DY_ROUTER_KV_AWARE;
     if (kv)
-        dy_kv_index_overlap(r->index, hashes, n_blocks, r->overlap);
+        dy_kv_index_overlap_tiers(r->index, hashes, n_blocks, r->overlap);
     int k = 0;
     switch (r->cfg.policy) {
     case DY_ROUTER_ROUND_ROBIN:
@@ -296,16 +366,19 @@ dy_router_choice dy_router_pick(dy_router *r, dy_route_pool pool, const int *can
     case DY_ROUTER_KV_AWARE:
         for (int j = 0; j < n; j++) {
             int i = r->pick[j];
-            r->cost[j] = cost_of(r, pool, i, prompt_blocks, kv ? r->overlap[i] : 0, kv);
+            r->cost[j] = cost_of(r, pool, i, prompt_blocks, &r->overlap[i], kv);
         }
         k = kv && r->cfg.temperature > 0 ? sample(r, r->cost, n, r->cfg.temperature)
                                          : argmin(r, r->cost, n);
         break;
     }
     c.worker = r->pick[k];
-    c.overlap_blocks = kv ? r->overlap[c.worker]
-                          : dy_kv_index_overlap_one(r->index, c.worker, hashes, n_blocks);
-    c.cost = cost_of(r, pool, c.worker, prompt_blocks, c.overlap_blocks, kv);
+    dy_kv_overlap held = r->overlap[c.worker];
+    if (!kv)
+        dy_kv_index_overlap_tiers_one(r->index, c.worker, hashes, n_blocks, &held);
+    c.overlap_blocks = held.blocks;
+    memcpy(c.tier_blocks, held.tier, sizeof c.tier_blocks);
+    c.cost = cost_of(r, pool, c.worker, prompt_blocks, &held, kv);
     return c;
 }
 
@@ -330,13 +403,15 @@ int dy_router_on_routed(dy_router *r, dy_router_ticket *t, int worker, int prefi
     if (blocks > INT32_MAX)
         return -1;
     dy_kv_index_expire(r->index, now);
-    int cached = dy_kv_index_overlap_one(r->index, prefill_worker, hashes, n_blocks);
-    int cached_here = prefill_worker == worker
-                          ? cached
-                          : dy_kv_index_overlap_one(r->index, worker, hashes, n_blocks);
+    dy_kv_overlap cached, cached_here;
+    dy_kv_index_overlap_tiers_one(r->index, prefill_worker, hashes, n_blocks, &cached);
+    if (prefill_worker == worker)
+        cached_here = cached;
+    else
+        dy_kv_index_overlap_tiers_one(r->index, worker, hashes, n_blocks, &cached_here);
     *t = (dy_router_ticket){.worker = worker, .prefill_worker = prefill_worker,
-                            .prefill_blocks = (int)blocks - cached,
-                            .decode_blocks = (int)blocks - cached_here,
+                            .prefill_blocks = (int)ceil(prefill_work(r, blocks, &cached)),
+                            .decode_blocks = (int)blocks - cached_here.tier[DY_KV_TIER_DEVICE],
                             .gen = r->w[worker].gen, .prefill_gen = r->w[prefill_worker].gen};
     r->w[prefill_worker].own_prefill += t->prefill_blocks;
     if (prefill_worker != worker)

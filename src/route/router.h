@@ -3,13 +3,17 @@
  *
  * Policies (--router): round-robin, random, least-loaded, kv-aware. kv-aware scores each
  * candidate worker with
- *     cost = w × (prompt blocks it would still have to prefill + prefill blocks queued there)
+ *     cost = w × (prefill work the prompt leaves there + prefill blocks queued there)
  *            + decode blocks active there (counting the blocks this request would add)
  * (w = --router-overlap-weight) and takes the lowest, ties at random; with a temperature
  * τ > 0 (--router-temperature) it samples from softmax(−cost / max cost / τ) instead.
- * The blocks the request would add are the ones it has to prefill there: counting them
- * makes a worker whose cached prefix a running request is already using no dearer than an
- * idle one that would have to store the whole prompt (router.c, cost_of).
+ * The prefill work is the prompt blocks it would compute plus, for each block of its cached
+ * prefix that sits in a lower tier (host memory, disk), the cost of loading it as a share of
+ * computing it (--router-tier-cost): a host or disk hit is worth less than a primary one,
+ * and more than none. The blocks the request would add are the ones not already in its
+ * primary pool (computed or loaded): counting them makes a worker whose cached prefix a
+ * running request is already using no dearer than an idle one that would have to store the
+ * whole prompt (router.c, cost_of).
  * "Blocks it would still have to prefill" come from the global prefix index
  * (route/kv_index.h), which the caller keeps current with the workers' KV events; workers
  * that publish no events are covered by predictions of what the router sent them, with a
@@ -29,6 +33,7 @@
 #define DYAD_ROUTER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "route/kv_index.h"
 
@@ -54,9 +59,22 @@ typedef struct {
     int block_size;        /* tokens per KV block, as on the workers (default 16) */
     double approx_ttl_s;   /* how long a predicted block is believed (default 120 s) */
     uint64_t seed;         /* random tie-breaks and sampling (default 1) */
+    /* Bringing one cached block up from tier t (DY_KV_TIER_*) into the primary pool costs
+     * tier_cost[t] × computing it again: 0 is a primary hit, 1 is no better than a miss.
+     * Each in [0, 1]; defaults in dy_router_config_default. */
+    double tier_cost[DY_KV_N_TIERS];
 } dy_router_config;
 
 dy_router_config dy_router_config_default(void);
+/* Whether dy_router_new would take cfg: a known policy, block_size >= 1, a non-negative
+ * weight, temperature and TTL, every tier cost in [0, 1]. */
+bool dy_router_config_valid(const dy_router_config *cfg);
+
+/* Reads "host=F,disk=F" (either or both, any order) into cost[DY_KV_TIER_HOST/DISK]; the
+ * other entries are left as they are. false, with the problem in err, for an unknown tier,
+ * a repeated one, or a value that is not a number in [0, 1]; cost is then untouched. */
+bool dy_router_tier_cost_parse(const char *text, double cost[DY_KV_N_TIERS], char *err,
+                               size_t errlen);
 
 /* What a worker reports about itself (with each event batch). */
 typedef struct {
@@ -69,7 +87,7 @@ typedef struct {
 typedef struct dy_router dy_router;
 
 /* Workers are 0..max_workers-1 (at most DY_KV_INDEX_MAX_WORKERS). NULL on a bad config
- * (block_size < 1, negative weight, temperature or TTL, unknown policy) or out of memory. */
+ * (dy_router_config_valid) or out of memory. */
 dy_router *dy_router_new(const dy_router_config *cfg, int max_workers);
 void dy_router_free(dy_router *r);
 /* The router's prefix index: apply the workers' event batches and snapshots to it. */
@@ -94,7 +112,9 @@ int dy_router_worker_load(const dy_router *r, int worker, int64_t *prefill_block
 
 typedef struct {
     int worker;         /* -1 when no candidate is alive (or bad arguments) */
-    int overlap_blocks; /* leading blocks of the request already cached there */
+    int overlap_blocks; /* leading blocks of the request already cached there (any tier) */
+    int tier_blocks[DY_KV_N_TIERS]; /* of those, how many in each tier (the fastest holding
+                                     * it; dy_kv_overlap); they sum to overlap_blocks */
     double cost;        /* kv-aware: the cost above; other policies: the load cost */
 } dy_router_choice;
 
@@ -114,10 +134,15 @@ dy_router_choice dy_router_pick(dy_router *r, dy_route_pool pool, const int *can
 typedef struct {
     int worker;         /* generates (decode or aggregated worker) */
     int prefill_worker; /* computes the prompt: `worker` itself, or a prefill worker */
-    int prefill_blocks; /* prompt blocks not cached on prefill_worker when routed */
-    int decode_blocks;  /* KV blocks it adds where it decodes: prompt blocks not cached
-                         * on `worker` when routed (shared prefix blocks count once, for
-                         * the request that brought them, as in the worker's pool) */
+    int prefill_blocks; /* prefill work on prefill_worker when routed, in blocks rounded up:
+                         * the prompt blocks not cached there plus each lower-tier cached
+                         * block at its tier cost (loading is cheaper than computing, not
+                         * free, and like computing it stands before the first token) */
+    int decode_blocks;  /* KV blocks it adds where it decodes: prompt blocks not in the
+                         * primary pool of `worker` when routed — computed or brought up
+                         * from a lower tier, they take room there alike (shared prefix
+                         * blocks count once, for the request that brought them, as in
+                         * the worker's pool) */
     uint32_t gen, prefill_gen; /* the workers' join generations (stale after a leave) */
     uint8_t phase;      /* 0 prefilling, 1 decoding, 2 done */
 } dy_router_ticket;

@@ -438,22 +438,39 @@ void dy_sched_commit(dy_sched *s, const int32_t *sampled)
 
 /* ---------------------------------------------------------------- remote prefill */
 
-dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
-                            int max_len, void *user)
+/* The sequence's KV for positions [0, remote_len) is written from outside (a prefill worker,
+ * a lower tier): the cached prefix is attached and blocks are set aside for the rest. */
+static dy_seq *add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                          int max_len, int remote_len, void *user)
 {
     dy_seq *q = dy_sched_add(s, id, prompt, n_prompt, max_len, user);
     if (!q)
         return NULL;
     attach_cached_prefix(s, q);
-    int remote_len = n_prompt - 1;
     if (q->n_computed >= remote_len || !ensure_blocks(s, q, remote_len)) {
         release_blocks(s, q); /* prefill here: plan_waiting looks the prefix up again */
         return q;
     }
     list_remove(&s->waiting, q);
     q->state = DY_SEQ_REMOTE;
+    q->remote_len = remote_len;
     list_push_back(&s->remote, q);
     return q;
+}
+
+dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                            int max_len, void *user)
+{
+    return add_remote(s, id, prompt, n_prompt, max_len, n_prompt - 1, user);
+}
+
+dy_seq *dy_sched_add_loading(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                             int max_len, int upto_blocks, void *user)
+{
+    int remote_len = upto_blocks * s->bs;
+    if (n_prompt > 0 && remote_len > n_prompt - 1)
+        remote_len = (n_prompt - 1) / s->bs * s->bs; /* whole blocks, the last token computed */
+    return add_remote(s, id, prompt, n_prompt, max_len, remote_len, user);
 }
 
 void dy_sched_remote_ready(dy_sched *s, dy_seq *q, bool ok)
@@ -463,7 +480,9 @@ void dy_sched_remote_ready(dy_sched *s, dy_seq *q, bool ok)
     /* On failure the blocks set aside stay with the sequence until it ends (a prefill worker
      * that was given up on may still write into them; nobody else will ever read them) and
      * the prompt after the cached prefix is computed here, into those same blocks. */
-    q->n_computed = ok ? q->n_prompt - 1 : q->n_published * s->bs;
+    q->n_computed = ok ? q->remote_len : q->n_published * s->bs;
+    if (ok)
+        publish_full_blocks(s, q); /* others may share them at once */
     list_remove(&s->remote, q);
     q->state = DY_SEQ_WAITING;
     list_push_front(&s->waiting, q);

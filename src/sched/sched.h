@@ -40,6 +40,7 @@ typedef struct dy_seq {
     int32_t *blocks;       /* block table */
     int n_blocks, blocks_cap;
     int n_published;       /* leading blocks already published to the prefix index */
+    int remote_len;        /* DY_SEQ_REMOTE: positions [0, remote_len) come from outside */
     uint64_t *hashes;      /* chained hashes of full blocks */
     int n_hashed;          /* leading hashes computed so far */
     uint64_t order;        /* arrival order: smaller is older */
@@ -95,9 +96,17 @@ dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prom
  * (state DY_SEQ_WAITING). NULL as dy_sched_add. */
 dy_seq *dy_sched_add_remote(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
                             int max_len, void *user);
-/* The prompt's KV has been written into its blocks (ok), or the prefill failed (!ok: the rest
- * of the prompt after the cached prefix is computed here). Either way the sequence joins the
- * front of the queue. */
+/* A lower tier (kv_tier.h) holds the prompt's blocks after its cached prefix, up to block
+ * upto_blocks (exclusive; at most the full blocks before the last prompt token): as
+ * dy_sched_add_remote, but only those blocks will be written from outside; the rest of the
+ * prompt is computed here once the sequence is ready. The blocks to fill are
+ * seq->blocks[seq->n_published .. upto_blocks), under seq->hashes[...]. If the prefix cache
+ * already covers them, or the pool cannot hold them, the sequence is WAITING instead. */
+dy_seq *dy_sched_add_loading(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt,
+                             int max_len, int upto_blocks, void *user);
+/* The KV has been written into the blocks set aside (ok), or that failed (!ok: the rest of
+ * the prompt after the cached prefix is computed here). Either way the sequence joins the
+ * front of the queue; on success its full blocks are published to the prefix cache. */
 void dy_sched_remote_ready(dy_sched *s, dy_seq *seq, bool ok);
 
 /* Repeated sampling: another sample of `leader`'s prompt (same tokens and max_len). The

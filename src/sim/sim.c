@@ -861,7 +861,7 @@ static void apply_snapshot(dy_sim *s, int wi)
 {
     sim_worker *w = &s->w[wi];
     int n = dy_kv_cache_snapshot(w->kv, w->snap_h, w->snap_p, w->pool->n_blocks);
-    dy_kv_index_resync(dy_router_index(s->router), wi, w->kv_seq, w->snap_h, w->snap_p, n);
+    dy_kv_index_resync(dy_router_index(s->router), wi, w->kv_seq, w->snap_h, w->snap_p, NULL, n);
     if (s->obs.on_kv_snapshot)
         s->obs.on_kv_snapshot(s->obs.ctx, wi, w->kv_seq, w->snap_h, w->snap_p, n);
     w->want_snapshot = false;

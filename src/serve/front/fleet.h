@@ -60,6 +60,7 @@ typedef struct {
     const char *policy;
     uint64_t decisions;         /* requests routed (a prompt's samples count once) */
     uint64_t overlap_blocks;    /* leading prompt blocks the chosen worker held, summed */
+    uint64_t tier_blocks[DY_KV_N_TIERS]; /* of those, by the tier they were held in */
     uint64_t cached_tokens;     /* prompt tokens the workers then found cached, summed */
     uint64_t resyncs;           /* snapshots asked of workers (sequence gaps, restarts) */
     uint64_t index_blocks;      /* distinct block hashes in the global prefix index */
@@ -99,6 +100,10 @@ dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t err
 void dy_fleet_cancel(dy_fleet *w, dy_job *job);
 /* Cancels one choice of a job (a sample whose vote is no longer needed). */
 void dy_fleet_cancel_choice(dy_fleet *w, dy_job *job, int i);
+/* A conversation's turn (dyad.session) ended with choice c, its answer calling `tool` (NULL:
+ * no call); `hinted`: the request gave dyad.hold, so its worker knows when the next turn is
+ * due. Learns, and tells the worker what to do with the turn's KV (docs/kv-tiers.md). */
+void dy_fleet_turn_ended(dy_fleet *w, const dy_choice *c, const char *tool, bool hinted);
 /* Refuses new jobs, lets in-flight sequences finish (up to timeout_s), then stops and reaps
  * every worker. Choices still running at the timeout end with an error. w stays valid (new
  * submissions get DY_SUBMIT_UNAVAILABLE) until dy_fleet_free. */

@@ -8,6 +8,8 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
 
 /* ---------------------------------------------------------------- the table */
 
@@ -100,12 +102,16 @@ static int prompt_hashes(const dy_fleet *w, const dy_msg_request *r, uint64_t **
     return dy_block_hashes(w->slots[0].hello.fingerprint, r->prompt, (int)r->n_prompt, bs, *out);
 }
 
-static dy_place_request place_request(const dy_msg_request *r, const uint64_t *hashes, int nb,
-                                      int n_samples, bool local_prefill)
+static dy_place_request place_request(const dy_fleet *w, const dy_msg_request *r,
+                                      const uint64_t *hashes, int nb, int n_samples,
+                                      bool local_prefill)
 {
     return (dy_place_request){.prompt_tokens = (int)r->n_prompt, .hashes = hashes, .n_blocks = nb,
                               .max_tokens = (int)r->max_tokens, .n_samples = n_samples,
-                              .local_prefill = local_prefill};
+                              .local_prefill = local_prefill, .by_session = r->session != 0,
+                              .session_worker = r->session ? dy_sessions_worker(w->sessions,
+                                                                                r->session)
+                                                           : -1};
 }
 
 /* Where the prompt (the next n_samples of its samples) runs; the decision enters the
@@ -118,13 +124,15 @@ static dy_placement place(dy_fleet *w, const dy_msg_request *r, int n_samples, b
     int nb = prompt_hashes(w, r, &hashes);
     if (nb >= 0) {
         dy_place_view v = place_view(w);
-        dy_place_request pr = place_request(r, hashes, nb, n_samples, local_prefill);
+        dy_place_request pr = place_request(w, r, hashes, nb, n_samples, local_prefill);
         p = dy_place(&v, &pr, dy_now(), ticket);
     }
     if (p.gen >= 0) {
         w->slots[p.gen].routed++;
         w->rt.decisions++;
         w->rt.overlap_blocks += (uint64_t)p.overlap_blocks;
+        for (int t = 0; t < DY_KV_N_TIERS; t++)
+            w->rt.tier_blocks[t] += (uint64_t)p.tier_blocks[t];
     }
     free(hashes);
     return p;
@@ -137,7 +145,7 @@ int dy_fleet_pick_prefill(dy_fleet *w, const dy_msg_request *r, int planned)
     int pick = -1;
     if (nb >= 0) {
         dy_place_view v = place_view(w);
-        dy_place_request pr = place_request(r, hashes, nb, 1, false);
+        dy_place_request pr = place_request(w, r, hashes, nb, 1, false);
         pick = dy_place_prefill(&v, &pr, planned, dy_now());
     }
     free(hashes);
@@ -235,6 +243,9 @@ dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t err
         snprintf(err, errlen, "the server's queue is full (%d sequences waiting)", w->cfg.max_queue);
         rc = DY_SUBMIT_QUEUE_FULL;
     }
+    uint64_t session = job->n_choices > 0 ? job->choices[0].req.session : 0;
+    if (rc == DY_SUBMIT_OK && session) /* a conversation's next turn: learn, then follow it */
+        dy_sessions_arrive(w->sessions, session, dy_now());
     int group = job->group > 0 ? job->group : 1;
     for (int first = 0; rc == DY_SUBMIT_OK && first < job->n_choices; first += group) {
         int count = job->n_choices - first < group ? job->n_choices - first : group;
@@ -252,6 +263,31 @@ dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t err
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+void dy_fleet_turn_ended(dy_fleet *w, const dy_choice *c, const char *tool, bool hinted)
+{
+    if (!c->req.session || c->worker < 0)
+        return;
+    uint64_t tool_key = tool ? XXH3_64bits(tool, strlen(tool)) | 1 : 0;
+    pthread_mutex_lock(&w->mu);
+    double expected = dy_sessions_end(w->sessions, c->req.session, c->worker, tool_key, dy_now());
+    slot *s = &w->slots[c->worker];
+    if (!hinted && s->alive) {
+        /* The worker holds the turn's KV from its end: say when it is wanted again — the
+         * tool's learned time, or not known — or, when the answer called no tool, that it is
+         * not held for a tool at all. */
+        dy_msg_hold m = {.session = c->req.session, .expected_ms = DY_WIRE_NO_HOLD,
+                         .release = !tool};
+        if (expected >= 0)
+            m.expected_ms = expected * 1e3 < DY_WIRE_MAX_HOLD_MS ? (uint32_t)(expected * 1e3)
+                                                                  : DY_WIRE_MAX_HOLD_MS;
+        dy_buf b = {0};
+        if (dy_wire_hold(&b, &m))
+            dy_fleet_send_frame(s, &b);
+        dy_buf_free(&b);
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* ---------------------------------------------------------------- cancelling */
@@ -344,7 +380,7 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     bool rerun = !c->started && !c->done && !w->stopping;
     pthread_mutex_unlock(&j->mu);
     dy_router_ticket t;
-    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){-1, -1, 0, 0};
+    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){.gen = -1, .prefill = -1};
     uint64_t id = w->next_id++;
     if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
         flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);
@@ -355,7 +391,10 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     if (pl.gen >= 0)
         dy_router_on_finished(w->router, &t);
     pthread_mutex_lock(&j->mu);
-    dy_choice_fail(c, "the worker running this request died");
+    /* Stopping: the drain's deadline passed and the workers were stopped under it. */
+    dy_choice_fail(c, w->stopping ? "the server is shutting down and this request did not "
+                                    "finish within --drain-timeout."
+                                  : "the worker running this request died");
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
     dy_job_unref(j);

@@ -26,6 +26,7 @@
 #include <sys/types.h>
 #include "plan/actuate.h"
 #include "route/place.h"
+#include "route/session.h"
 #include "serve/front/fleet.h"
 #include "serve/wire/wire.h"
 
@@ -57,7 +58,9 @@ typedef struct {
     uint64_t seq;
     uint32_t next_part, n_parts;
     uint64_t *hashes, *parents;
+    uint8_t *tiers;
     int n, cap;
+    int n_device; /* of n, blocks in the device tier (the primary pool) */
 } snapshot_rx;
 
 /* One worker: its process, its socket, what is in flight there and what it reported. */
@@ -103,6 +106,7 @@ struct dy_fleet {
     dy_xfer_totals xfer;
     dy_router *router;
     dy_router_totals rt;
+    dy_sessions *sessions;    /* conversations and their tools' durations (dyad.session) */
     pthread_t janitor;
     bool janitor_started;
 };

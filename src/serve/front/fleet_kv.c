@@ -4,12 +4,14 @@
 #include "serve/front/fleet_impl.h"
 #include "util/clock.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 void dy_fleet_snapshot_reset(snapshot_rx *r)
 {
     free(r->hashes);
     free(r->parents);
+    free(r->tiers);
     *r = (snapshot_rx){0};
 }
 
@@ -49,13 +51,16 @@ static bool snapshot_reserve(snapshot_rx *r, int64_t total)
     int cap = (int)total;
     uint64_t *h = realloc(r->hashes, sizeof *h * (size_t)cap);
     uint64_t *p = h ? realloc(r->parents, sizeof *p * (size_t)cap) : NULL;
+    uint8_t *t = p ? realloc(r->tiers, sizeof *t * (size_t)cap) : NULL;
     if (h)
         r->hashes = h;
     if (p)
         r->parents = p;
-    if (h && p)
+    if (t)
+        r->tiers = t;
+    if (h && p && t)
         r->cap = cap;
-    return h && p;
+    return h && p && t;
 }
 
 /* Collects a snapshot's parts; the last one replaces the worker's blocks in the index. */
@@ -66,8 +71,11 @@ void dy_fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
     if (m->part == 0)
         dy_fleet_snapshot_reset(r);
     bool ok = m->part == r->next_part && (m->part == 0 || (m->seq == r->seq && m->n_parts == r->n_parts));
-    int64_t total = (int64_t)r->n + m->n_blocks;
-    ok = ok && total <= (int64_t)s->hello.kv_blocks; /* a worker cannot hold more */
+    int64_t total = (int64_t)r->n + m->n_blocks, device = r->n_device;
+    for (uint32_t i = 0; i < m->n_blocks; i++)
+        device += m->blocks[i].tier == DY_KV_TIER_DEVICE;
+    ok = ok && device <= (int64_t)s->hello.kv_blocks; /* its primary pool cannot hold more */
+    ok = ok && total <= INT_MAX; /* lower tiers: HELLO does not say their sizes (yet) */
     ok = ok && snapshot_reserve(r, total);
     if (!ok) {
         dy_fleet_snapshot_reset(r);
@@ -78,13 +86,16 @@ void dy_fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
     }
     for (uint32_t i = 0; i < m->n_blocks; i++) {
         r->hashes[r->n] = m->blocks[i].hash;
-        r->parents[r->n++] = m->blocks[i].parent;
+        r->parents[r->n] = m->blocks[i].parent;
+        r->tiers[r->n++] = m->blocks[i].tier;
     }
+    r->n_device = (int)device;
     r->seq = m->seq;
     r->n_parts = m->n_parts;
     r->next_part = m->part + 1;
     if (r->next_part == r->n_parts) {
-        dy_kv_index_resync(dy_router_index(w->router), s->index, r->seq, r->hashes, r->parents, r->n);
+        dy_kv_index_resync(dy_router_index(w->router), s->index, r->seq, r->hashes, r->parents,
+                           r->tiers, r->n);
         dy_fleet_snapshot_reset(r);
         s->resync_asked = false;
     }

@@ -20,6 +20,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* The conversations the frontend remembers (their next turn follows them to their worker),
+ * and the tool names whose durations it learns. */
+#define SESSIONS_MAX 65536
+#define SESSION_TOOLS_MAX 1024
+
 /* ---------------------------------------------------------------- processes */
 
 int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
@@ -141,6 +146,7 @@ static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
     /* A new incarnation: forget the old one's blocks and load; its first snapshot
      * (sequence 0) brings it into the index. */
     dy_router_remove_worker(w->router, s->index);
+    dy_sessions_forget_worker(w->sessions, s->index);
     dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
     dy_fleet_snapshot_reset(&s->snap);
     s->resync_asked = false;
@@ -207,6 +213,7 @@ static void on_death(dy_fleet *w, slot *s)
 {
     s->alive = false;
     dy_router_remove_worker(w->router, s->index); /* its blocks leave the index */
+    dy_sessions_forget_worker(w->sessions, s->index);
     dy_fleet_snapshot_reset(&s->snap);
     close(s->fd);
     s->fd = -1;
@@ -414,8 +421,10 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
     w->next_id = 1;
     w->rt.policy = dy_router_policy_name(cfg->router.policy);
     w->cfg.router.block_size = cfg->worker.block_size; /* the router counts blocks as workers do */
-    if (!(w->router = dy_router_new(&w->cfg.router, cfg->n_workers))) {
+    w->sessions = dy_sessions_new(SESSIONS_MAX, SESSION_TOOLS_MAX);
+    if (!w->sessions || !(w->router = dy_router_new(&w->cfg.router, cfg->n_workers))) {
         snprintf(err, errlen, "bad router settings, or out of memory");
+        dy_sessions_free(w->sessions);
         free(w->view);
         free(w->slots);
         free(w);
@@ -526,6 +535,7 @@ void dy_fleet_free(dy_fleet *w)
         dy_fleet_snapshot_reset(&w->slots[i].snap);
     }
     dy_router_free(w->router);
+    dy_sessions_free(w->sessions);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->changed);
     free(w->view);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <time.h>
 
 typedef struct dy_gen gen;
@@ -47,10 +48,12 @@ struct dy_gen {
     size_t pend_len, pend_pos;
     bool stream_over;       /* nothing more will be queued: [DONE], or the end of a failed stream */
     bool recorded;
+    char *first_tool;       /* the first tool the answer called (dyad.session turns learn it) */
 };
 
 static void gen_free(gen *g)
 {
+    free(g->first_tool);
     if (g->job)
         dy_job_unref(g->job);
     for (int i = 0; g->votes && i < g->n_prompts; i++)
@@ -176,6 +179,10 @@ static dy_msg_request wire_request(const gen *g, int32_t *ids, int n, int max_ne
     /* Every sample gets the same text; the worker gives each its own place in it. */
     m.grammar = r->grammar;
     m.grammar_len = (uint32_t)r->grammar_len;
+    /* A conversation's turn: its worker holds the KV for the next one (docs/kv-tiers.md). */
+    if (r->session)
+        m.session = XXH3_64bits(r->session, strlen(r->session)) | 1; /* never 0: none */
+    m.hold_ms = r->hold_ms >= 0 ? (uint32_t)r->hold_ms : DY_WIRE_NO_HOLD;
     m.n_prompt = (uint32_t)n;
     m.prompt = ids;
     return m;
@@ -452,7 +459,7 @@ static void calls_free(calls_out *co)
 /* When choice ci's finished answer (text) is calls: they go into ch, its content becomes the
  * text before them (none: null) and its finish reason "tool_calls". A cut answer ("length")
  * is never read as calls. false if memory ran out. */
-static bool set_calls(const gen *g, int ci, const char *text, size_t len, dy_api_choice *ch,
+static bool set_calls(gen *g, int ci, const char *text, size_t len, dy_api_choice *ch,
                       calls_out *co)
 {
     const dy_choice *c = &g->job->choices[ci];
@@ -477,6 +484,8 @@ static bool set_calls(const gen *g, int ci, const char *text, size_t len, dy_api
     ch->tool_calls = co->calls;
     ch->n_tool_calls = n;
     ch->finish_tool_calls = true;
+    if (!g->first_tool && !(g->first_tool = strdup(co->found.calls[0].name)))
+        return false; /* the conversation's next turn times this tool */
     return true;
 }
 
@@ -672,6 +681,29 @@ static json_t *prompt_selection(dy_jb *b, const gen *g, int p)
     return o;
 }
 
+/* An estimate in milliseconds, or null while the worker had not measured the rate. */
+static json_t *estimate_ms(uint32_t us)
+{
+    return us == UINT32_MAX ? json_null() : json_real(us / 1e3);
+}
+
+/* "kv_tier" of the `dyad` object and the request log, when the prompt's cached prefix
+ * continued in a lower KV tier: what the worker did and the estimates it chose on. */
+static void set_kv_tier(dy_jb *b, json_t *o, const dy_choice *c)
+{
+    static const char *const outcomes[] = {"none", "loaded", "recomputed", "load_failed"};
+    if (c->tier_outcome == DY_TIER_NONE || c->tier_outcome > DY_WIRE_MAX_TIER_OUTCOME)
+        return;
+    json_t *x = json_object();
+    dy_jb_set(b, x, "outcome", json_string(outcomes[c->tier_outcome]));
+    dy_jb_set(b, x, "loaded_tokens", json_integer(c->tier_tokens));
+    dy_jb_set(b, x, "load_ms_estimate", estimate_ms(c->tier_load_us));
+    dy_jb_set(b, x, "recompute_ms_estimate", estimate_ms(c->tier_recompute_us));
+    if (c->tier_outcome != DY_TIER_RECOMPUTED) /* a load was made: how long it waited */
+        dy_jb_set(b, x, "load_ms", json_real(c->tier_wait_us / 1e3));
+    dy_jb_set(b, o, "kv_tier", x);
+}
+
 /* The documented `dyad` extension object (docs/api.md), choice i: where it ran and what its
  * KV transfer cost. */
 static json_t *choice_dyad(dy_jb *b, const dy_choice *c, int i)
@@ -680,6 +712,7 @@ static json_t *choice_dyad(dy_jb *b, const dy_choice *c, int i)
     dy_jb_set(b, o, "index", json_integer(i));
     dy_jb_set(b, o, "worker", json_integer(c->worker));
     dy_jb_set(b, o, "predicted_overlap_blocks", json_integer(c->overlap_blocks));
+    set_kv_tier(b, o, c);
     if (c->prefill_worker < 0) {
         dy_jb_set(b, o, "prefill_worker", json_null());
         return o;
@@ -713,7 +746,7 @@ static json_t *dyad_object(const gen *g, int from, int to)
 }
 
 /* The whole response, or NULL if any part of it could not be built. */
-static char *whole_response(const gen *g)
+static char *whole_response(gen *g)
 {
     int nc = g->n_prompts * g->out_per_prompt;
     dy_api_choice *ch = calloc((size_t)nc, sizeof *ch);
@@ -772,7 +805,8 @@ static const dy_choice *failed_choice(const dy_job *j)
 static void error_for(const dy_choice *c, dy_api_error *e)
 {
     const char *msg = c->tail ? c->tail : "generation failed";
-    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15))
+    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15) ||
+        !strncmp(msg, "the server is shutting down", 27))
         dy_api_error_unavailable(e, msg);
     else
         dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
@@ -791,6 +825,7 @@ static json_t *choice_log(dy_jb *b, const dy_choice *c, int i, double t_arrival)
     dy_jb_set(b, o, "completion_tokens", json_integer(c->completion_tokens));
     dy_jb_set(b, o, "queue_ms", json_real(c->queue_us / 1e3));
     dy_jb_set(b, o, "ttft_ms", json_real(c->n_toks ? (c->toks[0].t - t_arrival) * 1e3 : -1.0));
+    set_kv_tier(b, o, c);
     if (c->prefill_worker < 0) {
         dy_jb_set(b, o, "prefill_worker", json_null());
         return o;
@@ -887,11 +922,19 @@ static void record(gen *g, double now)
         }
         if (c->finish != DY_END_ERROR)
             dy_metrics_queue(m, c->queue_us / 1e6);
+        if (c->tier_outcome)
+            dy_metrics_kv_tier(m, c->tier_load_us == UINT32_MAX ? -1 : c->tier_load_us / 1e6,
+                               c->tier_recompute_us == UINT32_MAX ? -1 : c->tier_recompute_us / 1e6,
+                               c->tier_outcome == DY_TIER_RECOMPUTED ? -1
+                                                                            : c->tier_wait_us / 1e6);
         if (g->dropped[i]) /* cancelled by a settled vote, not by the client */
             continue;
         if (c->finish > outcome)
             outcome = c->finish;
     }
+    if (g->req.session && g->job->n_choices > 0 && g->job->choices[0].finish != DY_END_ERROR)
+        dy_fleet_turn_ended(g->env.workers, &g->job->choices[0], g->first_tool,
+                            g->req.hold_ms >= 0);
     if (g->vote_failed) /* its samples were cancelled because of it */
         outcome = DY_END_ERROR;
     double e2e = now - g->t_arrival;

@@ -1,9 +1,11 @@
 /* http.c — see http.h. Read in order: connection context and body collection, the small
  * routes (health, models, metrics), then generation's transport: a request (gen.c) becomes a
  * job for the workers, answered as one JSON body or as an SSE stream produced by a
- * content-reader callback. */
+ * content-reader callback; last, dispatch and the daemon's start, drain and stop. The
+ * connections' deadlines and limits are http_conns.c's. */
 #include "serve/front/http.h"
 #include "serve/front/gen.h"
+#include "serve/front/http_conns.h"
 #include "serve/front/json.h"
 #include "util/clock.h"
 
@@ -16,9 +18,14 @@
 #include <string.h>
 #include <strings.h>
 
+/* Once the workers have stopped, how long the answers of the requests they cut get to go out
+ * before every connection is closed. */
+#define ANSWER_GRACE_S 5.0
+
 struct dy_http {
     dy_http_config cfg;
     struct MHD_Daemon *d;
+    dy_http_conns *conns;
     uint64_t next_id; /* response ids; guarded by mu */
     pthread_mutex_t mu;
 };
@@ -128,7 +135,9 @@ static bool body_append(conn_ctx *x, const char *data, size_t n, size_t limit)
 static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
 {
-    (void)cls, (void)c, (void)toe;
+    (void)toe;
+    dy_http *h = cls;
+    dy_http_conns_request_done(h->conns, c);
     conn_ctx *x = *con_cls;
     if (x) {
         free(x->body);
@@ -302,12 +311,6 @@ static enum MHD_Result route_pools(dy_http *h, struct MHD_Connection *c, bool po
 
 /* ---------------------------------------------------------------- waiting for a job */
 
-static int connection_fd(struct MHD_Connection *c)
-{
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    return ci ? ci->connect_fd : -1;
-}
-
 /* True if the client has closed its side (checked while it waits for tokens). */
 static bool fd_gone(int fd)
 {
@@ -328,7 +331,7 @@ static void wait_job(dy_job *j, int ms)
 static enum MHD_Result answer_whole(dy_http *h, dy_gen *g, struct MHD_Connection *c)
 {
     dy_job *j = dy_gen_job(g);
-    int fd = connection_fd(c);
+    int fd = dy_http_connection_fd(c);
     bool cancelled = false;
     /* Nothing moves on the connection while the answer is computed, which may take longer
      * than the idle timeout (a long queue): suspend the timeout meanwhile (a client that goes
@@ -454,7 +457,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
         free(st);
         return MHD_NO;
     }
-    *st = (stream){h, g, connection_fd(c), dy_now()};
+    *st = (stream){h, g, dy_http_connection_fd(c), dy_now()};
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
     enum MHD_Result ok = MHD_queue_response(c, 200, r);
@@ -539,6 +542,43 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
     return route_generate(h, c, !strcmp(url, "/v1/completions") ? DY_API_COMPLETIONS : DY_API_CHAT, x);
 }
 
+/* The refusal a request gets before its body is read, answered at once and its connection
+ * closed (a client still sending a large body may see the close before the answer): during a
+ * drain, on ambiguous framing, or refused_by_headers'. False if none. */
+static bool refused_early(const dy_http *h, struct MHD_Connection *c, const char *url,
+                          const char *method, dy_api_error *e)
+{
+    if (dy_http_conns_draining(h->conns)) {
+        dy_api_error_unavailable(e, "the server is shutting down.");
+        return true;
+    }
+    if (conflicting_lengths(c)) {
+        dy_api_error_set(e, 400, "invalid_request_error", "invalid_value", NULL,
+                         "The request has Content-Length headers with different values.");
+        return true;
+    }
+    return refused_by_headers(h, c, url, method, e);
+}
+
+/* A request's headers are in (the first call for it): refused now, or its body is read next. */
+static enum MHD_Result on_headers(dy_http *h, struct MHD_Connection *c, const char *url,
+                                  const char *method, void **con_cls)
+{
+    if (!dy_http_conns_headers_in(h->conns, c))
+        return MHD_NO; /* already answered past its header deadline */
+    conn_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return MHD_NO;
+    *con_cls = x;
+    dy_api_error e;
+    if (refused_early(h, c, url, method, &e))
+        return dy_http_conns_answering(h->conns, c) ? refuse(h, c, url, &e, true) : MHD_NO;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > h->cfg.limits.max_body_bytes)
+        x->too_large = true; /* read and dropped, then a 413 the client can read */
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *data,
                                   size_t *data_size, void **con_cls)
@@ -546,32 +586,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     dy_http *h = cls;
     conn_ctx *x = *con_cls;
-    if (!x) {
-        if (!(x = calloc(1, sizeof *x)))
-            return MHD_NO;
-        *con_cls = x;
-        if (conflicting_lengths(c)) {
-            dy_api_error e;
-            dy_api_error_set(&e, 400, "invalid_request_error", "invalid_value", NULL,
-                             "The request has Content-Length headers with different values.");
-            return refuse(h, c, url, &e, true);
-        }
-        /* Refused on its headers: answered now and the connection closed, the body never read
-         * (a client still sending a large one may see the close before the answer). */
-        dy_api_error e;
-        if (refused_by_headers(h, c, url, method, &e))
-            return refuse(h, c, url, &e, true);
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl && strtoull(cl, NULL, 10) > h->cfg.limits.max_body_bytes)
-            x->too_large = true; /* read and dropped, then a 413 the client can read */
-        return MHD_YES;
-    }
+    if (!x)
+        return on_headers(h, c, url, method, con_cls);
     if (*data_size > 0) {
-        if (!body_append(x, data, *data_size, h->cfg.limits.max_body_bytes))
+        if (!dy_http_conns_reading(h->conns, c) || /* answered past its body deadline */
+            !body_append(x, data, *data_size, h->cfg.limits.max_body_bytes))
             return MHD_NO;
         *data_size = 0;
         return MHD_YES;
     }
+    if (!dy_http_conns_answering(h->conns, c))
+        return MHD_NO;
     return route(h, c, url, method, x);
 }
 
@@ -584,7 +609,6 @@ dy_http *dy_http_start(const dy_http_config *cfg, char *err, size_t errlen)
     }
     h->cfg = *cfg;
     h->next_id = 1;
-    pthread_mutex_init(&h->mu, NULL);
     struct sockaddr_in addr = {0};
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)cfg->port);
@@ -593,30 +617,50 @@ dy_http *dy_http_start(const dy_http_config *cfg, char *err, size_t errlen)
         free(h);
         return NULL;
     }
+    dy_http_conns_config cc = {cfg->max_connections, cfg->header_timeout_s, cfg->body_timeout_s,
+                               cfg->connection_timeout_s};
+    if (!(h->conns = dy_http_conns_new(&cc))) {
+        snprintf(err, errlen, "out of memory");
+        free(h);
+        return NULL;
+    }
+    pthread_mutex_init(&h->mu, NULL);
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                 MHD_USE_ITC | MHD_USE_ERROR_LOG,
                             (uint16_t)cfg->port, NULL, NULL, on_request, h,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                            MHD_OPTION_CONNECTION_LIMIT, dy_http_conns_accept_limit(&cc),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+                            MHD_OPTION_NOTIFY_CONNECTION, dy_http_conns_notify, h->conns,
                             MHD_OPTION_NOTIFY_COMPLETED, request_completed, h,
                             MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (port in use?)", cfg->host, cfg->port);
+        dy_http_conns_free(h->conns);
+        pthread_mutex_destroy(&h->mu);
         free(h);
         return NULL;
     }
     return h;
 }
 
-void dy_http_quiesce(dy_http *h)
+/* The daemon keeps accepting during the drain, so that new clients get their 503 instead of
+ * waiting in a listen queue nobody takes from (MHD_quiesce_daemon hands the listening socket
+ * back open). */
+void dy_http_drain(dy_http *h)
 {
-    MHD_quiesce_daemon(h->d);
+    dy_http_conns_drain(h->conns);
 }
 
 void dy_http_stop(dy_http *h)
 {
+    /* MHD_stop_daemon shuts every connection's socket at once, so an answer still being
+     * written (a request the drain deadline cut) would be lost, the client left without one. */
+    if (!dy_http_conns_wait_answered(h->conns, ANSWER_GRACE_S))
+        fprintf(stderr, "dyad serve: some answers were not taken within %.0f s; closing their "
+                "connections\n", ANSWER_GRACE_S);
     MHD_stop_daemon(h->d);
+    dy_http_conns_free(h->conns);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

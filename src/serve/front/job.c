@@ -134,6 +134,11 @@ void dy_choice_finish(dy_choice *c, const dy_msg_done *d)
     c->cached_tokens = d->cached_tokens;
     c->completion_tokens = d->completion_tokens;
     c->queue_us = d->queue_us;
+    c->tier_outcome = d->tier_outcome;
+    c->tier_tokens = d->tier_tokens;
+    c->tier_load_us = d->tier_load_us;
+    c->tier_recompute_us = d->tier_recompute_us;
+    c->tier_wait_us = d->tier_wait_us;
     set_tail(c, d->text, d->text_len);
 }
 

@@ -33,6 +33,10 @@ typedef struct {
     bool done;
     dy_end finish;     /* DY_END_NONE until done */
     uint32_t prompt_tokens, cached_tokens, completion_tokens, queue_us;
+    /* its prompt's prefix in a lower KV tier (wire.h DONE): dy_tier_outcome, tokens loaded,
+     * the estimates the worker chose on (µs; UINT32_MAX: not measured yet) */
+    uint8_t tier_outcome;
+    uint32_t tier_tokens, tier_load_us, tier_recompute_us, tier_wait_us;
     char *tail;        /* text released at the end (or the error message) */
     uint32_t tail_len;
     /* disaggregated prefill (filled when the prefill worker reports) */

@@ -27,6 +27,7 @@ static const double token_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0
 struct dy_metrics {
     pthread_mutex_t mu;
     hist ttft, itl, e2e, queue;
+    hist tier_load_est, tier_recompute_est, tier_wait; /* prompts with a lower-tier prefix */
     uint64_t outcomes[DY_END_N];  /* requests by outcome, indexed by dy_end */
 };
 
@@ -55,6 +56,13 @@ dy_metrics *dy_metrics_new(void)
               "Time from request arrival to its last token.", latency_bounds, nl);
     hist_init(&m->queue, "dyad_request_queue_time_seconds",
               "Time a sequence waited at its worker before its first step.", latency_bounds, nl);
+    hist_init(&m->tier_load_est, "dyad_kv_tier_load_estimate_seconds",
+              "A prompt's lower-tier prefix: the worker's estimate of loading it (once its "
+              "rates were measured).", token_bounds, nt);
+    hist_init(&m->tier_recompute_est, "dyad_kv_tier_recompute_estimate_seconds",
+              "The same prefix: the worker's estimate of computing it again.", token_bounds, nt);
+    hist_init(&m->tier_wait, "dyad_kv_tier_load_seconds",
+              "Measured: how long a prompt waited for its lower-tier blocks.", token_bounds, nt);
     return m;
 }
 
@@ -83,6 +91,16 @@ void dy_metrics_ttft(dy_metrics *m, double s) { observe(m, &m->ttft, s); }
 void dy_metrics_itl(dy_metrics *m, double s) { observe(m, &m->itl, s); }
 void dy_metrics_e2e(dy_metrics *m, double s) { observe(m, &m->e2e, s); }
 void dy_metrics_queue(dy_metrics *m, double s) { observe(m, &m->queue, s); }
+
+void dy_metrics_kv_tier(dy_metrics *m, double load_est, double recompute_est, double wait)
+{
+    if (load_est >= 0)
+        observe(m, &m->tier_load_est, load_est);
+    if (recompute_est >= 0)
+        observe(m, &m->tier_recompute_est, recompute_est);
+    if (wait >= 0)
+        observe(m, &m->tier_wait, wait);
+}
 
 void dy_metrics_request(dy_metrics *m, dy_end outcome)
 {
@@ -173,6 +191,103 @@ static void xfer_metrics(dy_buf *t, const dy_xfer_totals *x)
                   (unsigned long long)x->remote, (unsigned long long)x->local);
 }
 
+/* ---- the lower KV tiers (serve/worker/kv_tiers.h), per worker and tier */
+
+static const char *const tier_names[2] = {"host", "disk"};
+
+typedef double (*tier_field)(const dy_msg_tier_stats *);
+static double t_on(const dy_msg_tier_stats *s) { return s->on; }
+static double t_used(const dy_msg_tier_stats *s) { return s->used; }
+static double t_slots(const dy_msg_tier_stats *s) { return s->slots; }
+static double t_blocks_in(const dy_msg_tier_stats *s) { return (double)s->blocks_in; }
+static double t_blocks_out(const dy_msg_tier_stats *s) { return (double)s->blocks_out; }
+static double t_bytes_in(const dy_msg_tier_stats *s) { return (double)s->bytes_in; }
+static double t_bytes_out(const dy_msg_tier_stats *s) { return (double)s->bytes_out; }
+static double t_sec_in(const dy_msg_tier_stats *s) { return s->seconds_in; }
+static double t_sec_out(const dy_msg_tier_stats *s) { return s->seconds_out; }
+static double t_evicted(const dy_msg_tier_stats *s) { return (double)s->evicted; }
+static double t_bad(const dy_msg_tier_stats *s) { return (double)s->bad; }
+static double t_errors(const dy_msg_tier_stats *s) { return (double)s->errors; }
+
+/* One series per worker and tier; with `in` and `out`, a direction label as well. */
+static void tier_each(dy_buf *t, const char *name, const char *type, const char *help,
+                      const dy_worker_info *w, int n, tier_field in, tier_field out)
+{
+    dy_metrics_header(t, name, type, help);
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) {
+            const dy_msg_tier_stats *s = &w[i].stats.tiers[k];
+            if (!out) {
+                dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\"} %.17g\n", name, i,
+                              tier_names[k], in(s));
+                continue;
+            }
+            dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\",direction=\"in\"} %.17g\n", name, i,
+                          tier_names[k], in(s));
+            dy_buf_printf(t, "%s{worker=\"%d\",tier=\"%s\",direction=\"out\"} %.17g\n", name,
+                          i, tier_names[k], out(s));
+        }
+}
+
+static void tier_metrics(dy_buf *t, const dy_worker_info *w, int n)
+{
+    tier_each(t, "dyad_kv_tier_up", "gauge",
+              "1 while the lower KV tier is on (0: not configured, or switched off by an error).",
+              w, n, t_on, NULL);
+    tier_each(t, "dyad_kv_tier_blocks", "gauge", "KV blocks held in the tier (or being written).",
+              w, n, t_used, NULL);
+    tier_each(t, "dyad_kv_tier_capacity_blocks", "gauge", "KV blocks the tier can hold.", w, n,
+              t_slots, NULL);
+    tier_each(t, "dyad_kv_tier_copies_total", "counter",
+              "Blocks copied into the tier (in) and out of it (up to the KV cache, or down).", w,
+              n, t_blocks_in, t_blocks_out);
+    tier_each(t, "dyad_kv_tier_bytes_total", "counter", "Bytes copied into and out of the tier.",
+              w, n, t_bytes_in, t_bytes_out);
+    tier_each(t, "dyad_kv_tier_seconds_total", "counter",
+              "Time the copies took (bytes_total / seconds_total is the tier's rate).", w, n,
+              t_sec_in, t_sec_out);
+    tier_each(t, "dyad_kv_tier_evictions_total", "counter",
+              "Blocks the tier dropped to make room.", w, n, t_evicted, NULL);
+    tier_each(t, "dyad_kv_tier_bad_blocks_total", "counter",
+              "Blocks that failed their checksum when read back (recomputed, never used).", w, n,
+              t_bad, NULL);
+    tier_each(t, "dyad_kv_tier_errors_total", "counter",
+              "I/O errors (the disk tier switches off at the first).", w, n, t_errors, NULL);
+    dy_metrics_header(t, "dyad_kv_tier_prompts_total", "counter",
+                      "Prompts whose cached prefix continued in a lower tier, by what the worker "
+                      "did: loaded it, computed it (estimated cheaper), or computed it after a "
+                      "failed load.");
+    for (int i = 0; i < n; i++) {
+        const dy_msg_stats *s = &w[i].stats;
+        dy_buf_printf(t, "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"loaded\"} %llu\n"
+                      "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"recomputed\"} %llu\n"
+                      "dyad_kv_tier_prompts_total{worker=\"%d\",outcome=\"load_failed\"} %llu\n",
+                      i, (unsigned long long)s->tier_loads, i,
+                      (unsigned long long)s->tier_recomputes, i,
+                      (unsigned long long)s->tier_load_failures);
+    }
+}
+
+static double hold_n(const dy_worker_info *w) { return w->stats.hold_sessions; }
+static double hold_pin(const dy_worker_info *w) { return w->stats.hold_pinned; }
+static double hold_pf(const dy_worker_info *w) { return (double)w->stats.hold_prefetched_blocks; }
+static double hold_exp(const dy_worker_info *w) { return (double)w->stats.hold_expired; }
+
+static void hold_metrics(dy_buf *t, const dy_worker_info *w, int n)
+{
+    worker_each(t, "dyad_kv_hold_sessions", "gauge",
+                "Conversations (dyad.session) whose KV the worker holds for their next turn.", w,
+                n, hold_n);
+    worker_each(t, "dyad_kv_hold_pinned", "gauge",
+                "Host-tier slots (--kv-hold prefetch) or KV-cache blocks (pin) pinned for them.",
+                w, n, hold_pin);
+    worker_each(t, "dyad_kv_hold_prefetched_blocks_total", "counter",
+                "Blocks brought up into the KV cache ahead of a held conversation's next turn.",
+                w, n, hold_pf);
+    worker_each(t, "dyad_kv_hold_expired_total", "counter",
+                "Holds let go at --kv-hold-ttl, the next turn never having come.", w, n, hold_exp);
+}
+
 static double routed(const dy_worker_info *w) { return (double)w->routed; }
 static double indexed(const dy_worker_info *w) { return (double)w->indexed_blocks; }
 
@@ -190,6 +305,13 @@ static void router_metrics(dy_buf *t, const dy_router_totals *r, const dy_worker
            "decisions (divide by decisions for the mean).");
     dy_buf_printf(t, "dyad_router_predicted_overlap_blocks_total %llu\n",
                   (unsigned long long)r->overlap_blocks);
+    dy_metrics_header(t, "dyad_router_overlap_tier_blocks_total", "counter",
+           "Of dyad_router_predicted_overlap_blocks_total, the blocks by the fastest tier the "
+           "chosen worker held them in (host and disk blocks are credited at their load cost, "
+           "--router-tier-cost).");
+    for (int k = 0; k < DY_KV_N_TIERS; k++)
+        dy_buf_printf(t, "dyad_router_overlap_tier_blocks_total{tier=\"%s\"} %llu\n",
+                      dy_kv_index_tier_name(k), (unsigned long long)r->tier_blocks[k]);
     dy_metrics_header(t, "dyad_router_cached_tokens_total", "counter",
            "Prompt tokens the workers that prefilled found in their prefix caches (the prefill "
            "worker when the KV moved).");
@@ -213,6 +335,9 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     render_hist(&t, &m->itl);
     render_hist(&t, &m->e2e);
     render_hist(&t, &m->queue);
+    render_hist(&t, &m->tier_load_est);
+    render_hist(&t, &m->tier_recompute_est);
+    render_hist(&t, &m->tier_wait);
     dy_metrics_header(&t, "dyad_requests_total", "counter", "Requests by outcome.");
     for (dy_end o = DY_END_STOP; o < DY_END_N; o++)
         dy_buf_printf(&t, "dyad_requests_total{outcome=\"%s\"} %llu\n", dy_end_name(o),
@@ -247,6 +372,8 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
     worker_each(&t, "dyad_worker_shm_bytes", "gauge",
                 "Shared memory the worker has mapped: its own KV pool if shared, plus the decode "
                 "pools it writes into.", w, n, shm_bytes);
+    tier_metrics(&t, w, n);
+    hold_metrics(&t, w, n);
     xfer_metrics(&t, x);
     router_metrics(&t, rt, w, n);
     if (!dy_buf_cstr(&t)) {

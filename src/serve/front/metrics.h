@@ -18,6 +18,9 @@ void dy_metrics_ttft(dy_metrics *m, double seconds);
 void dy_metrics_itl(dy_metrics *m, double seconds);
 void dy_metrics_e2e(dy_metrics *m, double seconds);
 void dy_metrics_queue(dy_metrics *m, double seconds);
+/* A prompt whose cached prefix continued in a lower KV tier: the worker's two estimates and
+ * the measured wait for the load (each < 0: not known, not observed). */
+void dy_metrics_kv_tier(dy_metrics *m, double load_est, double recompute_est, double wait);
 /* Counts a request by its outcome (DY_END_STOP … DY_END_REJECTED). */
 void dy_metrics_request(dy_metrics *m, dy_end outcome);
 /* A metric's # HELP and # TYPE lines (for the other parts that render metrics). */

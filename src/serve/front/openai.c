@@ -28,6 +28,8 @@ enum {
     MAX_DEPTH = 64,             /* JSON nesting accepted in a request body */
     MAX_MODEL_LEN = 256,        /* bytes in "model" */
     MAX_REGEX_LEN = 1024,       /* bytes in dyad.answer_regex */
+    MAX_SESSION_LEN = 256,      /* bytes in dyad.session */
+    MAX_HOLD_MS = 86400000,     /* dyad.hold.expected_ms: a day (wire.h's DY_WIRE_MAX_HOLD_MS) */
     MAX_CMPL_LOGPROBS = 5,      /* completions' "logprobs", as OpenAI */
     MAX_TOP_LOGPROBS = 20,      /* chat's "top_logprobs", as OpenAI */
     MAX_FORMAT_NAME = 64,       /* bytes in response_format.json_schema.name and in a
@@ -1210,6 +1212,43 @@ static int dyad_grammar(pctx *c, json_t *v)
     return parse_format(c, "dyad.grammar", v);
 }
 
+static int dyad_session(pctx *c, json_t *v)
+{
+    const char *s = NULL;
+    if (get_string(c, "dyad.session", v, &s))
+        return -1;
+    size_t len = json_string_length(v);
+    if (len == 0)
+        return bad(c, "dyad.session", "invalid_value", "Invalid 'dyad.session': empty.");
+    if (len > MAX_SESSION_LEN)
+        return too_long_string(c, "dyad.session", MAX_SESSION_LEN, len);
+    return (c->r->session = dup_or_fail(c, s)) ? 0 : -1;
+}
+
+/* {"expected_ms": N}: when the client expects to send the session's next turn. */
+static int dyad_hold(pctx *c, json_t *v)
+{
+    if (!json_is_object(v))
+        return bad_type(c, "dyad.hold", "an object", v);
+    const char *key;
+    json_t *val;
+    json_object_foreach(v, key, val) {
+        if (strcmp(key, "expected_ms") != 0) {
+            char q[80];
+            pfmt(q, sizeof q, "dyad.hold.%.40s", key);
+            return bad(c, q, "unknown_parameter", "Unrecognized request argument supplied: '%s'.",
+                       q);
+        }
+        double ms;
+        if (get_double(c, "dyad.hold.expected_ms", val, 0, false, MAX_HOLD_MS, &ms))
+            return -1;
+        c->r->hold_ms = (long long)ms;
+    }
+    if (c->r->hold_ms < 0)
+        return missing(c, "dyad.hold.expected_ms");
+    return 0;
+}
+
 /* Our own object, so unknown keys are errors here: a misspelt option must not be ignored. */
 static int f_dyad(pctx *c, const char *name, json_t *v)
 {
@@ -1224,6 +1263,8 @@ static int f_dyad(pctx *c, const char *name, json_t *v)
                : strcmp(key, "select") == 0 ? dyad_select(c, val)
                : strcmp(key, "answer_regex") == 0 ? dyad_regex(c, val)
                : strcmp(key, "grammar") == 0 ? dyad_grammar(c, val)
+               : strcmp(key, "session") == 0 ? dyad_session(c, val)
+               : strcmp(key, "hold") == 0 ? dyad_hold(c, val)
                : bad(c, q, "unknown_parameter", "Unrecognized request argument supplied: '%s'.", q);
         if (rc)
             return -1;
@@ -1382,6 +1423,12 @@ static int check_cross(pctx *c)
     if (r->answer_regex && r->select != DY_SELECT_MAJORITY)
         return bad(c, "dyad.answer_regex", "invalid_value", "Invalid 'dyad.answer_regex': it is "
                    "only used with dyad.select = \"majority\".");
+    if (r->hold_ms >= 0 && !r->session)
+        return bad(c, "dyad.hold", "invalid_value", "Invalid 'dyad.hold': it holds a "
+                   "conversation's KV for its next turn, and needs 'dyad.session' to name it.");
+    if (r->session && (r->best_of > 1 || (r->kind == DY_API_COMPLETIONS && r->n_prompts > 1)))
+        return bad(c, "dyad.session", "invalid_value", "Invalid 'dyad.session': a turn of a "
+                   "conversation is one prompt and one sample (n and best_of 1).");
     return r->kind == DY_API_CHAT ? check_tools(c) : 0;
 }
 
@@ -1395,6 +1442,7 @@ static void set_defaults(pctx *c)
     r->max_tokens_auto = c->kind == DY_API_CHAT;
     r->max_tokens = r->max_tokens_auto ? c->lim->max_context : 16;
     r->parallel_tool_calls = true;
+    r->hold_ms = -1;
 }
 
 static int bad_json(pctx *c, const json_error_t *je)
@@ -1466,6 +1514,7 @@ void dy_api_request_free(dy_api_request *r)
     free(r->model);
     free(r->user);
     free(r->answer_regex);
+    free(r->session);
     free(r->grammar);
     memset(r, 0, sizeof *r);
 }

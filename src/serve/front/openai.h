@@ -118,6 +118,8 @@ typedef struct {
     /* the "dyad" extension object */
     dy_api_select select;
     char *answer_regex; /* NULL if not given */
+    char *session;      /* dyad.session: the conversation this is a turn of; NULL if none */
+    long long hold_ms;  /* dyad.hold.expected_ms; -1 if not given */
     /* structured output: response_format (chat) or dyad.grammar (completions) */
     dy_api_format format;
     char *grammar;      /* the grammar every sample follows (grammar/grammar.h's notation),

@@ -99,6 +99,8 @@ bool dy_wire_request(dy_buf *b, const dy_msg_request *m)
     put_u8(b, m->n_logprobs);
     put_u8(b, m->n_stops);
     put_u8(b, m->remote_prefill);
+    put_u64(b, m->session);
+    put_u32(b, m->hold_ms);
     for (int i = 0; i < m->n_stops; i++)
         put_bytes(b, m->stops[i], (uint32_t)strnlen(m->stops[i], DY_WIRE_MAX_STOP_LEN));
     put_bytes(b, m->grammar, grammar_len);
@@ -142,8 +144,29 @@ bool dy_wire_done(dy_buf *b, const dy_msg_done *m)
     put_u32(b, m->cached_tokens);
     put_u32(b, m->completion_tokens);
     put_u32(b, m->queue_us);
+    put_u8(b, m->tier_outcome);
+    put_u32(b, m->tier_tokens);
+    put_u32(b, m->tier_load_us);
+    put_u32(b, m->tier_recompute_us);
+    put_u32(b, m->tier_wait_us);
     put_bytes(b, m->text, m->text_len);
     return end_frame(b, at);
+}
+
+static void put_tier_stats(dy_buf *b, const dy_msg_tier_stats *t)
+{
+    put_u8(b, t->on);
+    put_u32(b, t->slots);
+    put_u32(b, t->used);
+    put_u64(b, t->blocks_in);
+    put_u64(b, t->blocks_out);
+    put_u64(b, t->bytes_in);
+    put_u64(b, t->bytes_out);
+    put_f64(b, t->seconds_in);
+    put_f64(b, t->seconds_out);
+    put_u64(b, t->evicted);
+    put_u64(b, t->bad);
+    put_u64(b, t->errors);
 }
 
 bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
@@ -164,6 +187,15 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
     put_u32(b, m->active_decode_blocks);
     put_u64(b, m->kv_event_seq);
     put_u64(b, m->shm_bytes);
+    for (int t = 0; t < 2; t++)
+        put_tier_stats(b, &m->tiers[t]);
+    put_u64(b, m->tier_loads);
+    put_u64(b, m->tier_recomputes);
+    put_u64(b, m->tier_load_failures);
+    put_u32(b, m->hold_sessions);
+    put_u32(b, m->hold_pinned);
+    put_u64(b, m->hold_prefetched_blocks);
+    put_u64(b, m->hold_expired);
     return end_frame(b, at);
 }
 
@@ -301,6 +333,17 @@ bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m)
         return false;
     size_t at = begin_frame(b, DY_MSG_PEER_GONE);
     put_name(b, m->peer);
+    return end_frame(b, at);
+}
+
+bool dy_wire_hold(dy_buf *b, const dy_msg_hold *m)
+{
+    if (!m->session || (m->expected_ms > DY_WIRE_MAX_HOLD_MS && m->expected_ms != DY_WIRE_NO_HOLD))
+        return false;
+    size_t at = begin_frame(b, DY_MSG_HOLD);
+    put_u64(b, m->session);
+    put_u32(b, m->expected_ms);
+    put_u8(b, m->release);
     return end_frame(b, at);
 }
 
@@ -500,10 +543,14 @@ bool dy_wire_decode_request(const uint8_t *p, size_t n, dy_msg_request *m, char 
     m->n_logprobs = get_u8(&r);
     m->n_stops = get_u8(&r);
     m->remote_prefill = get_u8(&r);
+    m->session = get_u64(&r);
+    m->hold_ms = get_u32(&r);
     if (m->n_logprobs > DY_WIRE_MAX_TOP)
         return bad(&r, "%u logprobs exceed %d", m->n_logprobs, DY_WIRE_MAX_TOP);
     if (!r.bad && (m->n_samples == 0 || m->n_samples > DY_WIRE_MAX_SAMPLES))
         return bad(&r, "%u samples (1 to %d allowed)", m->n_samples, DY_WIRE_MAX_SAMPLES);
+    if (!r.bad && m->hold_ms > DY_WIRE_MAX_HOLD_MS && m->hold_ms != DY_WIRE_NO_HOLD)
+        return bad(&r, "hold of %u ms", m->hold_ms);
     if (m->n_stops > DY_WIRE_MAX_STOPS)
         return bad(&r, "%u stop strings exceed %d", m->n_stops, DY_WIRE_MAX_STOPS);
     for (int i = 0; i < m->n_stops; i++) {
@@ -575,10 +622,36 @@ bool dy_wire_decode_done(const uint8_t *p, size_t n, dy_msg_done *m, char *err, 
     m->cached_tokens = get_u32(&r);
     m->completion_tokens = get_u32(&r);
     m->queue_us = get_u32(&r);
+    m->tier_outcome = get_u8(&r);
+    m->tier_tokens = get_u32(&r);
+    m->tier_load_us = get_u32(&r);
+    m->tier_recompute_us = get_u32(&r);
+    m->tier_wait_us = get_u32(&r);
     if (!r.bad && (m->finish < DY_END_STOP || m->finish > DY_END_ERROR))
         return bad(&r, "unknown finish reason %u", m->finish);
+    if (!r.bad && m->tier_outcome > DY_WIRE_MAX_TIER_OUTCOME)
+        return bad(&r, "unknown KV tier outcome %u", m->tier_outcome);
     m->text = get_bytes(&r, &m->text_len, DY_WIRE_MAX_TEXT);
     return finish(&r);
+}
+
+/* false if the numbers cannot be right (the reader's own errors are its own). */
+static bool get_tier_stats(reader *r, dy_msg_tier_stats *t)
+{
+    t->on = get_u8(r);
+    t->slots = get_u32(r);
+    t->used = get_u32(r);
+    t->blocks_in = get_u64(r);
+    t->blocks_out = get_u64(r);
+    t->bytes_in = get_u64(r);
+    t->bytes_out = get_u64(r);
+    t->seconds_in = get_f64(r);
+    t->seconds_out = get_f64(r);
+    t->evicted = get_u64(r);
+    t->bad = get_u64(r);
+    t->errors = get_u64(r);
+    return r->bad || (t->on <= 1 && t->used <= t->slots && t->seconds_in >= 0 &&
+                      isfinite(t->seconds_in) && t->seconds_out >= 0 && isfinite(t->seconds_out));
 }
 
 bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err, size_t errlen)
@@ -599,6 +672,16 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->active_decode_blocks = get_u32(&r);
     m->kv_event_seq = get_u64(&r);
     m->shm_bytes = get_u64(&r);
+    for (int t = 0; t < 2 && !r.bad; t++)
+        if (!get_tier_stats(&r, &m->tiers[t]))
+            return bad(&r, "bad KV tier counters");
+    m->tier_loads = get_u64(&r);
+    m->tier_recomputes = get_u64(&r);
+    m->tier_load_failures = get_u64(&r);
+    m->hold_sessions = get_u32(&r);
+    m->hold_pinned = get_u32(&r);
+    m->hold_prefetched_blocks = get_u64(&r);
+    m->hold_expired = get_u64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
     return finish(&r);
@@ -782,6 +865,21 @@ bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, 
     m->role = get_u8(&r);
     if (!r.bad && m->role > DY_ROLE_DECODE)
         return bad(&r, "unknown role %u", m->role);
+    return finish(&r);
+}
+
+bool dy_wire_decode_hold(const uint8_t *p, size_t n, dy_msg_hold *m, char *err, size_t errlen)
+{
+    reader r = READER(p, n, err, errlen);
+    m->session = get_u64(&r);
+    m->expected_ms = get_u32(&r);
+    m->release = get_u8(&r);
+    if (!r.bad && !m->session)
+        return bad(&r, "HOLD for no session");
+    if (!r.bad && m->expected_ms > DY_WIRE_MAX_HOLD_MS && m->expected_ms != DY_WIRE_NO_HOLD)
+        return bad(&r, "hold of %u ms", m->expected_ms);
+    if (!r.bad && m->release > 1)
+        return bad(&r, "bad release flag %u", m->release);
     return finish(&r);
 }
 

@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 4
+#define DY_WIRE_VERSION 5
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
@@ -27,6 +27,15 @@
 #define DY_WIRE_MAX_KV_BLOCKS 65536 /* blocks in one KV_SNAPSHOT part (17 bytes each) */
 #define DY_WIRE_MAX_KV_PARTS 65536  /* parts of one snapshot */
 #define DY_WIRE_MAX_KV_TIER (DY_KV_N_TIERS - 1) /* DY_KV_TIER_* of kv/kv_event.h */
+/* What happened to a request's prompt prefix that was in a lower KV tier (DONE.tier_outcome;
+ * serve/worker/kv_tiers.h). */
+typedef enum {
+    DY_TIER_NONE = 0,        /* no block of its prompt was in a lower tier */
+    DY_TIER_LOADED = 1,
+    DY_TIER_RECOMPUTED = 2,  /* computing was estimated cheaper */
+    DY_TIER_LOAD_FAILED = 3, /* a copy failed (a bad checksum, a disk error): recomputed */
+} dy_tier_outcome;
+#define DY_WIRE_MAX_TIER_OUTCOME DY_TIER_LOAD_FAILED
 
 typedef enum {
     DY_MSG_HELLO = 1,    /* worker → frontend, once: what it serves */
@@ -48,7 +57,9 @@ typedef enum {
     /* The planner (docs/planner.md): */
     DY_MSG_ROLE = 15,        /* frontend → an idle worker: take another role, answer HELLO */
     DY_MSG_PEER_GONE = 16,   /* frontend → workers: a decode worker's KV pool is gone, unmap it */
-    DY_MSG_LAST = DY_MSG_PEER_GONE,
+    /* The tool-call hold (docs/kv-tiers.md): */
+    DY_MSG_HOLD = 17,        /* frontend → worker: when a held session is expected back, or let it go */
+    DY_MSG_LAST = DY_MSG_HOLD,
 } dy_msg_type;
 
 typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_worker_role;
@@ -127,9 +138,23 @@ typedef struct {
     uint32_t grammar_len; /* 0: unconstrained */
     char *grammar;       /* the grammar every sample follows (grammar.h's notation), or NULL;
                           * decode: a malloc'd NUL-terminated copy, freed by dy_msg_request_free */
+    uint64_t session;    /* the conversation it is a turn of (dyad.session, hashed); 0: none */
+    uint32_t hold_ms;    /* dyad.hold.expected_ms; DY_WIRE_NO_HOLD: none given */
     uint32_t n_prompt;
     int32_t *prompt;     /* decode: malloc'd copy, freed by dy_msg_request_free */
 } dy_msg_request;
+
+#define DY_WIRE_NO_HOLD UINT32_MAX
+#define DY_WIRE_MAX_HOLD_MS 86400000u /* a day */
+
+/* HOLD: session `session`'s turn has ended; it is expected back in expected_ms (from when
+ * the frontend sends this), or not at any known time (DY_WIRE_NO_HOLD), or, with release,
+ * not held at all. */
+typedef struct {
+    uint64_t session;
+    uint32_t expected_ms;
+    uint8_t release;
+} dy_msg_hold;
 
 void dy_msg_request_free(dy_msg_request *m);
 
@@ -153,9 +178,24 @@ typedef struct {
     uint8_t finish;      /* dy_end (end.h): DY_END_STOP … DY_END_ERROR */
     uint32_t prompt_tokens, cached_tokens, completion_tokens;
     uint32_t queue_us;   /* from arrival at the worker to its first scheduled step */
+    /* its prompt's prefix in a lower KV tier (kv_tiers.h): what happened, the tokens loaded,
+     * and the estimates the choice was made on (µs; UINT32_MAX: not measured yet) */
+    uint8_t tier_outcome;
+    uint32_t tier_tokens, tier_load_us, tier_recompute_us;
+    uint32_t tier_wait_us;   /* measured: how long it waited for the copies */
     uint32_t text_len;   /* trailing text released at the end, or the error message */
     const char *text;
 } dy_msg_done;
+
+/* One lower KV tier of a worker (host memory, disk), in STATS. */
+typedef struct {
+    uint8_t on;                      /* 0: not configured, or switched off by an error */
+    uint32_t slots, used;            /* blocks it can hold; READY or being written */
+    uint64_t blocks_in, blocks_out;  /* copies written into it; copies read out of it */
+    uint64_t bytes_in, bytes_out;
+    double seconds_in, seconds_out;  /* the copies' own time, summed */
+    uint64_t evicted, bad, errors;   /* slots reclaimed; failed checksums; I/O errors */
+} dy_msg_tier_stats;
 
 typedef struct {
     uint32_t running, waiting;
@@ -172,6 +212,12 @@ typedef struct {
                                     * frame: a receiver behind it has lost a batch */
     uint64_t shm_bytes;            /* shared memory it has mapped: its own KV pool when that is
                                     * shared, plus the decode workers' pools it writes into */
+    dy_msg_tier_stats tiers[2];    /* [0] host, [1] disk */
+    uint64_t tier_loads, tier_recomputes, tier_load_failures; /* prompts whose prefix was in
+                                    * a lower tier: loaded, computed instead, load failed */
+    uint32_t hold_sessions, hold_pinned;  /* conversations held; blocks or slots pinned for them */
+    uint64_t hold_prefetched_blocks, hold_expired; /* brought up ahead of a turn; holds let go
+                                    * at their TTL */
 } dy_msg_stats;
 
 /* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot
@@ -245,6 +291,7 @@ bool dy_wire_kv_snapshot(dy_buf *b, const dy_msg_kv_snapshot *m);
 bool dy_wire_kv_resync(dy_buf *b, const dy_msg_kv_resync *m);
 bool dy_wire_role(dy_buf *b, const dy_msg_role *m);
 bool dy_wire_peer_gone(dy_buf *b, const dy_msg_peer_gone *m);
+bool dy_wire_hold(dy_buf *b, const dy_msg_hold *m);
 
 /* Reads a frame header: false (and a message) if the magic, version, type or length is bad. */
 bool dy_wire_header(const uint8_t hdr[DY_WIRE_HEADER], dy_msg_type *type, uint32_t *len,
@@ -270,6 +317,7 @@ bool dy_wire_decode_kv_snapshot(const uint8_t *p, size_t n, dy_msg_kv_snapshot *
 bool dy_wire_decode_kv_resync(const uint8_t *p, size_t n, dy_msg_kv_resync *m, char *err,
                               size_t errlen);
 bool dy_wire_decode_role(const uint8_t *p, size_t n, dy_msg_role *m, char *err, size_t errlen);
+bool dy_wire_decode_hold(const uint8_t *p, size_t n, dy_msg_hold *m, char *err, size_t errlen);
 bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, char *err,
                               size_t errlen);
 

@@ -3,7 +3,12 @@
 
 #include "serve/wire/wire.h"
 
+#include <stdio.h>
+#include <string.h>
+
 static const char *const role_names[] = {"agg", "prefill", "decode", NULL};
+static const char *const offload_names[] = {"write-through", "write-back", NULL};
+static const char *const hold_names[] = {"prefetch", "pin", "off", NULL};
 static const int role_values[] = {DY_ROLE_AGG, DY_ROLE_PREFILL, DY_ROLE_DECODE};
 
 typedef struct {
@@ -41,6 +46,41 @@ static int describe(dy_worker_config *c, worker_opt *out)
         {{.name = "no-kv-events", .kind = DY_OPT_FLAG, .dst = &c->no_kv_events,
           .help = "workers publish no KV events; the frontend's router predicts their caches "
                   "from its own decisions (approximate mode)"}, "no-kv-events"},
+        {{.name = "kv-host-mem", .kind = DY_OPT_INT, .dst = &c->kv_host_mib, .meta = "MiB",
+          .help = "a host-memory KV tier per worker: blocks the KV cache evicts wait there and "
+                  "are loaded back when a prompt asks for them and loading is cheaper than "
+                  "computing them (0: none)", .min = 0, .max = 1 << 22, .def = 0,
+          .section = "KV tiers (docs/kv-tiers.md)"}, "kv-host-mem"},
+        {{.name = "kv-disk-dir", .kind = DY_OPT_STR, .dst = &c->kv_disk_dir, .meta = "DIR",
+          .help = "a disk KV tier below the host tier: one file per worker in DIR, removed "
+                  "when the worker ends (needs --kv-host-mem)"}, "kv-disk-dir"},
+        {{.name = "kv-disk-mem", .kind = DY_OPT_DOUBLE, .dst = &c->kv_disk_gib, .meta = "GiB",
+          .help = "size of the disk tier per worker", .min = 0.0001, .max = 65536, .def = 4},
+         "kv-disk-mem"},
+        {{.name = "kv-offload", .kind = DY_OPT_ENUM, .dst = &c->kv_offload, .meta = "POLICY",
+          .help = "write-through: every computed block is copied to the host tier; "
+                  "write-back: blocks are copied just before eviction takes them",
+          .names = offload_names, .def = 0}, "kv-offload"},
+        {{.name = "kv-disk-min-uses", .kind = DY_OPT_INT, .dst = &c->kv_disk_min_uses,
+          .meta = "N", .help = "a host-tier block goes to disk only once prompts have asked "
+                               "for it this many times", .min = 1, .max = 1000000, .def = 2},
+         "kv-disk-min-uses"},
+        {{.name = "kv-hold", .kind = DY_OPT_ENUM, .dst = &c->kv_hold, .meta = "POLICY",
+          .help = "a conversation's KV between its turns (dyad.session): prefetch keeps it in "
+                  "the tiers and brings it up just before the next turn is due; pin keeps it in "
+                  "the KV cache until then; off treats it as any prompt's",
+          .names = hold_names, .def = 0, .given = &c->kv_hold_given}, "kv-hold"},
+        {{.name = "kv-hold-ttl", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_ttl_s, .meta = "S",
+          .help = "a held conversation is let go this long after its turn", .min = 0.001,
+          .max = 86400, .def = 300}, "kv-hold-ttl"},
+        {{.name = "kv-hold-margin", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_margin_ms,
+          .meta = "MS", .help = "the prefetch starts this long before the next turn is due, "
+                                "on top of the time the copies are expected to take",
+          .min = 0, .max = 600000, .def = 20}, "kv-hold-margin"},
+        {{.name = "kv-hold-share", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_share, .meta = "F",
+          .help = "the share of the host tier (prefetch) or of the KV cache (pin) that held "
+                  "conversations may pin, and the most of the KV cache one prefetch fills",
+          .min = 0, .max = 1, .def = 0.5}, "kv-hold-share"},
         {{.name = "fd", .kind = DY_OPT_INT, .dst = &c->fd, .meta = "N",
           .help = "connected socket to the frontend", .min = 0, .max = 1 << 20, .def = -1,
           .shown_default = ""}, NULL},
@@ -84,7 +124,24 @@ dy_opts_result dy_worker_args_parse(int argc, char **argv, dy_worker_config *out
     dy_opt opts[DY_WORKER_MAX_OPTS];
     *out = (dy_worker_config){0};
     int n = dy_worker_args_opts(out, DY_WORKER_OPTS_ALL, opts);
-    return dy_opts_parse(opts, n, argc, argv, NULL, err, errlen);
+    dy_opts_result r = dy_opts_parse(opts, n, argc, argv, NULL, err, errlen);
+    return r == DY_OPTS_OK && !dy_worker_args_check(out, err, errlen) ? DY_OPTS_BAD : r;
+}
+
+bool dy_worker_args_check(const dy_worker_config *c, char *err, size_t errlen)
+{
+    if (strcmp(hold_names[c->kv_hold], "off") != 0 && c->kv_host_mib == 0 &&
+        c->kv_hold_given) {
+        snprintf(err, errlen, "--kv-hold %s needs --kv-host-mem (holds live in the KV tiers)",
+                 hold_names[c->kv_hold]);
+        return false;
+    }
+    if (c->kv_disk_dir && c->kv_host_mib == 0) {
+        snprintf(err, errlen, "--kv-disk-dir needs --kv-host-mem (the disk tier is below the "
+                              "host tier)");
+        return false;
+    }
+    return true;
 }
 
 int dy_worker_args_argv(const dy_worker_config *c, char **argv, int cap, char *store,

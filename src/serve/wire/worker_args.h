@@ -27,6 +27,15 @@ typedef struct {
     const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
     bool switchable;       /* may be told to take another role (ROLE): its KV pool is in
                             * shared memory, and it runs the TCP receiver, whatever its role */
+    /* lower KV tiers (serve/worker/kv_tiers.h) */
+    int kv_host_mib;       /* 0: none */
+    const char *kv_disk_dir; /* NULL: none */
+    double kv_disk_gib;
+    int kv_offload;        /* dy_offload_policy */
+    int kv_disk_min_uses;
+    int kv_hold;           /* dy_hold_policy */
+    bool kv_hold_given;    /* on the command line (holds need the tiers) */
+    double kv_hold_ttl_s, kv_hold_margin_ms, kv_hold_share;
 } dy_worker_config;
 
 typedef enum {
@@ -37,12 +46,17 @@ typedef enum {
     DY_WORKER_OPTS_SHARED,
 } dy_worker_opts_set;
 
-#define DY_WORKER_MAX_OPTS 16
+#define DY_WORKER_MAX_OPTS 32
 /* The entries of `which`, storing into c, written to out (room for DY_WORKER_MAX_OPTS);
  * returns how many. */
 int dy_worker_args_opts(dy_worker_config *c, dy_worker_opts_set which, dy_opt *out);
 
-/* `dyad worker`'s parse: every default, then argv[1..argc). See dy_opts_parse. */
+/* What the table alone cannot check: options that need each other. false with the problem in
+ * err. */
+bool dy_worker_args_check(const dy_worker_config *c, char *err, size_t errlen);
+
+/* `dyad worker`'s parse: every default, then argv[1..argc), then dy_worker_args_check. See
+ * dy_opts_parse. */
 dy_opts_result dy_worker_args_parse(int argc, char **argv, dy_worker_config *out, char *err,
                                     size_t errlen);
 

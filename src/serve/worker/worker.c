@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------- replies */
@@ -23,10 +24,16 @@ static void send_done(worker *w, uint64_t id, dy_end f, const wreq *r, const cha
                      .text_len = (uint32_t)(len > DY_WIRE_MAX_TEXT ? DY_WIRE_MAX_TEXT : len)};
     if (r) {
         d.prompt_tokens = (uint32_t)r->seq->n_prompt;
-        d.cached_tokens = (uint32_t)r->seq->n_cached;
+        /* tokens loaded from a lower tier were not computed either: they count as cached */
+        d.cached_tokens = (uint32_t)r->seq->n_cached + r->tier.tokens;
         d.completion_tokens = r->generated;
         double q = r->scheduled > 0 ? r->scheduled - r->arrived : dy_now() - r->arrived;
         d.queue_us = (uint32_t)(q * 1e6);
+        d.tier_outcome = r->tier.outcome;
+        d.tier_tokens = r->tier.tokens;
+        d.tier_load_us = r->tier.load_us;
+        d.tier_recompute_us = r->tier.recompute_us;
+        d.tier_wait_us = r->tier.wait_us;
     }
     dy_wire_done(&w->tx, &d);
     w->stats_due = true;
@@ -81,8 +88,10 @@ void dy_worker_drop_req(worker *w, wreq *r)
     wreq **p = dy_worker_find_req(w, r->id);
     if (p)
         *p = r->next;
-    if (r->seq)
+    if (r->seq) {
+        dy_kv_tiers_forget(w->tiers, r->seq);
         dy_sched_finish(w->sched, r->seq);
+    }
     if (w->rx)
         dy_xfer_rx_forget(w->rx, r->id);
     if (r->awaiting_kv)
@@ -144,6 +153,8 @@ wreq *dy_worker_new_req(worker *w, const dy_msg_request *m)
     r->ignore_eos = m->ignore_eos;
     r->want_logprobs = m->want_logprobs;
     r->n_logprobs = m->n_logprobs;
+    r->session = m->session;
+    r->hold_ms = m->hold_ms;
     return r;
 }
 
@@ -181,12 +192,42 @@ static void add_forks(worker *w, const dy_msg_request *m, dy_seq *leader)
     }
 }
 
+static uint32_t estimate_us(double seconds)
+{
+    return isfinite(seconds) && seconds * 1e6 < (double)UINT32_MAX ? (uint32_t)(seconds * 1e6)
+                                                                  : UINT32_MAX;
+}
+
+/* A request computed here. If its cached prefix continues in a lower tier and loading that
+ * is cheaper than computing it, it waits for the copies first. */
+static dy_seq *add_local(worker *w, wreq *r, const dy_msg_request *m, int max_len)
+{
+    const int n = (int)m->n_prompt;
+    dy_tier_plan tp = {0};
+    if (w->tiers && !w->cfg.no_prefix_cache)
+        tp = dy_kv_tiers_plan(w->tiers, m->prompt, n);
+    if (tp.blocks == 0)
+        return dy_sched_add(w->sched, m->id, m->prompt, n, max_len, r);
+    r->tier.outcome = DY_TIER_RECOMPUTED;
+    r->tier.load_us = estimate_us(tp.choice.load_s);
+    r->tier.recompute_us = estimate_us(tp.choice.recompute_s);
+    if (!tp.choice.load)
+        return dy_sched_add(w->sched, m->id, m->prompt, n, max_len, r);
+    dy_seq *q = dy_sched_add_loading(w->sched, m->id, m->prompt, n, max_len, tp.upto, r);
+    if (q && q->state == DY_SEQ_REMOTE &&
+        !dy_kv_tiers_load(w->tiers, q, tp.upto, &r->tier))
+        dy_sched_remote_ready(w->sched, q, false); /* not now after all: computed here */
+    return q;
+}
+
 static void on_request(worker *w, const dy_msg_request *m)
 {
     if (w->cfg.role == DY_ROLE_PREFILL) {
         fail_samples(w, m, 0, "this is a prefill worker");
         return;
     }
+    if (m->session) /* its conversation's next turn: the hold is over */
+        dy_kv_tiers_hold_end(w->tiers, m->session);
     wreq *r = dy_worker_new_req(w, m);
     if (!r) {
         fail_samples(w, m, 1, "the request was refused");
@@ -204,7 +245,7 @@ static void on_request(worker *w, const dy_msg_request *m)
             return;
         }
     } else {
-        r->seq = dy_sched_add(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
+        r->seq = add_local(w, r, m, (int)max_len);
         if (!r->seq) {
             fail_samples(w, m, 0, "prompt does not fit this worker's KV cache");
             dy_worker_drop_req(w, r);
@@ -251,6 +292,12 @@ static bool read_frames(worker *w)
             dy_msg_cancel m;
             if (dy_wire_decode_cancel(p, len, &m, err, sizeof err))
                 on_cancel(w, m.id);
+        } else if (t == DY_MSG_HOLD) {
+            dy_msg_hold m;
+            if (dy_wire_decode_hold(p, len, &m, err, sizeof err))
+                dy_kv_tiers_hold_frame(w->tiers, &m);
+            else
+                fprintf(stderr, "dyad worker %d: bad HOLD frame: %s\n", w->cfg.worker_id, err);
         } else if (t == DY_MSG_SHUTDOWN) {
             w->draining = true;
         } else if (t == DY_MSG_PREFILL) {
@@ -379,6 +426,8 @@ static void deliver(worker *w, const sample_out *o)
         dy_stop_flush(&r->stop, &rest, &rest_len);
     memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
     memcpy(text + r->n_hold, rest, rest_len);
+    if (r->session) /* a conversation's turn: its KV waits for the next one */
+        dy_kv_tiers_hold_begin(w->tiers, r->session, q->hashes, q->n_published, r->hold_ms);
     send_done(w, r->id, fin, r, text, (size_t)r->n_hold + rest_len);
     dy_worker_drop_req(w, r);
 }
@@ -422,6 +471,7 @@ static dy_msg_stats current_stats(const worker *w)
 static void send_stats(worker *w)
 {
     dy_msg_stats m = current_stats(w);
+    dy_kv_tiers_stats(w->tiers, &m);
     dy_wire_stats(&w->tx, &m);
 }
 
@@ -497,15 +547,16 @@ static void step(worker *w)
     const dy_plan *p;
     if (dy_sched_plan(w->sched, &p) == 0)
         return;
-    int n_logits = 0;
+    int n_logits = 0, n_prompt_tokens = 0;
     for (int i = 0; i < p->n_items; i++) {
         const dy_plan_item *it = &p->items[i];
         w->spans[i] = (dy_span){it->seq->tokens + it->start, it->n, it->start, it->seq->blocks,
                                 it->seq->n_blocks, it->logits};
         n_logits += it->logits;
         if (it->start < it->seq->n_prompt)
-            w->prompt_tokens += (uint64_t)it->n;
+            n_prompt_tokens += it->n;
     }
+    w->prompt_tokens += (uint64_t)n_prompt_tokens;
     /* Forked samples get their own copy of a shared, partly filled block before writing. */
     for (int i = 0; i < p->n_copies; i++)
         dy_kv_copy_block(w->pool, p->copies[i].dst, p->copies[i].src);
@@ -524,8 +575,10 @@ static void step(worker *w)
         fail_plan(w, p, "the engine step failed");
         return;
     }
-    w->step_seconds += dy_now() - t0;
+    double dt = dy_now() - t0;
+    w->step_seconds += dt;
     w->steps++;
+    dy_kv_tiers_observe_prefill(w->tiers, n_prompt_tokens, dt);
     const int V = w->model->hp.vocab_size;
     for (int i = 0, k = 0; i < p->n_items; i++)
         if (p->items[i].logits) {
@@ -558,6 +611,25 @@ static bool flush(worker *w)
 }
 
 /* ---------------------------------------------------------------- setup */
+
+/* The lower KV tiers (--kv-host-mem, --kv-disk-dir), and their events. */
+static int setup_tiers(worker *w, char *err, size_t errlen)
+{
+    const dy_worker_config *c = &w->cfg;
+    dy_kv_tiers_config tc = {c->kv_host_mib, c->kv_disk_dir, c->kv_disk_gib, c->kv_offload,
+                             c->kv_disk_min_uses, c->worker_id, c->kv_hold, c->kv_hold_ttl_s,
+                             c->kv_hold_margin_ms / 1e3, c->kv_hold_share};
+    w->tiers = dy_kv_tiers_new(&tc, w->kv, w->sched, err, errlen);
+    if (!w->tiers)
+        return err[0] ? -1 : 0;
+    dy_kv_tier *lower[2] = {dy_kv_tiers_host(w->tiers), dy_kv_tiers_disk(w->tiers)};
+    for (int i = 0; i < 2 && !c->no_kv_events; i++)
+        if (lower[i] && !dy_kv_publish_add_tier(&w->kvpub, lower[i])) {
+            snprintf(err, errlen, "out of memory for KV tier events");
+            return -1;
+        }
+    return 0;
+}
 
 static int setup(worker *w, char *err, size_t errlen)
 {
@@ -619,6 +691,8 @@ static int setup(worker *w, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for KV events");
         return -1;
     }
+    if (setup_tiers(w, err, errlen) != 0)
+        return -1;
     for (int i = 0; i < hp->vocab_size; i++)
         if (dy_tokenizer_is_eog(w->model->tok, i))
             w->eog_ids[w->n_eog++] = i;
@@ -635,6 +709,7 @@ static void teardown(worker *w)
     while (w->reqs)
         dy_worker_drop_req(w, w->reqs);
     dy_disagg_free(w);
+    dy_kv_tiers_free(w->tiers); /* waits for its copies: before the pool goes */
     dy_kv_publish_free(&w->kvpub);
     dy_xfer_rx_stop(w->rx);
     dy_engine_free(w->engine);
@@ -683,6 +758,9 @@ int dy_worker_run(const dy_worker_config *cfg)
 {
     worker w = {.cfg = *cfg, .next_role = -1};
     char err[1024];
+    /* A file-size limit reached by the disk tier is an I/O error that switches the tier off,
+     * not a signal that ends the worker. */
+    signal(SIGXFSZ, SIG_IGN);
     dy_conn_init(&w.conn, cfg->fd);
     if (setup(&w, err, sizeof err) != 0) {
         fprintf(stderr, "dyad worker %d: %s\n", cfg->worker_id, err);
@@ -701,13 +779,15 @@ int dy_worker_run(const dy_worker_config *cfg)
         dy_disagg_poll(&w);
         bool busy = dy_sched_n_running(w.sched) + dy_sched_n_waiting(w.sched) > 0;
         struct pollfd pf = {cfg->fd, POLLIN, 0};
-        int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting ? 1 : 100);
+        int ready = poll(&pf, 1, busy ? 0 : w.n_awaiting || dy_kv_tiers_busy(w.tiers) ? 1 : 100);
         if ((ready > 0 || dy_conn_pending(&w.conn)) && !read_frames(&w))
             break;
         if (busy)
             step(&w);
         else if (w.next_role >= 0 && !w.reqs && !w.n_awaiting)
             take_next_role(&w);
+        if (w.tiers) /* after the step: copies down what it published */
+            dy_kv_tiers_tick(w.tiers);
         if (!cfg->no_kv_events)
             dy_kv_publish_flush(&w.kvpub, w.kv, &w.tx); /* before STATS, which names its seq */
         /* A finished request changes the load at once: the STATS goes out right behind its

@@ -13,6 +13,7 @@
 #include "sched/sched.h"
 #include "serve/worker/guide.h"
 #include "serve/worker/kv_publish.h"
+#include "serve/worker/kv_tiers.h"
 #include "serve/wire/wire_io.h"
 #include "serve/worker/worker.h"
 #include "serve/worker/xfer.h"
@@ -40,6 +41,9 @@ typedef struct wreq {
     uint32_t first_block, n_xfer_blocks;
     int32_t *dest;              /* prefill role: the decode worker's block ids */
     bool awaiting_kv;           /* decode role: KV_READY(ok) came, TCP blocks still arriving */
+    dy_tier_result tier;        /* its prompt's prefix in a lower KV tier */
+    uint64_t session;           /* the conversation it is a turn of (0: none), and the hint */
+    uint32_t hold_ms;
     struct wreq *next;
 } wreq;
 
@@ -75,6 +79,7 @@ typedef struct {
     dy_kv_cache *kv;
     dy_sched *sched;
     dy_kv_publisher kvpub;      /* KV events for the frontend's global prefix index */
+    dy_kv_tiers *tiers;         /* host and disk tiers; NULL without --kv-host-mem */
     dy_engine *engine;
     dy_sampler *sampler;
     dy_guides guides;           /* the grammars of structured outputs */
