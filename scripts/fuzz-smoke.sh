@@ -9,7 +9,7 @@
 # (libFuzzer's cov: edges and ft: features at the end) and corpus size.
 #
 # scripts/test.sh (what CI runs) calls it for the smoke; bench/fuzz.sh calls it with a long
-# SECONDS for bench/... figures. DYAD_FUZZ_JOBS targets run at once (default: the core count).
+# SECONDS, one target at a time. DYAD_FUZZ_JOBS targets run at once (default: the core count).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-15}
