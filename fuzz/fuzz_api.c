@@ -192,6 +192,8 @@ static void check_wire(const dy_job *job, int first, const dy_api_request *r)
         fz_check(got.prompt[i] >= 0 && got.prompt[i] < VOCAB, "prompt token %d", got.prompt[i]);
     fz_check(got.n_samples == (uint32_t)job->group && got.n_stops == r->n_stop,
              "%u samples and %u stops on the wire", got.n_samples, got.n_stops);
+    fz_check(!got.session == !r->session, "dyad.session %s, wire session %llu",
+             r->session ? r->session : "(none)", (unsigned long long)got.session);
     for (int i = 0; i < got.n_stops; i++)
         fz_check(!strcmp(got.stops[i], r->stop[i]), "stop %d changed on its way to the worker", i);
     if (got.grammar_len)

@@ -51,6 +51,8 @@ COMPLETIONS = {
     "vote": {"model": "m", "prompt": "2+2=", "n": 4, "max_tokens": 4,
              "dyad": {"select": "majority", "answer_regex": "[0-9]+"}},
     "logprob_select": {"model": "m", "prompt": "q", "n": 3, "dyad": {"select": "logprob"}},
+    "session": {"model": "m", "prompt": "turn 2", "dyad": {"session": "s-1",
+                                                           "hold": {"expected_ms": 1500}}},
     "grammar": {"model": "m", "prompt": "json:", "max_tokens": 16,
                 "dyad": {"grammar": {"type": "json_schema", "json_schema": {
                     "name": "p", "schema": {"type": "object", "properties": {
@@ -147,7 +149,7 @@ def xfer_seeds():
 
 # ---------------------------------------------------------------- fuzz_wire: frames
 
-WIRE_MAGIC, WIRE_VERSION = 0x44415944, 4
+WIRE_MAGIC, WIRE_VERSION = 0x44415944, 5
 
 
 def wire_frame(mtype, payload):
@@ -162,13 +164,16 @@ def wire_seeds():
     fresh("wire")
     hello = struct.pack("<IIQIIIIBI", 0, 1234, 0xABCDEF, 512, 512, 64, 16, 2, 4096)
     hello += wire_bytes(b"dyad-kv-1234-0") + wire_bytes(b"127.0.0.1:7411")
-    request = struct.pack("<QIfffiQIIBBBBB", 1, 16, 0.8, 0.95, 0.0, 40, 7, 0, 2, 0, 1, 2, 1, 0)
+    request = struct.pack("<QIfffiQIIBBBBBQI", 1, 16, 0.8, 0.95, 0.0, 40, 7, 0, 2, 0, 1, 2, 1, 0,
+                          0x5E55, 1500)
     request += wire_bytes(b"\n") + wire_bytes(b"root ::= \"a\"+") + struct.pack("<I3i", 3, 1, 2, 3)
     token = struct.pack("<QifB", 1, 42, -0.5, 1) + struct.pack("<if", 43, -1.5) + wire_bytes(b"ab")
     cancel = struct.pack("<Q", 1)
+    hold = struct.pack("<QIB", 0x5E55, 2000, 0)
     write("wire", "hello", wire_frame(1, hello))
     write("wire", "request", wire_frame(2, request))
     write("wire", "cancel", wire_frame(3, cancel))
+    write("wire", "hold", wire_frame(17, hold))
     write("wire", "token", wire_frame(4, token))
     write("wire", "stream", wire_frame(2, request) + wire_frame(4, token) + wire_frame(7, b""))
     write("wire", "bad_version", struct.pack("<IHHI", WIRE_MAGIC, 99, 2, 0))
