@@ -3,12 +3,11 @@
  *         mask is taken over a small vocabulary at every byte (no crash, no hang, no leak);
  *   odd:  the input is a JSON Schema; if the schema compiler accepts it, the grammar it writes
  *         must compile (a schema that compiles to a grammar the worker refuses is a bug).
- *   ./build-fuzz/fuzz_grammar -max_total_time=600 fuzz/corpus-grammar */
+ *   ./build-fuzz/fuzz_grammar -max_total_time=600 build-fuzz/corpus-grammar fuzz/corpus-grammar */
 #include "grammar/grammar.h"
 #include "grammar/schema.h"
+#include "harness.h"
 
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 static const char *const VOCAB[] = {"{", "}", "\"", "a", "ab", "1", "12", " ", ",", ":",
@@ -59,11 +58,8 @@ static void fuzz_schema(const uint8_t *data, size_t size)
     if (dy_schema_to_grammar(schema, &opts, &out, &e) == DY_SCHEMA_OK) {
         char err[256];
         dy_grammar *g = dy_grammar_parse((const char *)out.data, out.len, err, sizeof err);
-        if (!g) {
-            fprintf(stderr, "the schema compiled to a grammar that does not: %s\n%.*s\n", err,
-                    (int)out.len, (const char *)out.data);
-            abort();
-        }
+        fz_check(g != NULL, "the schema compiled to a grammar that does not: %s\n%.*s", err,
+                 (int)out.len, (const char *)out.data);
         dy_grammar_free(g);
     }
     dy_buf_free(&out);

@@ -5,30 +5,24 @@
  * return a model or an error message, never crash or read out of bounds.
  *   cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang -DDYAD_FUZZ=ON
  *   ninja -C build-fuzz fuzz_model
- *   ./build-fuzz/fuzz_model -max_total_time=600 fuzz/corpus-model models/ */
+ *   ./build-fuzz/fuzz_model -max_total_time=600 build-fuzz/corpus-model fuzz/corpus-model */
 #include "engine/model.h"
+#include "harness.h"
 
-#include <stdint.h>
-#include <stdio.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    int fd = memfd_create("fuzz-model", MFD_CLOEXEC);
+    char path[64], err[1024] = "";
+    int fd = fz_memfile(data, size, path);
     if (fd < 0)
         return 0;
-    if (write(fd, data, size) != (ssize_t)size) {
-        close(fd);
-        return 0;
-    }
-    char path[64], err[1024];
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
     const char *tok = size >= 4 && data[0] == 'G' && data[1] == 'G' && data[2] == 'U' &&
                               data[3] == 'F'
                           ? NULL
                           : DYAD_SOURCE_DIR "/models/tok512.bin";
     dy_model *m = dy_model_load(path, tok, err, sizeof err);
+    fz_check(m || err[0], "a model refused without a message");
     dy_model_free(m);
     close(fd);
     return 0;

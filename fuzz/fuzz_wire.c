@@ -1,7 +1,7 @@
 /* fuzz_wire.c — libFuzzer target for the frontend↔worker frame decoders: the input is a byte
  * stream cut into frames exactly as a socket reader would, and every frame goes through the
  * decoder of its type. Decoders must accept or reject, never crash or over-read.
- *   ./build-fuzz/fuzz_wire -max_total_time=600 fuzz/corpus-wire */
+ *   ./build-fuzz/fuzz_wire -max_total_time=600 build-fuzz/corpus-wire fuzz/corpus-wire */
 #include "serve/wire/wire.h"
 
 #include <string.h>
@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             dy_msg_kv_resync rs;
             dy_msg_role ro;
             dy_msg_peer_gone pg;
+            dy_msg_hold ho;
         } m;
         memset(&m, 0, sizeof m);
         switch (t) {
@@ -67,6 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case DY_MSG_KV_RESYNC: dy_wire_decode_kv_resync(p, len, &m.rs, err, sizeof err); break;
         case DY_MSG_ROLE: dy_wire_decode_role(p, len, &m.ro, err, sizeof err); break;
         case DY_MSG_PEER_GONE: dy_wire_decode_peer_gone(p, len, &m.pg, err, sizeof err); break;
+        case DY_MSG_HOLD: dy_wire_decode_hold(p, len, &m.ho, err, sizeof err); break;
         }
         pos += DY_WIRE_HEADER + len;
     }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds dyad twice — optimised, and with AddressSanitizer + UBSan — and runs the whole test
-# suite (ctest) on both. This is the README's test command and what CI runs.
+# suite (ctest) on both, then the fuzz smoke: every libFuzzer target of fuzz/, built with the
+# sanitizers, for a short run from its seed corpus (scripts/fuzz-smoke.sh). This is the
+# README's test command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -13,3 +15,4 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DDYAD_SANITIZE=ON >/
 ninja -C build-asan >/dev/null
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
+bash scripts/fuzz-smoke.sh

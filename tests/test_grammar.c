@@ -56,6 +56,17 @@ static void test_literals_classes_alternatives(void **st)
     dy_grammar_free(g);
 }
 
+/* A root of only the empty sentence: the recognizer starts with no stack at all (found by
+ * fuzz/fuzz_grammar.c: its scratch space was still NULL, and clang's UBSan refuses NULL + 0). */
+static void test_empty_root(void **st)
+{
+    (void)st;
+    dy_grammar *g = compile("root ::= ");
+    assert_true(accepts(g, ""));
+    assert_false(accepts(g, "x"));
+    dy_grammar_free(g);
+}
+
 static void test_repetitions(void **st)
 {
     (void)st;
@@ -391,6 +402,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literals_classes_alternatives),
+        cmocka_unit_test(test_empty_root),
         cmocka_unit_test(test_repetitions),
         cmocka_unit_test(test_repetitions_of_what_can_be_empty),
         cmocka_unit_test(test_rules_recursion_and_layout),

@@ -179,10 +179,10 @@ static int by_id(const void *a, const void *b)
 /* Sorts the scratch segment [lo, n_scratch) and drops repeats. */
 static void normalize(dy_gmatch *m, size_t lo)
 {
-    uint32_t *s = m->scratch + lo;
     size_t n = m->n_scratch - lo;
     if (n < 2)
-        return;
+        return; /* before taking a pointer: scratch is still NULL when nothing was pushed */
+    uint32_t *s = m->scratch + lo;
     if (n < 16) { /* the common case: a handful of stacks */
         for (size_t i = 1; i < n; i++)
             for (size_t j = i; j > 0 && s[j - 1] > s[j]; j--) {
