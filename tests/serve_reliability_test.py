@@ -267,7 +267,7 @@ def test_long_step_is_not_a_hang():
     the timeout.) A first small batch measures this build's speed, so the big one lasts a few
     timeouts on a fast machine and in the sanitizer build alike."""
     s = Server(DYAD, "--workers", "1", "--threads-per-worker", "1", "--max-batch-tokens", "32768",
-               "--max-running", "64", "--kv-mem", "128", "--worker-timeout", "1")
+               "--max-running", "64", "--kv-mem", "128", "--worker-timeout", "0.5")
     try:
         pid = health(s)["workers"][0]["pid"]
 
@@ -287,9 +287,10 @@ def test_long_step_is_not_a_hang():
                     m0["dyad_worker_step_seconds_total" + key]) / max(steps, 1)
 
         per_prompt = batch(4, "a") / 4
-        k = max(4, min(64, int(3 / max(per_prompt, 1e-3))))
+        # a step of about 1.5 s (three timeouts), or the 64 prompts one request may carry
+        k = max(4, min(64, int(1.5 / max(per_prompt, 1e-4))))
         step = batch(k, "b")
-        assert step > 1, ("the test needs a step longer than the timeout", k, step)
+        assert step > 0.5, ("the test needs a step longer than the timeout", k, step)
         m = s.metrics()
         assert m['dyad_worker_hangs_total{worker="0"}'] == 0
         assert health(s)["workers"][0]["pid"] == pid
