@@ -210,10 +210,13 @@ def test_stopped_worker_does_not_wedge_the_frontend():
         def big(k):  # 64 prompts of ~430 tokens: 64 REQUEST frames, more than the socket holds
             prompts = [f"Story {k} {i}. " + "Once upon a time, there was a little girl named Lily. "
                        "She loved to play. " * 20 for i in range(64)]
-            c = s.conn(60)
+            c = s.conn(240)  # the reruns below may take minutes under the sanitizers
             c.request("POST", "/v1/completions", body=json.dumps(body(prompts, max_tokens=2)),
                       headers={"Content-Type": "application/json"})
-            ended.append(c.getresponse().status)
+            try:
+                ended.append(c.getresponse().status)
+            except OSError as e:  # a timeout: kept, so the assertion below names it
+                ended.append(repr(e))
 
         threads = [threading.Thread(target=big, args=(k,)) for k in range(4)]
         for t in threads:
@@ -230,7 +233,7 @@ def test_stopped_worker_does_not_wedge_the_frontend():
         deadline = time.time() + 240
         for t in threads:
             t.join(max(0.0, deadline - time.time()))
-        assert len(ended) == 4, ended
+        assert len(ended) == 4 and all(isinstance(e, int) for e in ended), ended
         assert s.wait_for(lambda: replaced(s, 0, pid), SLACK)
         assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
     finally:
