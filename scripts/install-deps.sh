@@ -11,6 +11,9 @@ pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev li
 # Tests: Python 3 (server tests: the standard library, and jsonschema to validate structured
 # outputs); Node.js + npm (the OpenAI SDK test), unless a Node.js is already installed.
 pkgs+=(python3 python3-jsonschema)
+# The operator's view (issue 17): a real Prometheus (and promtool) scrapes /metrics, and
+# headless Chromium loads /dashboard (a font so its screenshot has text).
+pkgs+=(prometheus chromium fonts-dejavu-core)
 command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
