@@ -6,9 +6,11 @@ leaves the latency of other clients' requests alone; sampling settings the sampl
 refuse (max_tokens 0, a top_p that rounds to 0) are 400s naming the field before anything is
 streamed; a request needing more sequences than --max-queue is a 400, not a 429 that SDKs
 retry forever; the API key accepts the Bearer scheme in any case; two Content-Length
-headers are refused; a body declared far over the limit is refused before it is sent. Standard library only; prints 'N passed, N failed'."""
+headers are refused; a body declared far over the limit is refused before it is sent; a
+whole answer's size is bounded before the request runs. Standard library only; prints 'N passed, N failed'."""
 import json
 import os
+import re
 import socket
 import sys
 import threading
@@ -229,6 +231,47 @@ def test_declared_oversize_body_refused_at_once(s):
     # A small excess without Expect is waited for (and then refused, once read).
     status, text = headers_only(s, head + b"Content-Length: 4194400\r\n\r\n")
     assert status is None, (status, text)
+
+
+def test_response_size_bounded_up_front(s):
+    """#18 item 4: a small request may not ask for a huge whole answer. The bound the server
+    states (n x max_tokens x logprobs at the longest token) is at least the size of the real
+    answer for each request tried, the issue's 159-byte request (n 16, top_logprobs 20,
+    max_tokens 480) is a 400 naming top_logprobs at the default --max-response-bytes, and the
+    same request streamed is served."""
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "n": 16,
+            "logprobs": True, "top_logprobs": 20, "max_tokens": 480}
+    status, r, _ = s.request("POST", "/v1/chat/completions", chat)
+    assert status == 400 and r["error"]["code"] == "response_too_large", (status, r)
+    assert r["error"]["param"] == "top_logprobs", r
+    events = s.stream("/v1/chat/completions", {**chat, "n": 2, "stream": True})
+    assert events[-1] == "[DONE]" and len(events) > 100, events[-3:]
+    tries = [("/v1/chat/completions", {**chat, "n": 2, "top_logprobs": 5, "max_tokens": 64}),
+             ("/v1/chat/completions", {**chat, "n": 1, "logprobs": False, "top_logprobs": None,
+                                       "max_tokens": 200}),
+             ("/v1/completions", {"model": MODEL, "prompt": ["Once", "The dog"], "n": 3,
+                                  "logprobs": 4, "max_tokens": 48}),
+             ("/v1/completions", {"model": MODEL, "prompt": "Once", "max_tokens": 300})]
+    bounded = Server(DYAD, "--workers", "1", "--threads-per-worker", "1",
+                     "--max-response-bytes", "1")
+    try:
+        for path, body in tries:
+            body = {k: v for k, v in body.items() if v is not None}
+            body.update(temperature=1.0, seed=7, ignore_eos=True)
+            status, r, _ = bounded.request("POST", path, body)
+            assert status == 400 and r["error"]["code"] == "response_too_large", (status, r)
+            bound = int(re.search(r"up to (\d+) bytes", r["error"]["message"]).group(1))
+            c = s.conn()
+            c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            resp = c.getresponse()
+            size = len(resp.read())
+            c.close()
+            assert resp.status == 200, (path, body, resp.status)
+            assert size <= bound, (path, body, size, bound)
+            print(f"{path} n={body.get('n', 1)} logprobs={body.get('logprobs')}: answer {size} B, "
+                  f"bound {bound} B")
+    finally:
+        assert bounded.stop() == 0
 
 
 def test_conflicting_content_length(s):

@@ -1281,6 +1281,40 @@ static void test_limits_default(void **st)
 }
 
 
+/* The answer's size bound, by hand: tokens of 10 bytes, the worst JSON escape (6 per byte);
+ * a logprob entry is 64 + (6 + 4) x 10 = 164 bytes, for the token and each alternative. */
+static void test_response_bound(void **st)
+{
+    (void)st;
+    dy_api_limits l = lim();
+    l.max_token_bytes = 10;
+    l.max_response_bytes = 100000;
+    dy_api_request r;
+    dy_api_error e;
+    ok(DY_API_CHAT, "'n':2,'max_tokens':100", &r);
+    /* 1024 + 512 x 2 choices + 60 x 200 tokens */
+    assert_int_equal(dy_api_response_bound(&r, 200, &l), 1024 + 1024 + 12000);
+    assert_int_equal(dy_api_check_response_size(&r, 200, &l, &e), 0);
+    dy_api_request_free(&r);
+    ok(DY_API_CHAT, "'n':2,'max_tokens':100,'logprobs':true,'top_logprobs':3", &r);
+    /* per token 60 + 164 x 4 = 716 */
+    assert_int_equal(dy_api_response_bound(&r, 200, &l), 1024 + 1024 + 716 * 200);
+    assert_int_equal(dy_api_check_response_size(&r, 200, &l, &e), -1);
+    assert_int_equal(e.status, 400);
+    assert_string_equal(e.param, "top_logprobs");
+    assert_string_equal(e.code, "response_too_large");
+    r.stream = true; /* a stream is not built whole */
+    assert_int_equal(dy_api_check_response_size(&r, 200, &l, &e), 0);
+    dy_api_request_free(&r);
+    ok(DY_API_COMPLETIONS, "'n':3,'max_tokens':500", &r);
+    l.max_response_bytes = 50000; /* 1024 + 1536 + 60 x 1500 = 92560 */
+    assert_int_equal(dy_api_check_response_size(&r, 1500, &l, &e), -1);
+    assert_string_equal(e.param, "n");
+    l.max_response_bytes = 0; /* no bound */
+    assert_int_equal(dy_api_check_response_size(&r, 1500, &l, &e), 0);
+    dy_api_request_free(&r);
+}
+
 /* ==== tools ==== */
 
 #define WEATHER "{'type':'function','function':{'name':'get_weather','description':'d'," \
@@ -1487,6 +1521,7 @@ int main(void)
         cmocka_unit_test(test_utf8_sendable),
         cmocka_unit_test(test_models_json),
         cmocka_unit_test(test_limits_default),
+        cmocka_unit_test(test_response_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,6 +25,7 @@ static const char serve_epilog[] =
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
     int port, max_body, max_schema, max_connections, timeout, drain;
+    long max_response;
     double header_timeout, body_timeout;
     int chat;                 /* a dy_chat_family, or -1: detect it from the model */
     int agg, pre, dec;        /* --workers, --prefill-workers, --decode-workers; -1: not given */
@@ -151,6 +152,11 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "max-schema-bytes", .kind = DY_OPT_INT, .dst = &o->max_schema, .meta = "N",
          .help = "largest response_format JSON Schema, in bytes as compact JSON (docs/api.md)",
          .min = 2, .max = 1 << 30, .def = (double)dy_api_limits_default(0).max_schema_bytes},
+        {.name = "max-response-bytes", .kind = DY_OPT_LONG, .dst = &o->max_response,
+         .meta = "BYTES", .help = "largest answer a request that does not stream may ask for "
+                                  "(n x max_tokens x logprobs at the longest token; over it: "
+                                  "400); 0 = no limit",
+         .min = 0, .max = 1L << 40, .def = (double)dy_api_limits_default(0).max_response_bytes},
         {.name = "max-connections", .kind = DY_OPT_INT, .dst = &o->max_connections,
          .meta = "N", .help = "concurrent HTTP connections; clients past them get 503 with "
                               "Retry-After", .min = 1, .max = 65536, .def = 256},
@@ -309,6 +315,8 @@ int cmd_serve(int argc, char **argv)
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.max_schema_bytes = (size_t)o.max_schema;
         hc.limits.vocab_size = m->hp.vocab_size;
+        hc.limits.max_response_bytes = (size_t)o.max_response;
+        hc.limits.max_token_bytes = dy_tokenizer_max_token_bytes(m->tok);
         if (hc.limits.max_sequences > o.w.max_queue) /* more could never be admitted: a 400 */
             hc.limits.max_sequences = o.w.max_queue;
         http = dy_http_start(&hc, err, sizeof err);

@@ -56,6 +56,15 @@ const char *dy_tokenizer_token_text(const dy_tokenizer *t, int32_t id)
     return t->blob + t->off[id];
 }
 
+int dy_tokenizer_max_token_bytes(const dy_tokenizer *t)
+{
+    uint32_t most = 0;
+    for (int i = 0; i < t->n_vocab; i++)
+        if (t->len[i] > most)
+            most = t->len[i];
+    return (int)most;
+}
+
 /* ---- tokenize ----------------------------------------------------------------------- */
 
 /* A piece of the input: raw text [off, off+len), or a special token (id >= 0). */

@@ -33,6 +33,9 @@ bool dy_tokenizer_is_eog(const dy_tokenizer *t, int32_t id);
 const char *dy_tokenizer_chat_template(const dy_tokenizer *t);
 /* Token text as stored in the vocabulary (NULL if id out of range). */
 const char *dy_tokenizer_token_text(const dy_tokenizer *t, int32_t id);
+/* The longest token text in the vocabulary, in bytes: no token's piece is longer (a piece
+ * decodes the text's escapes, which only shortens it). */
+int dy_tokenizer_max_token_bytes(const dy_tokenizer *t);
 
 /* Tokenize `len` bytes of `text`. add_bos prepends BOS when the vocab has one;
  * parse_special lets special-token texts such as "<s>" in the input become their ids.

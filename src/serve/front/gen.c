@@ -37,6 +37,7 @@ struct dy_gen {
     int64_t created;
     double t_arrival;
     int64_t max_new_total; /* the output its choices may ask for, summed (for the planner) */
+    int64_t max_new_out;   /* the same over the choices the answer returns (its size bound) */
     int status;             /* the HTTP status the client got (a stream is 200, whatever
                              * happens in it) */
     /* streaming */
@@ -227,6 +228,7 @@ static int setup_prompt(gen *g, int i, dy_api_error *err)
     }
     g->prompt_tokens[i] = n;
     g->max_new_total += (int64_t)max_new * g->per_prompt;
+    g->max_new_out += (int64_t)max_new * g->out_per_prompt;
     if (r->echo && r->kind == DY_API_COMPLETIONS) {
         g->echo[i] = text ? strdup(text) : NULL;
         if (!g->echo[i]) { /* token-id prompt: echo its detokenized text */
@@ -331,6 +333,8 @@ dy_gen *dy_gen_new(const dy_gen_env *env, const char *body, size_t len, dy_api_k
     for (int i = 0; i < g->n_prompts; i++)
         if (setup_prompt(g, i, err) != 0)
             goto fail;
+    if (dy_api_check_response_size(&g->req, g->max_new_out, env->limits, err) != 0)
+        goto fail;
     snprintf(g->id, sizeof g->id, "%s-%llx%06llx", kind == DY_API_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)time(NULL), (unsigned long long)serial);
     g->created = (int64_t)time(NULL);

@@ -20,6 +20,7 @@
 #include <math.h>
 #include <pcre2.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1532,6 +1533,8 @@ dy_api_limits dy_api_limits_default(int context)
         .max_messages = 512,
         .vocab_size = 0,
         .max_schema_bytes = 64u << 10,
+        .max_response_bytes = 16u << 20,
+        .max_token_bytes = 0,
     };
 }
 
@@ -1569,6 +1572,49 @@ int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_a
                          "reduce the length of the %s or completion.", lim->max_context,
                          (long long)prompt_tokens + r->max_tokens, prompt_tokens, what,
                          r->max_tokens, what);
+    return -1;
+}
+
+/* Bytes of JSON per character of a token's text at worst (a control character is \u00XX),
+ * per byte of chat logprobs' "bytes" arrays ("255,"), around one logprob entry (its keys,
+ * the number, the punctuation), and around a whole answer and each of its choices. */
+#define JSON_BYTES_PER_CHAR 6
+#define JSON_BYTES_PER_BYTE 4
+#define JSON_LOGPROB_ENTRY 64
+#define JSON_ANSWER_BYTES 1024
+#define JSON_CHOICE_BYTES 512
+
+size_t dy_api_response_bound(const dy_api_request *r, int64_t out_tokens, const dy_api_limits *lim)
+{
+    double L = lim->max_token_bytes > 0 ? lim->max_token_bytes : 16;
+    double per_token = JSON_BYTES_PER_CHAR * L; /* the text */
+    if (r->logprobs) { /* the token and each alternative: text, bytes, logprob */
+        double entry = JSON_LOGPROB_ENTRY + (JSON_BYTES_PER_CHAR + JSON_BYTES_PER_BYTE) * L;
+        per_token += entry * (1 + (r->top_logprobs > 0 ? r->top_logprobs : 0));
+    }
+    int prompts = r->kind == DY_API_CHAT ? 1 : r->n_prompts;
+    double choices = (double)prompts * (r->select != DY_SELECT_NONE ? 1 : r->n);
+    double bytes = JSON_ANSWER_BYTES + JSON_CHOICE_BYTES * choices + per_token * (double)out_tokens;
+    return bytes >= (double)SIZE_MAX ? SIZE_MAX : (size_t)bytes;
+}
+
+int dy_api_check_response_size(const dy_api_request *r, int64_t out_tokens,
+                               const dy_api_limits *lim, dy_api_error *err)
+{
+    if (r->stream || lim->max_response_bytes == 0)
+        return 0;
+    size_t bound = dy_api_response_bound(r, out_tokens, lim);
+    if (bound <= lim->max_response_bytes)
+        return 0;
+    const char *param = r->logprobs && r->top_logprobs > 0
+                            ? (r->kind == DY_API_CHAT ? "top_logprobs" : "logprobs")
+                        : r->n > 1 ? "n" : "max_tokens";
+    dy_api_error_set(err, 400, "invalid_request_error", "response_too_large", param,
+                     "This request's answer could take up to %zu bytes (%lld tokens over its "
+                     "choices%s), more than this server's limit of %zu (--max-response-bytes). "
+                     "Lower max_tokens, n or the logprobs asked for, or stream the answer.",
+                     bound, (long long)out_tokens, r->logprobs ? ", with logprobs" : "",
+                     lim->max_response_bytes);
     return -1;
 }
 

@@ -61,6 +61,9 @@ typedef struct {
     int max_messages;      /* chat messages */
     int vocab_size;        /* token-id prompts must be below it; 0 = not checked */
     size_t max_schema_bytes; /* a response_format's JSON Schema, serialized compactly */
+    size_t max_response_bytes; /* a whole (not streamed) answer, as dy_api_response_bound
+                                * counts it; 0: no bound */
+    int max_token_bytes;   /* the longest token's text in the vocabulary (0: assume 16) */
 } dy_api_limits;
 
 /* The defaults docs/api.md lists, for a model with `context` tokens of context. */
@@ -152,6 +155,17 @@ void dy_api_request_free(dy_api_request *r);
  * or -1 with a 400 in *err. */
 int dy_api_max_new_tokens(const dy_api_request *r, int prompt_tokens, const dy_api_limits *lim,
                           dy_api_error *err);
+
+/* The most bytes a whole (not streamed) answer to r can take when its returned choices
+ * generate out_tokens tokens in all, each of at most lim->max_token_bytes bytes, every byte
+ * escaped as JSON's worst case, with the logprobs asked for. An answer is built in memory
+ * before it is sent, so a small request could otherwise make the frontend spend gigabytes
+ * (#18 item 4). */
+size_t dy_api_response_bound(const dy_api_request *r, int64_t out_tokens, const dy_api_limits *lim);
+/* 0 if that bound is within lim->max_response_bytes (or r streams, or there is no bound);
+ * else -1 with a 400 in *err naming the parameter that multiplies it most. */
+int dy_api_check_response_size(const dy_api_request *r, int64_t out_tokens,
+                               const dy_api_limits *lim, dy_api_error *err);
 
 /* ---- responses ---- */
 
