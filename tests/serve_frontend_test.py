@@ -169,6 +169,11 @@ def test_bearer_scheme_any_case():
             assert status == want, (auth, status, r)
             if want == 401:
                 assert r["error"]["code"] == "invalid_api_key", r
+        # /health answers anyone, but only a client with the key sees the workers' pids.
+        status, r, _ = s.request("GET", "/health")
+        assert status == 200 and r["workers"] and "pid" not in r["workers"][0], r
+        status, r, _ = s.request("GET", "/health", headers={"Authorization": "Bearer sekret"})
+        assert status == 200 and r["workers"][0]["pid"] > 0, r
     finally:
         assert s.stop() == 0
 

@@ -206,8 +206,11 @@ static bool authorized(const dy_http *h, struct MHD_Connection *c)
     return same_secret(a, h->cfg.api_key);
 }
 
+/* Liveness is for anyone (a load balancer's probe carries no key); the workers' process ids
+ * are the host's business, so with --api-key only a client with the key sees them. */
 static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
 {
+    bool pids = authorized(h, c);
     dy_worker_info w[64];
     int n = dy_fleet_info(h->cfg.workers, w, 64), alive = 0;
     size_t cap = 96 + 96 * (size_t)n, len = 0;
@@ -218,12 +221,15 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
         alive += w[i].alive;
     len += (size_t)snprintf(body, cap, "{\"status\":\"%s\",\"workers\":[",
                             alive ? "ok" : "unavailable");
-    for (int i = 0; i < n; i++)
-        len += (size_t)snprintf(body + len, cap - len, "%s{\"id\":%d,\"pid\":%d,\"up\":%s,"
-                                "\"state\":\"%s\",\"restarts\":%llu}", i ? "," : "", i,
-                                (int)w[i].pid, w[i].alive ? "true" : "false",
+    for (int i = 0; i < n; i++) {
+        len += (size_t)snprintf(body + len, cap - len, "%s{\"id\":%d,", i ? "," : "", i);
+        if (pids)
+            len += (size_t)snprintf(body + len, cap - len, "\"pid\":%d,", (int)w[i].pid);
+        len += (size_t)snprintf(body + len, cap - len, "\"up\":%s,\"state\":\"%s\","
+                                "\"restarts\":%llu}", w[i].alive ? "true" : "false",
                                 dy_plan_slot_state_name(w[i].state),
                                 (unsigned long long)w[i].restarts);
+    }
     snprintf(body + len, cap - len, "]}");
     return send_json(c, alive ? 200 : 503, body);
 }
