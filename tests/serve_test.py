@@ -4,7 +4,8 @@
 Starts the server on a free port with the bundled model and checks completions, chat,
 streaming (SSE framing and per-token chunks), n > 1, stop strings, logprobs, the error cases,
 prefix caching (cached_tokens), disconnect mid-stream (sequences cancelled, blocks freed),
-a killed worker being replaced, metrics, and a clean shutdown on SIGTERM. Standard library
+a killed worker being replaced (and the requests it had not started answered by its
+replacement), metrics, and a clean shutdown on SIGTERM. Standard library
 only. Prints 'N passed, N failed' and exits non-zero on any failure."""
 import json
 import os
@@ -13,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import sys
+import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -268,6 +270,39 @@ def test_killed_worker_is_replaced(s):
     st, r, _ = completion(s, max_tokens=5)
     assert st == 200, r
     assert s.metrics()['dyad_worker_restarts_total{worker="0"}'] >= 1
+
+
+def test_only_worker_dies_before_first_tokens():
+    """#18 item 7: when the only worker of its pool dies (aggregated: the only worker;
+    disaggregated: the only decode worker), the requests it had not started wait for its
+    replacement and are answered there, with the text they would have had, instead of failing.
+    The worker is stopped first, so the requests queue on its socket without a token."""
+    prompts = ["Once upon a time", "The little dog", "One day, a girl", "Tom and Sue"]
+    for args, victim in [(("--workers", "1"), 0),
+                         (("--prefill-workers", "1", "--decode-workers", "1"), 1)]:
+        s = Server(*args, "--threads-per-worker", "1", "--worker-timeout", "0")
+        try:
+            want = [completion(s, prompt=p)[1]["choices"][0]["text"] for p in prompts]
+            pid = s.request("GET", "/health")[1]["workers"][victim]["pid"]
+            os.kill(pid, signal.SIGSTOP)
+            results = [None] * len(prompts)
+
+            def ask(i):
+                results[i] = completion(s, prompt=prompts[i])[:2]
+            threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(prompts))]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)  # the requests are on the stopped worker's socket
+            os.kill(pid, signal.SIGKILL)
+            for t in threads:
+                t.join(120)
+            for i, r in enumerate(results):
+                assert r is not None and r[0] == 200, (args, i, r)
+                assert r[1]["choices"][0]["text"] == want[i], (args, i, r[1])
+            print(f"{' '.join(args)}: {len(prompts)} requests queued on the killed worker, "
+                  f"all answered by its replacement")
+        finally:
+            assert s.stop() == 0
 
 
 def test_workers_die_with_the_frontend():

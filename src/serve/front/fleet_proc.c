@@ -208,8 +208,9 @@ static void bank_stats(slot *s)
     memset(&s->stats, 0, sizeof s->stats);
 }
 
-/* The worker is gone: reap it, rerun what had not started, fail the rest. Call with mu held. */
-static void on_death(dy_fleet *w, slot *s)
+/* The worker is gone: reap it and take its flights (into *fl, *n; the caller reruns or fails
+ * them with rerun_orphans). Call with mu held. */
+static void on_death(dy_fleet *w, slot *s, flight **fl, int *n)
 {
     s->alive = false;
     dy_router_remove_worker(w->router, s->index); /* its blocks leave the index */
@@ -223,13 +224,20 @@ static void on_death(dy_fleet *w, slot *s)
         shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
     dy_fleet_prefill_drop_feeding(w, s); /* cancels first, so no prefill is left writing */
     dy_fleet_peer_gone(w, s);
-    flight *fl = s->fl;
-    int n = s->n_fl;
+    *fl = s->fl;
+    *n = s->n_fl;
     s->fl = NULL;
     s->n_fl = s->cap_fl = 0;
+    pthread_cond_broadcast(&w->changed);
+}
+
+/* A dead worker's flights: what had not started runs again where placement puts it, the rest
+ * fails. Called once its replacement is a candidate (or none will come), so that a request
+ * of the only worker of its pool waits for the new one instead of failing. Call with mu. */
+static void rerun_orphans(dy_fleet *w, flight *fl, int n)
+{
     dy_fleet_flights_on_death(w, fl, n);
     free(fl);
-    pthread_cond_broadcast(&w->changed);
 }
 
 static void *reader_main(void *arg)
@@ -258,7 +266,9 @@ static void *reader_main(void *arg)
         /* End of stream: the worker exited or was killed. */
         pthread_mutex_lock(&w->mu);
         bool had_hello = s->hello_seen;
-        on_death(w, s);
+        flight *orphans;
+        int n_orphans;
+        on_death(w, s, &orphans, &n_orphans);
         bool stop = w->stopping;
         /* Drained and told to stop (or dead while draining to stop): the slot is parked. Dead
          * while draining to switch: it starts again in its new role. */
@@ -270,6 +280,8 @@ static void *reader_main(void *arg)
             s->state = DY_SLOT_STARTING;
         }
         s->to_stop = s->drain_sent = false;
+        if (stop || park)
+            rerun_orphans(w, orphans, n_orphans);
         pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
         dy_conn_free(&conn);
@@ -289,6 +301,7 @@ static void *reader_main(void *arg)
              * enter the index with its first snapshot after HELLO. */
             dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
         }
+        rerun_orphans(w, orphans, n_orphans);
         pthread_mutex_unlock(&w->mu);
         if (rc != 0)
             return NULL;
