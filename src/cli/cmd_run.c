@@ -282,6 +282,10 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     dy_stop_flush(&s->stop, &out, &out_len);
     emit(out, out_len);
     emit("\n", 1);
+    if (s->stop.failed) {
+        snprintf(err, errlen, "out of memory: a piece of the text was lost");
+        return -1;
+    }
     if (guided && !dy_guide_complete(&s->guide))
         fprintf(stderr, "dyad run: the text was cut before its grammar was complete\n");
     double t2 = 1e3 * dy_now();

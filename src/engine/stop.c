@@ -86,8 +86,10 @@ bool dy_stop_feed(dy_stop *s, const char *piece, size_t len, const char **out, s
     *out_len = 0;
     if (s->stopped)
         return true;
-    if (!grow(&s->held, &s->cap, s->len + len + 1) || !grow(&s->out, &s->out_cap, s->len + len + 1))
+    if (!grow(&s->held, &s->cap, s->len + len + 1) || !grow(&s->out, &s->out_cap, s->len + len + 1)) {
+        s->failed = true;
         return false;
+    }
     memcpy(s->held + s->len, piece, len);
     s->len += len;
     long at = first_stop(s);
@@ -105,7 +107,11 @@ void dy_stop_flush(dy_stop *s, const char **out, size_t *out_len)
 {
     *out = "";
     *out_len = 0;
-    if (s->len == 0 || !grow(&s->out, &s->out_cap, s->len))
+    if (s->len == 0)
         return;
+    if (!grow(&s->out, &s->out_cap, s->len)) {
+        s->failed = true;
+        return;
+    }
     release(s, s->len, s->len, out, out_len);
 }

@@ -17,6 +17,8 @@ typedef struct {
     char *out;    /* what the last call released */
     size_t out_cap;
     bool stopped;
+    bool failed;  /* memory ran out: a piece was lost, so the text is not whole (callers end
+                   * the generation with an error) */
 } dy_stop;
 
 /* Copies the stop strings (empty strings are ignored). false if out of memory or more
@@ -24,9 +26,10 @@ typedef struct {
 bool dy_stop_init(dy_stop *s, const char *const *stops, int n);
 void dy_stop_free(dy_stop *s);
 /* Adds a piece. *out points at the releasable text (valid until the next call) and *out_len
- * is its length. Returns true once a stop string has been seen (later pieces are ignored). */
+ * is its length. Returns true once a stop string has been seen (later pieces are ignored).
+ * Out of memory, the piece is lost: nothing is released and s->failed is set. */
 bool dy_stop_feed(dy_stop *s, const char *piece, size_t len, const char **out, size_t *out_len);
-/* Releases whatever is held (at the end of generation). */
+/* Releases whatever is held (at the end of generation); sets s->failed if it cannot. */
 void dy_stop_flush(dy_stop *s, const char **out, size_t *out_len);
 
 #endif

@@ -136,11 +136,16 @@ static void publish_full_blocks(dy_sched *s, dy_seq *q)
 }
 
 /* A sequence in no list yet. */
+bool dy_sched_fits(const dy_sched *s, int n_prompt, int max_len)
+{
+    int pool_blocks = dy_kv_cache_pool(s->kv)->n_blocks;
+    return n_prompt > 0 && n_prompt < max_len && (n_prompt + s->bs) / s->bs <= pool_blocks;
+}
+
 static dy_seq *seq_new(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
                        void *user)
 {
-    int pool_blocks = dy_kv_cache_pool(s->kv)->n_blocks;
-    if (n_prompt <= 0 || n_prompt >= max_len || (n_prompt + s->bs) / s->bs > pool_blocks)
+    if (!dy_sched_fits(s, n_prompt, max_len))
         return NULL;
     dy_seq *q = calloc(1, sizeof *q);
     if (!q)

@@ -83,8 +83,11 @@ typedef struct {
 dy_sched *dy_sched_new(const dy_sched_config *cfg, dy_kv_cache *kv);
 void dy_sched_free(dy_sched *s); /* frees every sequence still held */
 
-/* Queues a request. The tokens are copied. NULL if out of memory or if the prompt is empty
- * or not shorter than max_len. */
+/* Whether a prompt can be queued at all: not empty, shorter than max_len, and its blocks
+ * (with room for the first generated token) no more than the whole pool. */
+bool dy_sched_fits(const dy_sched *s, int n_prompt, int max_len);
+/* Queues a request. The tokens are copied. NULL if out of memory or if the prompt does not
+ * fit (dy_sched_fits). */
 dy_seq *dy_sched_add(dy_sched *s, uint64_t id, const int32_t *prompt, int n_prompt, int max_len,
                      void *user);
 /* Disaggregated prefill, on the decode worker. Like dy_sched_add, but the prompt's KV will

@@ -88,6 +88,7 @@ typedef enum {
     DY_SUBMIT_OK = 0,
     DY_SUBMIT_QUEUE_FULL = 1,  /* over max_queue sequences would wait (HTTP 429) */
     DY_SUBMIT_UNAVAILABLE = 2, /* no worker is alive, or the server is stopping (HTTP 503) */
+    DY_SUBMIT_NO_MEMORY = 3,   /* the frontend ran out of memory placing it (HTTP 500) */
 } dy_submit_result;
 
 /* Starts the workers and waits until each has loaded the model (or fails with the reason). */

@@ -115,13 +115,16 @@ static dy_place_request place_request(const dy_fleet *w, const dy_msg_request *r
 }
 
 /* Where the prompt (the next n_samples of its samples) runs; the decision enters the
- * router's load accounting through *ticket and the router's totals. gen -1: no worker. */
+ * router's load accounting through *ticket and the router's totals. gen -1: no worker, or
+ * (*no_memory set, when given) no memory to decide. */
 static dy_placement place(dy_fleet *w, const dy_msg_request *r, int n_samples, bool local_prefill,
-                          dy_router_ticket *ticket)
+                          dy_router_ticket *ticket, bool *no_memory)
 {
     dy_placement p = {.gen = -1, .prefill = -1};
     uint64_t *hashes = NULL;
     int nb = prompt_hashes(w, r, &hashes);
+    if (no_memory)
+        *no_memory = nb < 0;
     if (nb >= 0) {
         dy_place_view v = place_view(w);
         dy_place_request pr = place_request(w, r, hashes, nb, n_samples, local_prefill);
@@ -193,14 +196,17 @@ static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id
  * one worker — one prefill, one KV transfer, forked blocks — unless that worker's KV pool
  * could not hold them all at once; then they go in parts that fit, each placed anew
  * (docs/repeated-sampling.md). -1 if no worker is available. */
-static int submit_samples(dy_fleet *w, dy_job *job, int first, int count)
+/* Places and sends the samples [first, first + count) of one prompt. OK, or UNAVAILABLE (no
+ * worker) or NO_MEMORY for the samples not sent. */
+static dy_submit_result submit_samples(dy_fleet *w, dy_job *job, int first, int count)
 {
     while (count > 0) {
         const dy_msg_request *r = &job->choices[first].req;
         dy_router_ticket ticket;
-        dy_placement pl = place(w, r, count, false, &ticket);
+        bool no_memory;
+        dy_placement pl = place(w, r, count, false, &ticket, &no_memory);
         if (pl.gen < 0)
-            return -1;
+            return no_memory ? DY_SUBMIT_NO_MEMORY : DY_SUBMIT_UNAVAILABLE;
         slot *s = &w->slots[pl.gen];
         int part = pl.samples;
         pthread_mutex_lock(&job->mu);
@@ -228,7 +234,7 @@ static int submit_samples(dy_fleet *w, dy_job *job, int first, int count)
         first += part;
         count -= part;
     }
-    return 0;
+    return DY_SUBMIT_OK;
 }
 
 dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t errlen)
@@ -249,15 +255,17 @@ dy_submit_result dy_fleet_submit(dy_fleet *w, dy_job *job, char *err, size_t err
     int group = job->group > 0 ? job->group : 1;
     for (int first = 0; rc == DY_SUBMIT_OK && first < job->n_choices; first += group) {
         int count = job->n_choices - first < group ? job->n_choices - first : group;
-        if (submit_samples(w, job, first, count) != 0) {
+        dy_submit_result sr = submit_samples(w, job, first, count);
+        if (sr != DY_SUBMIT_OK) {
+            const char *why = sr == DY_SUBMIT_NO_MEMORY ? "out of memory" : "no worker is available";
             if (first == 0) {
-                snprintf(err, errlen, "no worker is available");
-                rc = DY_SUBMIT_UNAVAILABLE;
+                snprintf(err, errlen, "%s", why);
+                rc = sr;
                 break;
             }
             pthread_mutex_lock(&job->mu); /* a later prompt: its choices fail */
             for (int i = first; i < first + count; i++)
-                dy_choice_fail(&job->choices[i], "no worker is available");
+                dy_choice_fail(&job->choices[i], why);
             pthread_mutex_unlock(&job->mu);
         }
     }
@@ -338,10 +346,17 @@ void dy_fleet_on_token(dy_fleet *w, slot *s, const dy_msg_token *t)
         dy_router_on_first_token(w->router, &f->ticket); /* idempotent */
     if (f) {
         dy_job *j = f->job;
+        dy_choice *c = &j->choices[f->choice];
         pthread_mutex_lock(&j->mu);
-        dy_choice_push_token(&j->choices[f->choice], t, dy_now());
+        /* A token that cannot be kept fails the choice (an answer with a hole in it would be
+         * wrong text); the worker stops it, and its DONE then finds the choice ended. */
+        bool lost = !c->done && !dy_choice_push_token(c, t, dy_now());
+        if (lost)
+            dy_choice_fail(c, "out of memory");
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
+        if (lost)
+            dy_fleet_send_cancel(s, t->id);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -358,7 +373,8 @@ void dy_fleet_on_done(dy_fleet *w, slot *s, const dy_msg_done *d)
     if (f) {
         dy_job *j = f->job;
         pthread_mutex_lock(&j->mu);
-        dy_choice_finish(&j->choices[f->choice], d);
+        if (!j->choices[f->choice].done) /* not failed already (a token it could not keep) */
+            dy_choice_finish(&j->choices[f->choice], d);
         pthread_cond_broadcast(&j->cv);
         pthread_mutex_unlock(&j->mu);
         dy_fleet_remove_flight(s, f);
@@ -380,7 +396,8 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     bool rerun = !c->started && !c->done && !w->stopping;
     pthread_mutex_unlock(&j->mu);
     dy_router_ticket t;
-    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t) : (dy_placement){.gen = -1, .prefill = -1};
+    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t, NULL)
+                            : (dy_placement){.gen = -1, .prefill = -1};
     uint64_t id = w->next_id++;
     if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
         flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);

@@ -47,6 +47,9 @@ struct dy_gen {
     const char **tool_names; /* the request's function names, for the parser */
     char *pend;
     size_t pend_len, pend_pos;
+    const char *last;       /* static frames sent after pend (a failed stream's end when no
+                             * memory was left to queue it); NULL: none */
+    size_t last_pos;
     bool stream_over;       /* nothing more will be queued: [DONE], or the end of a failed stream */
     bool recorded;
     char *first_tool;       /* the first tool the answer called (dyad.session turns learn it) */
@@ -80,6 +83,9 @@ static void gen_free(gen *g)
 
 /* Token ids of one prompt: given ids, or the text tokenized (chat templates carry special
  * tokens as text, so they are parsed as such there). */
+/* The text's token ids (malloc'd) and their count in *n; NULL with *n = 0 for a text of no
+ * tokens, NULL with *n = -1 when tokenizing failed (out of memory: the tokenizer's input is
+ * valid UTF-8 by then). */
 static int32_t *tokenize(const dy_gen_env *h, const char *text, bool special, int *n)
 {
     const dy_tokenizer *t = h->tok;
@@ -88,6 +94,7 @@ static int32_t *tokenize(const dy_gen_env *h, const char *text, bool special, in
     int32_t *ids = k > 0 ? malloc(sizeof(int32_t) * (size_t)k) : NULL;
     if (!ids || dy_tokenize(t, text, strlen(text), bos, special, ids, k) != k) {
         free(ids);
+        *n = k == 0 ? 0 : -1;
         return NULL;
     }
     *n = k;
@@ -213,8 +220,14 @@ static int setup_prompt(gen *g, int i, dy_api_error *err)
         ids = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
         if (ids)
             memcpy(ids, r->prompts[i].ids, sizeof(int32_t) * (size_t)n);
+        else
+            n = -1;
     }
     free(chat);
+    if (!ids && n < 0) {
+        dy_api_error_internal(err, "out of memory");
+        return -1;
+    }
     if (!ids) {
         dy_api_error_set(err, 400, "invalid_request_error", NULL,
                          r->kind == DY_API_CHAT ? "messages" : "prompt",
@@ -808,10 +821,12 @@ static const dy_choice *failed_choice(const dy_job *j)
 
 static void error_for(const dy_choice *c, dy_api_error *e)
 {
-    const char *msg = c->tail ? c->tail : "generation failed";
+    const char *msg = c->tail ? c->tail : "out of memory"; /* no message: it could not be kept */
     if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15) ||
         !strncmp(msg, "the server is shutting down", 27))
         dy_api_error_unavailable(e, msg);
+    else if (!strncmp(msg, "out of memory", 13) || !strncmp(msg, "the engine step failed", 22))
+        dy_api_error_internal(e, msg);
     else
         dy_api_error_set(e, 400, "invalid_request_error", NULL, NULL, "%s", msg);
 }
@@ -980,13 +995,19 @@ static bool pend_json(gen *g, char *json)
 
 /* Ends the stream with an error event and [DONE]: a choice failed, or a frame could not be
  * built (the stream never goes on with a hole in it; http.c cancels what still runs). If
- * even the error cannot be queued, the stream ends without [DONE], which clients read as
- * broken. */
+ * even they cannot be queued, a static out-of-memory error and [DONE] end it. */
+/* A failed stream's end when memory ran out queueing its own: static, so always there. */
+static const char oom_end[] =
+    "data: {\"error\":{\"message\":\"Internal error: out of memory\",\"type\":\"server_error\","
+    "\"param\":null,\"code\":null}}\n\n" DY_SSE_DONE;
+
 static void fail_stream(gen *g, const dy_api_error *e)
 {
     g->stream_over = true;
-    if (pend_json(g, dy_api_error_json(e)))
-        pend_add(g, strdup(DY_SSE_DONE));
+    if (!pend_json(g, dy_api_error_json(e)))
+        g->last = oom_end;
+    else if (!pend_add(g, strdup(DY_SSE_DONE)))
+        g->last = DY_SSE_DONE;
 }
 
 static void fail_stream_oom(gen *g)
@@ -1280,13 +1301,25 @@ void dy_gen_collect(dy_gen *g)
     stream_collect(g);
 }
 
+/* The static frames after pend, once pend is sent. */
+static size_t take_last(gen *g, char *buf, size_t max)
+{
+    size_t n = g->last ? strlen(g->last) - g->last_pos : 0;
+    if (n > max)
+        n = max;
+    if (n > 0)
+        memcpy(buf, g->last + g->last_pos, n);
+    g->last_pos += n;
+    return n;
+}
+
 size_t dy_gen_take(dy_gen *g, char *buf, size_t max)
 {
     size_t n = g->pend_len - g->pend_pos;
     if (n > max)
         n = max;
     if (n == 0) /* nothing queued: pend may be NULL */
-        return 0;
+        return take_last(g, buf, max);
     memcpy(buf, g->pend + g->pend_pos, n);
     g->pend_pos += n;
     return n;
@@ -1294,7 +1327,8 @@ size_t dy_gen_take(dy_gen *g, char *buf, size_t max)
 
 bool dy_gen_stream_over(const dy_gen *g)
 {
-    return g->stream_over && g->pend_pos == g->pend_len;
+    return g->stream_over && g->pend_pos == g->pend_len &&
+           (!g->last || g->last_pos == strlen(g->last));
 }
 
 void dy_gen_record(dy_gen *g)

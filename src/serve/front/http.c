@@ -33,17 +33,36 @@ struct dy_http {
 
 /* ---------------------------------------------------------------- responses */
 
+/* The answer when memory runs out on the way to another: a static body, so that the client
+ * still gets a response (a closed connection would be lost work to it). */
+static const char out_of_memory_body[] =
+    "{\"error\":{\"message\":\"Internal error: out of memory\",\"type\":\"server_error\","
+    "\"param\":null,\"code\":null}}";
+
+static enum MHD_Result send_out_of_memory(struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        sizeof out_of_memory_body - 1, (void *)out_of_memory_body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Connection", "close");
+    enum MHD_Result ok = MHD_queue_response(c, 500, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 /* close: the connection closes after the answer (its framing cannot be trusted). */
 static enum MHD_Result send_body(struct MHD_Connection *c, int status, const char *type,
                                  char *body, bool close)
 {
     if (!body)
-        return MHD_NO;
+        return send_out_of_memory(c);
     struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body,
                                                              MHD_RESPMEM_MUST_FREE);
     if (!r) {
         free(body);
-        return MHD_NO;
+        return send_out_of_memory(c);
     }
     MHD_add_response_header(r, "Content-Type", type);
     if (close)
@@ -109,29 +128,37 @@ typedef struct {
     char *body;
     size_t len, cap;
     bool too_large;
+    bool no_memory; /* the body could not be kept: read to its end, then a 500 */
 } conn_ctx;
 
-static bool body_append(conn_ctx *x, const char *data, size_t n, size_t limit)
+static void body_append(conn_ctx *x, const char *data, size_t n, size_t limit)
 {
-    if (x->too_large || x->len + n > limit) {
+    if (x->too_large || x->no_memory)
+        return;
+    if (x->len + n > limit) {
         x->too_large = true;
-        return true;
+        return;
     }
     if (x->len + n + 1 > x->cap) {
         size_t cap = (x->len + n + 1) * 2;
         if (cap > limit + 1)
             cap = limit + 1;
         char *b = realloc(x->body, cap);
-        if (!b)
-            return false;
+        if (!b) {
+            x->no_memory = true;
+            return;
+        }
         x->body = b;
         x->cap = cap;
     }
     memcpy(x->body + x->len, data, n);
     x->len += n;
     x->body[x->len] = 0;
-    return true;
 }
+
+/* The context of a request that could not get its own (out of memory): answered with a 500
+ * at once, its body ignored. Never written to or freed. */
+static conn_ctx no_ctx;
 
 static void request_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                               enum MHD_RequestTerminationCode toe)
@@ -140,7 +167,7 @@ static void request_completed(void *cls, struct MHD_Connection *c, void **con_cl
     dy_http *h = cls;
     dy_http_conns_request_done(h->conns, c);
     conn_ctx *x = *con_cls;
-    if (x) {
+    if (x && x != &no_ctx) {
         free(x->body);
         free(x);
         *con_cls = NULL;
@@ -216,7 +243,7 @@ static enum MHD_Result route_health(dy_http *h, struct MHD_Connection *c)
     size_t cap = 96 + 96 * (size_t)n, len = 0;
     char *body = malloc(cap);
     if (!body)
-        return MHD_NO;
+        return send_out_of_memory(c);
     for (int i = 0; i < n; i++)
         alive += w[i].alive;
     len += (size_t)snprintf(body, cap, "{\"status\":\"%s\",\"workers\":[",
@@ -462,7 +489,7 @@ static enum MHD_Result answer_stream(dy_http *h, dy_gen *g, struct MHD_Connectio
         dy_fleet_cancel(h->cfg.workers, dy_gen_job(g));
         dy_gen_free(g);
         free(st);
-        return MHD_NO;
+        return send_out_of_memory(c);
     }
     *st = (stream){h, g, dy_http_connection_fd(c), dy_now()};
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
@@ -490,6 +517,8 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
     if (rc != DY_SUBMIT_OK) {
         if (rc == DY_SUBMIT_QUEUE_FULL)
             dy_api_error_queue_full(&e);
+        else if (rc == DY_SUBMIT_NO_MEMORY)
+            dy_api_error_internal(&e, msg);
         else
             dy_api_error_unavailable(&e, msg);
         dy_gen_free(g);
@@ -533,6 +562,8 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
                              const char *method, const conn_ctx *x)
 {
     dy_api_error e;
+    if (x->no_memory)
+        return send_out_of_memory(c);
     if (!strcmp(url, "/health"))
         return route_health(h, c);
     if (!strcmp(url, "/metrics"))
@@ -599,8 +630,10 @@ static enum MHD_Result on_headers(dy_http *h, struct MHD_Connection *c, const ch
     if (!dy_http_conns_headers_in(h->conns, c))
         return MHD_NO; /* already answered past its header deadline */
     conn_ctx *x = calloc(1, sizeof *x);
-    if (!x)
-        return MHD_NO;
+    if (!x) {
+        *con_cls = &no_ctx;
+        return dy_http_conns_answering(h->conns, c) ? send_out_of_memory(c) : MHD_NO;
+    }
     *con_cls = x;
     dy_api_error e;
     if (refused_early(h, c, url, method, &e))
@@ -621,10 +654,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     conn_ctx *x = *con_cls;
     if (!x)
         return on_headers(h, c, url, method, con_cls);
+    if (x == &no_ctx) { /* answered already */
+        *data_size = 0;
+        return MHD_YES;
+    }
     if (*data_size > 0) {
-        if (!dy_http_conns_reading(h->conns, c) || /* answered past its body deadline */
-            !body_append(x, data, *data_size, h->cfg.limits.max_body_bytes))
+        if (!dy_http_conns_reading(h->conns, c)) /* answered past its body deadline */
             return MHD_NO;
+        body_append(x, data, *data_size, h->cfg.limits.max_body_bytes);
         *data_size = 0;
         return MHD_YES;
     }

@@ -151,10 +151,8 @@ static void connection_started(dy_http_conns *t, struct MHD_Connection *c, void 
 {
     int fd = dy_http_connection_fd(c);
     watched *w = calloc(1, sizeof *w);
-    if (!w) {
-        shutdown(fd, SHUT_RDWR); /* it could not be watched, so it is not served */
+    if (!w) /* served unwatched: no deadlines, not counted (its client still gets answers) */
         return;
-    }
     w->fd = fd;
     *socket_context = w;
     double now = dy_now();
@@ -199,8 +197,8 @@ void dy_http_conns_notify(void *cls, struct MHD_Connection *c, void **socket_con
 static bool move(dy_http_conns *t, struct MHD_Connection *c, phase to, double seconds)
 {
     watched *w = watched_of(c);
-    if (!w)
-        return false;
+    if (!w) /* unwatched (connection_started had no memory): always ours */
+        return true;
     pthread_mutex_lock(&t->mu);
     bool ours = w->ph != ANSWERED_HERE;
     if (ours) {
@@ -220,7 +218,7 @@ bool dy_http_conns_reading(dy_http_conns *t, struct MHD_Connection *c)
 {
     watched *w = watched_of(c);
     pthread_mutex_lock(&t->mu);
-    bool ours = w && w->ph != ANSWERED_HERE;
+    bool ours = !w || w->ph != ANSWERED_HERE;
     pthread_mutex_unlock(&t->mu);
     return ours;
 }

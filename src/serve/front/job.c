@@ -114,7 +114,8 @@ bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now)
     return true;
 }
 
-static void set_tail(dy_choice *c, const char *text, uint32_t len)
+/* False if out of memory (the tail is then NULL). */
+static bool set_tail(dy_choice *c, const char *text, uint32_t len)
 {
     free(c->tail);
     c->tail = malloc(len + 1);
@@ -124,6 +125,7 @@ static void set_tail(dy_choice *c, const char *text, uint32_t len)
         c->tail_len = len;
     } else
         c->tail_len = 0;
+    return c->tail != NULL;
 }
 
 void dy_choice_finish(dy_choice *c, const dy_msg_done *d)
@@ -139,7 +141,8 @@ void dy_choice_finish(dy_choice *c, const dy_msg_done *d)
     c->tier_load_us = d->tier_load_us;
     c->tier_recompute_us = d->tier_recompute_us;
     c->tier_wait_us = d->tier_wait_us;
-    set_tail(c, d->text, d->text_len);
+    if (!set_tail(c, d->text, d->text_len)) /* its last text lost: an error, not a short answer */
+        c->finish = DY_END_ERROR;
 }
 
 void dy_choice_fail(dy_choice *c, const char *msg)

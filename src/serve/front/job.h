@@ -69,9 +69,11 @@ bool dy_job_all_done(const dy_job *j);
 /* Appends a token event (called by the pool with mu held). false if out of memory. */
 bool dy_choice_push_token(dy_choice *c, const dy_msg_token *t, double now);
 
-/* Marks the choice done (called by the pool with mu held). */
+/* Marks the choice done (called by the pool with mu held); failed, with no tail, if its
+ * last text cannot be kept (out of memory). */
 void dy_choice_finish(dy_choice *c, const dy_msg_done *d);
-/* Marks the choice failed with a message (worker died, no worker). */
+/* Marks the choice failed with a message (worker died, no worker); a NULL tail after it means
+ * memory ran out. */
 void dy_choice_fail(dy_choice *c, const char *msg);
 
 #endif

@@ -168,6 +168,12 @@ static dy_msg_request sample_of(const dy_msg_request *m, uint32_t i)
     return s;
 }
 
+const char *dy_worker_refusal(const worker *w, int n, int max_len)
+{
+    return dy_sched_fits(w->sched, n, max_len) ? "out of memory"
+                                               : "prompt does not fit this worker's KV cache";
+}
+
 static void fail_samples(worker *w, const dy_msg_request *m, uint32_t from, const char *msg)
 {
     for (uint32_t i = from; i < m->n_samples; i++)
@@ -241,18 +247,30 @@ static void on_request(worker *w, const dy_msg_request *m)
     if (m->remote_prefill && w->cfg.role == DY_ROLE_DECODE) {
         dy_disagg_on_remote_request(w, r, m);
         if (!dy_worker_find_req(w, m->id)) { /* refused, and its error sent */
-            fail_samples(w, m, 1, "prompt does not fit this worker's KV cache");
+            fail_samples(w, m, 1, dy_worker_refusal(w, (int)m->n_prompt, (int)max_len));
             return;
         }
     } else {
         r->seq = add_local(w, r, m, (int)max_len);
         if (!r->seq) {
-            fail_samples(w, m, 0, "prompt does not fit this worker's KV cache");
+            fail_samples(w, m, 0, dy_worker_refusal(w, (int)m->n_prompt, (int)max_len));
             dy_worker_drop_req(w, r);
             return;
         }
     }
     add_forks(w, m, r->seq);
+}
+
+/* A REQUEST frame that could not be decoded (its prompt's memory, mostly: the frontend sends
+ * only well-formed frames). Its samples still get an answer where their ids were read, so
+ * that the client is not left waiting. */
+static void refuse_unread(worker *w, dy_msg_request *m, const char *err)
+{
+    fprintf(stderr, "dyad worker %d: bad request frame: %s\n", w->cfg.worker_id, err);
+    if (m->n_samples < 1 || m->n_samples > DY_WIRE_MAX_SAMPLES)
+        return;
+    fail_samples(w, m, 0, strstr(err, "out of memory") ? "out of memory"
+                                                       : "the worker could not read the request");
 }
 
 static void on_cancel(worker *w, uint64_t id)
@@ -286,7 +304,7 @@ static bool read_frames(worker *w)
             if (dy_wire_decode_request(p, len, &m, err, sizeof err))
                 on_request(w, &m);
             else
-                fprintf(stderr, "dyad worker %d: bad request frame: %s\n", w->cfg.worker_id, err);
+                refuse_unread(w, &m, err);
             dy_msg_request_free(&m);
         } else if (t == DY_MSG_CANCEL) {
             dy_msg_cancel m;
@@ -405,7 +423,13 @@ static void deliver(worker *w, const sample_out *o)
         }
         const char *out;
         size_t out_len;
-        if (dy_stop_feed(&r->stop, piece, (size_t)n, &out, &out_len))
+        bool stopped = dy_stop_feed(&r->stop, piece, (size_t)n, &out, &out_len);
+        if (r->stop.failed) { /* the piece is lost: the answer would have a hole */
+            dy_worker_send_error(w, r->id, "out of memory");
+            dy_worker_drop_req(w, r);
+            return;
+        }
+        if (stopped)
             fin = guided_cut(r);
         else if (r->guide.e && !dy_gstate_can_continue(&r->guide.st))
             fin = DY_END_STOP; /* the grammar is whole and nothing may follow: no end token needed */
@@ -424,6 +448,11 @@ static void deliver(worker *w, const sample_out *o)
     size_t rest_len = 0;
     if (!r->stop.stopped)
         dy_stop_flush(&r->stop, &rest, &rest_len);
+    if (r->stop.failed) {
+        dy_worker_send_error(w, r->id, "out of memory");
+        dy_worker_drop_req(w, r);
+        return;
+    }
     memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
     memcpy(text + r->n_hold, rest, rest_len);
     if (r->session) /* a conversation's turn: its KV waits for the next one */

@@ -64,7 +64,7 @@ void dy_disagg_on_prefill(worker *w, const dy_msg_prefill *m)
     if (!r->seq) {
         free(dest);
         free(r);
-        prefill_failed(w, m->id, "prompt does not fit this worker's KV cache");
+        prefill_failed(w, m->id, dy_worker_refusal(w, (int)m->n_prompt, (int)m->n_prompt + 1));
         return;
     }
     r->next = w->reqs;
@@ -148,7 +148,7 @@ void dy_disagg_on_remote_request(worker *w, wreq *r, const dy_msg_request *m)
         max_len = w->model->hp.ctx_len;
     r->seq = dy_sched_add_remote(w->sched, m->id, m->prompt, (int)m->n_prompt, (int)max_len, r);
     if (!r->seq) {
-        dy_worker_send_error(w, m->id, "prompt does not fit this worker's KV cache");
+        dy_worker_send_error(w, m->id, dy_worker_refusal(w, (int)m->n_prompt, (int)max_len));
         dy_worker_drop_req(w, r);
         return;
     }

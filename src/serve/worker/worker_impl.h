@@ -106,6 +106,9 @@ typedef struct {
 } worker;
 
 void dy_worker_send_error(worker *w, uint64_t id, const char *msg);
+/* Why the scheduler refused a prompt of n tokens with room for max_len: it does not fit the
+ * KV cache (the request's fault), or memory ran out (the server's; the frontend answers 500). */
+const char *dy_worker_refusal(const worker *w, int n, int max_len);
 wreq **dy_worker_find_req(worker *w, uint64_t id);
 void dy_worker_drop_req(worker *w, wreq *r);
 /* Sets up the generation state of a request; NULL (and an error sent) on failure. */
