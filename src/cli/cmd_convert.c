@@ -10,6 +10,8 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -405,7 +407,11 @@ static int convert(const conv_opts *o)
         choose_types(o, &l);
         /* A bad tensor or key is reported by begin() with the writer's message. */
         add_tensors(w, &l);
+        dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad convert",
+                                          DY_PROGRESS_BYTES, NULL, 0, dy_now());
+        dy_gguf_writer_set_progress(w, pg);
         ok = write_out(o, w, &l, err, sizeof err);
+        dy_progress_finish(pg);
     }
     if (ok && o->verbose)
         summary(o, &l);

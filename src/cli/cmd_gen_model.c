@@ -11,6 +11,8 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,9 +204,13 @@ static int generate(const gen_opts *o)
             hp.ctx_len = o->ctx;
         set_metadata(w, o, &hp, vocab);
         add_tensors(w, &hp, o->type, ones);
+        dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad gen-model",
+                                          DY_PROGRESS_BYTES, NULL, 0, dy_now());
+        dy_gguf_writer_set_progress(w, pg);
         ok = dy_gguf_writer_begin(w, o->out, err, sizeof err) &&
              write_weights(w, o, &hp, err, sizeof err) &&
              dy_gguf_writer_finish(w, err, sizeof err);
+        dy_progress_finish(pg);
     }
     if (!ok)
         fprintf(stderr, "dyad gen-model: %s\n", *err ? err : "out of memory");
