@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t g_stop; /* set by the SIGINT handler only */
 
@@ -189,6 +190,7 @@ int cmd_bench_agentic(int argc, char **argv)
     c.body = (dyb_body_config){.model = model ? model : first, .endpoint = DYB_EP_COMPLETIONS,
                                .ignore_eos = true};
     c.stop = &g_stop;
+    c.progress = isatty(STDERR_FILENO) == 1;
     signal(SIGINT, on_sigint);
     dyb_agentic_report r;
     rc = c.body.model ? dyb_agentic_run(&c, &r, err, sizeof err) : -1;
