@@ -21,7 +21,8 @@
 static const char bench_usage[] = "usage: dyad bench engine [options]\n";
 static const char bench_epilog[] =
     "Models whose context is shorter than the largest measured position are run with the\n"
-    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n";
+    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n"
+    "On a terminal, stderr shows a progress line (figures measured of all).\n";
 
 #define N_PREFILL 6
 #define N_DECODE 4

@@ -26,7 +26,8 @@ static const char agentic_usage[] =
     "Agent sessions against an OpenAI-compatible server (dyad's dyad.session and dyad.hold):\n"
     "each session alternates model turns and tool calls, its prompt growing by the tool's\n"
     "result each turn, beside open-loop background traffic. Reports the continuation turns'\n"
-    "TTFT, the background's TPOT and throughput, and what the server's KV tiers moved.\n";
+    "TTFT, the background's TPOT and throughput, and what the server's KV tiers moved.\n"
+    "On a terminal, stderr shows a progress line.\n";
 
 static const char *const dist_names[] = {"fixed", "lognormal", "pareto", NULL};
 static const char *const hint_names[] = {"none", "predicted", "oracle", NULL};

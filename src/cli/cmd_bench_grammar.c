@@ -26,7 +26,7 @@ static const char grammar_usage[] =
     "usage: dyad bench grammar --model M.gguf (--json-schema FILE | --json-object |\n"
     "                          --grammar FILE) [--tokens N] [--seed S] [--json]\n"
     "Times the grammar's compile, the vocabulary's prefix tree and a mask per token over\n"
-    "random answers the grammar allows.\n";
+    "random answers the grammar allows. On a terminal, stderr shows a progress line.\n";
 
 typedef struct {
     const char *model, *tokenizer;

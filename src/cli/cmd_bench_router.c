@@ -23,7 +23,7 @@ static const char router_usage[] =
     "Times one kv-aware routing decision over a prefix index of W workers holding about B\n"
     "distinct blocks, for requests of 32, 128 and 512 blocks; then one decision plus its\n"
     "accounting, and applying a batch of E events. Reports median and p99 in µs over --reps\n"
-    "repetitions.\n";
+    "repetitions. On a terminal, stderr shows a progress line.\n";
 
 #define CHAIN 512   /* blocks per prompt chain: the longest request measured */
 #define SYSTEM 32   /* leading blocks every chain shares with its system prompt */

@@ -26,7 +26,7 @@ static const char xfer_usage[] =
     "       dyad bench xfer --tiers [--disk-dir DIR] [--shape S] [--mib N] [--reps N]\n"
     "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP; with --tiers,\n"
     "between the KV cache, the host tier and the disk tier, for blocks of 16, 32 and 64\n"
-    "positions.\n";
+    "positions. On a terminal, stderr shows a progress line.\n";
 
 typedef struct {
     const char *name;

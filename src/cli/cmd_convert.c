@@ -24,7 +24,8 @@ static const char usage[] =
     "usage: dyad convert IN OUT [--type TYPE] [--tokenizer tokenizer.bin] [--threads N]\n"
     "                    [--verbose]\n"
     "\n"
-    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF.\n";
+    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF. On a terminal, stderr\n"
+    "shows a progress line while it writes.\n";
 
 typedef struct {
     const char *in, *out, *tokenizer;

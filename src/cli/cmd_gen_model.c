@@ -23,7 +23,8 @@ static const char usage[] =
     "usage: dyad gen-model --shape SHAPE -o OUT.gguf [--type TYPE] [--seed S] [--vocab FILE]\n"
     "                      [--threads N]\n"
     "\n"
-    "Writes a llama model with random weights (normal, std 0.02; norms 1).\n";
+    "Writes a llama model with random weights (normal, std 0.02; norms 1). On a terminal,\n"
+    "stderr shows a progress line while it writes.\n";
 
 #define DEFAULT_VOCAB DYAD_SOURCE_DIR "/tests/data/vocab/ggml-vocab-llama-spm.gguf"
 #define WEIGHT_STD 0.02f

@@ -35,7 +35,7 @@ static const char bench_epilog[] =
     "replays it K times back to back (each loop shifted by the trace's span and with its own\n"
     "prompts, as bench's rounds), so a longer run shows whether memory stays flat. CPU time is\n"
     "the process's (CLOCK_PROCESS_CPUTIME_ID) over the run, prompts' making included (shown\n"
-    "apart); peak RSS is getrusage's.\n"
+    "apart); peak RSS is getrusage's. On a terminal, stderr shows a progress line.\n"
     "Exit status: 0; 1 when the cost model or the trace is bad or the run fails; 2 on a usage\n"
     "error.\n";
 

@@ -41,7 +41,8 @@ static const char run_epilog[] =
     "docs/sim.md. --planner sla (or reactive) runs the planner (plan/planner.h) each interval\n"
     "on what the simulated frontend saw, sizing for --slo's ttft_ms and tpot_ms within\n"
     "--budget-workers, and carries its decisions out on the workers as `dyad serve` does\n"
-    "(docs/sim.md, \"Planner replay\").\n"
+    "(docs/sim.md, \"Planner replay\"). On a terminal, stderr shows a progress line (samples\n"
+    "ended, simulated time).\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
