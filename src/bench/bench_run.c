@@ -5,7 +5,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #define MAX_WAIT_MS 50 /* longest sleep: bounds the Ctrl-C and progress-line latency */
 
