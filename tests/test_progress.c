@@ -71,6 +71,13 @@ static void test_format_before_any_rate(void **state)
     assert_string_equal(fmt((dy_progress_figures){"c", DY_PROGRESS_COUNT, "tensors", 5, 20,
                                                   0.01, NULL}),
                         "c   25%  5/20 tensors  ETA --:--");
+    /* Nor in the first half second, when start-up costs make the rate meaningless. */
+    assert_string_equal(fmt((dy_progress_figures){"c", DY_PROGRESS_COUNT, "tensors", 1, 20,
+                                                  0.45, NULL}),
+                        "c    5%  1/20 tensors  ETA --:--");
+    assert_string_equal(fmt((dy_progress_figures){"c", DY_PROGRESS_COUNT, "tensors", 1, 20,
+                                                  0.5, NULL}),
+                        "c    5%  1/20 tensors  2.0/s  ETA 0:10");
     /* Done past the total (a bound that was an estimate): clamped at 100%. */
     assert_string_equal(fmt((dy_progress_figures){"c", DY_PROGRESS_COUNT, NULL, 30, 20, 3,
                                                   NULL}),

@@ -7,7 +7,7 @@
 #include <string.h>
 
 /* Below this much time the rate (and so the time left) means nothing yet. */
-#define MIN_RATE_ELAPSED_S 0.1
+#define MIN_RATE_ELAPSED_S 0.5
 #define MAX_LABEL 64
 #define MAX_UNIT 32
 
