@@ -1,7 +1,7 @@
 /* test_gguf_write.c — the GGUF writer against the reader: every metadata kind and every
  * weight type written and read back value for value and byte for byte; the file layout
  * llama.cpp insists on (alignment 32, tensors back to back in add order, each padded);
- * streamed tensors; copying a real vocabulary's tokenizer.* entries; a written llama model
+ * streamed tensors and their progress line; copying a real vocabulary's tokenizer.* entries; a written llama model
  * loading with dy_model_load; and the failure paths (bad tensors, unwritable paths, a full
  * disk simulated with RLIMIT_FSIZE), which must never leave a partial output or a
  * temporary file behind. */
@@ -11,6 +11,8 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -381,6 +383,41 @@ static void test_stream_rows(void **state)
     dy_pool_free(pool);
 }
 
+/* The write's progress line: the data section's size is its total, set by begin, which draws
+ * the first line at once (nothing written yet, the first tensor); the line is the caller's to
+ * erase. Later lines depend on the clock, so only the first is compared. */
+static void test_progress_line(void **state)
+{
+    tmp_dir *t = *state;
+    char err[512];
+    static float data[1000];
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    dy_progress *pg = dy_progress_new(f, true, "w", DY_PROGRESS_BYTES, NULL, 0, dy_now());
+    dy_gguf_writer *w = dy_gguf_writer_new();
+    int64_t n = 1000, ne[2] = {256, 4};
+    dy_gguf_writer_add_tensor(w, "v", 1, &n, DY_F32, data, sizeof data);
+    dy_gguf_writer_add_tensor(w, "m", 2, ne, DY_F32, NULL, dy_gguf_tensor_bytes(DY_F32, 2, ne));
+    dy_gguf_writer_set_progress(w, pg);
+    assert_true(dy_gguf_writer_begin(w, t->path, err, sizeof err));
+    rows_ctx c = {256};
+    assert_true(dy_gguf_writer_stream_rows(w, NULL, DY_F32, 256, 4, rows_fill, &c, err,
+                                           sizeof err));
+    assert_true(dy_gguf_writer_finish(w, err, sizeof err));
+    dy_gguf_writer_free(w);
+    dy_progress_finish(pg);
+    long len = ftell(f);
+    char *out = calloc(1, (size_t)len + 1);
+    rewind(f);
+    assert_int_equal(fread(out, 1, (size_t)len, f), (size_t)len);
+    /* 4000 + 4096 bytes of data */
+    const char first[] = "\rw    0%  0.0/7.9 KiB  ETA --:--  tensor 1/2\033[K";
+    assert_memory_equal(out, first, strlen(first));
+    assert_string_equal(out + len - 4, "\r\033[K");
+    free(out);
+    fclose(f);
+}
+
 /* ---------------------------------------------------------------- vocabulary, models */
 
 static void test_copy_tokenizer(void **state)
@@ -638,6 +675,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_copy_every_type, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tensor_types, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_progress_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_copy_tokenizer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_llama_model_loads, setup, teardown),
         cmocka_unit_test(test_fallback_types),

@@ -2,7 +2,7 @@
  * workers, disaggregated 1+1, two samples forking one prompt, and a cap on requests in flight
  * (bench's closed loop); the same run twice gives identical records; every placement the simulator makes equals dy_place called directly on a
  * router fed the same inputs (and a router fed differently is caught); a shared prompt
- * prefix is found in the cache. */
+ * prefix is found in the cache; the observer hears of each sample's end when it ends. */
 #include "testutil.h"
 #include "kv/block_hash.h"
 #include "sim/sim.h"
@@ -122,6 +122,57 @@ static void test_aggregated_one_worker(void **st)
     assert_int_equal(sum.itl.n, 3); /* R0: 2 gaps, R1: 1 */
     assert_true(fabs(sum.output_tok_per_s - 5 / 4.90e-3) < 1e-6);
     assert_int_equal(sum.good, 2);
+    dy_sim_free(s);
+}
+
+/* The observer hears of every sample's end, in the order they end, at the simulated time
+ * they end (what a progress line counts): a request over the context is refused at its
+ * arrival, then R1 ends at 3.80 and R0 at 4.90 as above. */
+typedef struct {
+    int n, request[4];
+    bool ok[4];
+    double now[4], done[4];
+} ends;
+
+static void on_end(void *ctx, const dy_sim_record *r, double now)
+{
+    ends *e = ctx;
+    assert_true(e->n < 4);
+    e->request[e->n] = r->request;
+    e->ok[e->n] = r->ok;
+    e->done[e->n] = r->done;
+    e->now[e->n++] = now;
+}
+
+static void test_sample_end_observer(void **st)
+{
+    (void)st;
+    dy_sim_worker w[1] = {worker_of(DY_POOL_AGG)};
+    dy_sim_config c = config_of(w, 1);
+    c.ctx_len = 50;
+    dy_sim_request r[3];
+    two_requests(r);
+    static int32_t p60[60];
+    fill_prompt(p60, 60, 900);
+    r[2] = (dy_sim_request){.arrival = 0, .prompt = p60, .n_prompt = 60, .max_tokens = 2,
+                            .n_samples = 1};
+    ends e = {0};
+    dy_sim_observer obs = {.ctx = &e, .on_sample_end = on_end};
+    dy_sim *s = run(&c, &obs, r, 3);
+    assert_int_equal(e.n, 3);
+    assert_int_equal(e.request[0], 2);
+    assert_false(e.ok[0]);
+    assert_ms(e.now[0], 0);
+    assert_int_equal(e.request[1], 1);
+    assert_true(e.ok[1]);
+    assert_ms(e.now[1], 3.80);
+    assert_ms(e.done[1], 3.80);
+    assert_int_equal(e.request[2], 0);
+    assert_ms(e.now[2], 4.90);
+    assert_ms(e.done[2], 4.90);
+    /* the run itself is the one without an observer */
+    assert_latency(rec(s, 0), 2.60, 1.15, 4.90);
+    assert_latency(rec(s, 1), 2.60, 1.20, 3.80);
     dy_sim_free(s);
 }
 
@@ -567,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_live_equals_simulated),
         cmocka_unit_test(test_prefix_sharing),
         cmocka_unit_test(test_bad_config),
+        cmocka_unit_test(test_sample_end_observer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

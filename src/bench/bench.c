@@ -133,7 +133,8 @@ static void point_load(const bench *b, int i, dyb_point *p, dyb_run_config *rc)
     p->slo = o->slo;
     *rc = (dyb_run_config){b->wl, b->client, p->concurrency, p->rate, p->burstiness, timed,
                            o->requests, o->duration_s, o->warmup, o->wl.seed,
-                           isatty(STDERR_FILENO) == 1, p->label, &g_stop};
+                           isatty(STDERR_FILENO) == 1,
+                           o->sweep == DYB_SWEEP_NONE ? NULL : p->label, &g_stop};
 }
 
 static int run_point(bench *b, int i)

@@ -4,6 +4,7 @@
 #include "bench/bench_agentic.h"
 #include "bench/bench_rng.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -331,6 +332,18 @@ static void teardown(run *x)
         free(all[i]->v);
 }
 
+static void show_progress(const run *x, dy_progress *pg)
+{
+    const double now = dy_now();
+    if (!dy_progress_wants(pg, now))
+        return;
+    const dyb_agentic_report *o = x->out;
+    char note[96];
+    snprintf(note, sizeof note, "%ld failed, %ld background", o->turns_failed,
+             o->background_done + o->background_failed);
+    dy_progress_update(pg, (double)(o->turns_done + o->turns_failed), note, now);
+}
+
 /* Sends what is due; returns the ms until something else is, at most MAX_WAIT_MS. */
 static double send_due(run *x, double now, double *bg_next, long *bg_sent, double *sample_next,
                        int *rc)
@@ -373,6 +386,9 @@ int dyb_agentic_run(const dyb_agentic_config *c, dyb_agentic_report *out, char *
         x.t0 = 1e3 * dy_now();
         double bg_next = 0, sample_next = 0;
         long bg_sent = 0;
+        dy_progress *pg = dy_progress_new(stderr, c->progress, "dyad bench agentic",
+                                          DY_PROGRESS_COUNT, "turns",
+                                          (double)c->sessions * c->turns, dy_now());
         while (!*c->stop && (x.live > 0 || dyb_client_in_flight(x.client) > 0)) {
             double wait = x.live > 0 ? send_due(&x, now_ms(&x), &bg_next, &bg_sent, &sample_next,
                                                 &rc)
@@ -382,7 +398,9 @@ int dyb_agentic_run(const dyb_agentic_config *c, dyb_agentic_report *out, char *
                 break;
             }
             dyb_client_poll(x.client, (int)ceil(wait), on_done, &x);
+            show_progress(&x, pg);
         }
+        dy_progress_finish(pg);
         if (*c->stop)
             dyb_client_abort(x.client);
         out->duration_s = now_ms(&x) / 1e3;

@@ -36,6 +36,7 @@ typedef struct {
     long background_isl, background_osl;
     int vocab_size;
     uint64_t seed;
+    bool progress;              /* draw a progress line on stderr (turns ended of all) */
     volatile sig_atomic_t *stop;
 } dyb_agentic_config;
 

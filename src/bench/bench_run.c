@@ -1,10 +1,10 @@
 /* bench_run.c — see bench_run.h. Owns the launch schedule of one phase and the progress line. */
 #include "bench/bench_run.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 #include <math.h>
 #include <stdio.h>
-#include <string.h>
 
 #define MAX_WAIT_MS 50 /* longest sleep: bounds the Ctrl-C and progress-line latency */
 
@@ -20,7 +20,6 @@ typedef struct {
     long sent, done, failed;
     dyb_arrivals next;     /* the next arrival, ms after t0 (open loop and trace) */
     bool oom;
-    double last_draw;
 } phase;
 
 static void on_done(void *user, dyb_result *r)
@@ -104,30 +103,34 @@ static int launch_due(phase *p, double now, char *err, size_t errlen)
     return MAX_WAIT_MS;
 }
 
-static void draw_progress(phase *p, double now, bool final)
+/* The phase's progress line: requests done of those it will send, else the time of a timed
+ * run, else just the count. */
+static dy_progress *start_progress(const phase *p)
 {
-    if (!p->c->progress || (!final && now - p->last_draw < 200))
-        return;
-    p->last_draw = now;
+    if (!p->c->progress)
+        return NULL;
+    char label[64];
+    snprintf(label, sizeof label, "dyad bench%s%s%s", p->c->label ? " " : "",
+             p->c->label ? p->c->label : "", p->warmup ? " warmup" : "");
     long bound = send_bound(p);
-    double dur = p->c->duration_s * 1000;
-    double frac = bound > 0 ? (double)p->done / (double)bound : dur > 0 ? now / dur : -1;
-    char total[32] = "", bar[32] = "";
-    if (bound >= 0)
-        snprintf(total, sizeof total, "/%ld", bound);
-    if (frac >= 0) { /* [#####...............] by requests done, else by time */
-        int k = (int)(fmin(frac, 1) * 20);
-        bar[0] = '[';
-        memset(bar + 1, '#', (size_t)k);
-        memset(bar + 1 + k, '.', (size_t)(20 - k));
-        memcpy(bar + 21, "] ", 3);
-    }
-    fprintf(stderr, "\r\033[K%s%s: %s%ld%s done, %ld failed, %d in flight, %.1f s", p->c->label,
-            p->warmup ? " warmup" : "", bar, p->done, total, p->failed,
-            dyb_client_in_flight(p->c->client), now / 1000);
-    if (final)
-        fputs("\r\033[K", stderr);
-    fflush(stderr);
+    bool by_time = bound < 0 && p->c->duration_s > 0;
+    return dy_progress_new(stderr, true, label, by_time ? DY_PROGRESS_SECONDS : DY_PROGRESS_COUNT,
+                           "requests", by_time ? p->c->duration_s : (double)bound, dy_now());
+}
+
+static void show_progress(phase *p, dy_progress *pg, double now_ms)
+{
+    double now = dy_now();
+    if (!dy_progress_wants(pg, now))
+        return;
+    bool by_time = send_bound(p) < 0 && p->c->duration_s > 0;
+    char note[96], done[32] = "";
+    if (by_time)
+        snprintf(done, sizeof done, "%ld done, ", p->done);
+    snprintf(note, sizeof note, "%s%ld failed, %d in flight", done, p->failed,
+             dyb_client_in_flight(p->c->client));
+    dy_progress_update(pg, by_time ? fmin(now_ms / 1000, p->c->duration_s) : (double)p->done,
+                       note, now);
 }
 
 /* Runs a phase to its end; returns its duration in ms, or -1 with err set. */
@@ -136,11 +139,13 @@ static double run_phase(phase *p, char *err, size_t errlen)
     p->t0 = 1e3 * dy_now();
     dyb_arrivals_init(&p->next, p->c->wl, p->timed, p->c->rate, p->c->burstiness, p->c->seed,
                       p->warmup);
+    dy_progress *pg = start_progress(p);
+    double end = -1;
     for (;;) {
         double now = 1e3 * dy_now() - p->t0;
         int wait = launch_due(p, now, err, errlen);
         if (wait < 0)
-            return -1;
+            goto out;
         if (*p->c->stop) {
             dyb_client_abort(p->c->client);
             break;
@@ -150,12 +155,13 @@ static double run_phase(phase *p, char *err, size_t errlen)
         dyb_client_poll(p->c->client, wait, on_done, p);
         if (p->oom) {
             snprintf(err, errlen, "out of memory while collecting results");
-            return -1;
+            goto out;
         }
-        draw_progress(p, 1e3 * dy_now() - p->t0, false);
+        show_progress(p, pg, 1e3 * dy_now() - p->t0);
     }
-    double end = 1e3 * dy_now() - p->t0;
-    draw_progress(p, end, true);
+    end = 1e3 * dy_now() - p->t0;
+out:
+    dy_progress_finish(pg);
     return end;
 }
 

@@ -26,7 +26,7 @@ typedef struct {
     long warmup;
     uint64_t seed;
     bool progress;           /* draw a progress line on stderr */
-    const char *label;       /* for the progress line */
+    const char *label;       /* for the progress line (the sweep's point; NULL: none) */
     volatile sig_atomic_t *stop; /* set by Ctrl-C: stop sending, drop what is in flight */
 } dyb_run_config;
 

@@ -10,16 +10,19 @@
 #include "engine/roofline.h"
 #include "bench/bench.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char bench_usage[] = "usage: dyad bench engine [options]\n";
 static const char bench_epilog[] =
     "Models whose context is shorter than the largest measured position are run with the\n"
-    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n";
+    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n"
+    "On a terminal, stderr shows a progress line (figures measured of all).\n";
 
 #define N_PREFILL 6
 #define N_DECODE 4
@@ -47,6 +50,12 @@ typedef struct {
     int ctx_used;
 } results;
 
+/* The command's progress line: figures measured of all it will measure. */
+typedef struct {
+    dy_progress *line;
+    int done;
+} points;
+
 typedef struct {
     dy_model *m;
     dy_kv_pool *kv;
@@ -55,8 +64,22 @@ typedef struct {
     int32_t *blocks;  /* the long sequence's block table */
     int n_blocks;
     float *logits;
+    points *progress;
     char err[512];
 } bench_ctx;
+
+/* The figures of one model, and of the machine (read bandwidth and FMA peak). */
+static int model_points(const bench_opts *o)
+{
+    return o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH;
+}
+#define MACHINE_POINTS 2
+
+static void point_done(points *pt, const char *what)
+{
+    pt->done++;
+    dy_progress_update(pt->line, pt->done, what, dy_now());
+}
 
 /* Runs one step `reps` times and returns the fastest, in ms (-1 on error). */
 static double time_step(bench_ctx *b, const dy_span *spans, int n, int reps)
@@ -108,6 +131,12 @@ out:
     return t;
 }
 
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
 static void fit_line(const int *x, const double *y, int n, double *a, double *b, double *r2)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -135,10 +164,12 @@ static int measure(bench_ctx *b, const bench_opts *o, results *r)
         r->prefill_ms[i] = r->decode_ms[i < N_DECODE ? i : 0] = -1;
     for (int i = 0; i < N_BATCH; i++)
         r->batch_ms[i] = -1;
+    const char *name = base_name(b->m->path);
     for (int i = 0; i < np; i++) {
         dy_span s = {b->tokens, prefill_p[i], 0, b->blocks, b->n_blocks, 1};
         if ((r->prefill_ms[i] = time_step(b, &s, 1, o->reps)) < 0)
             return -1;
+        point_done(b->progress, name);
     }
     for (int i = 0; i < nd; i++) {
         if (prefill_to(b, decode_ctx[i]) != 0)
@@ -146,12 +177,15 @@ static int measure(bench_ctx *b, const bench_opts *o, results *r)
         dy_span s = {b->tokens + decode_ctx[i], 1, decode_ctx[i], b->blocks, b->n_blocks, 1};
         if ((r->decode_ms[i] = time_step(b, &s, 1, o->reps)) < 0)
             return -1;
+        point_done(b->progress, name);
     }
     if (prefill_to(b, BATCH_CTX) != 0)
         return -1;
-    for (int i = 0; i < nb; i++)
+    for (int i = 0; i < nb; i++) {
         if ((r->batch_ms[i] = time_batch(b, batch_b[i], o->reps)) < 0)
             return -1;
+        point_done(b->progress, name);
+    }
     fit_line(batch_b, r->batch_ms, nb, &r->fit_a, &r->fit_b, &r->fit_r2);
     return 0;
 }
@@ -168,12 +202,6 @@ static double prefill_flops(const dy_model *m, int P)
             per_token += 2.0 * (double)w[i]->rows * (double)w[i]->cols;
     }
     return per_token * P + 2.0 * (double)m->output.rows * (double)m->output.cols;
-}
-
-static const char *base_name(const char *p)
-{
-    const char *s = strrchr(p, '/');
-    return s ? s + 1 : p;
 }
 
 typedef struct {
@@ -245,9 +273,9 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
            gflops, mc->fma_gflops, 100 * gflops / mc->fma_gflops);
 }
 
-static int bench_model(const char *path, const bench_opts *o, const machine *mc)
+static int bench_model(const char *path, const bench_opts *o, const machine *mc, points *pt)
 {
-    bench_ctx b = {0};
+    bench_ctx b = {.progress = pt};
     results r = {0};
     int rc = 1;
     if (!(b.m = dy_model_load(path, NULL, b.err, sizeof b.err)))
@@ -273,12 +301,15 @@ static int bench_model(const char *path, const bench_opts *o, const machine *mc)
         goto out;
     if (measure(&b, o, &r) != 0)
         goto out;
+    dy_progress_clear(pt->line); /* the report goes to the same terminal */
     print_report(o, b.m, &r, mc, dy_engine_simd(b.e));
     fflush(stdout);
     rc = 0;
 out:
-    if (rc)
+    if (rc) {
+        dy_progress_clear(pt->line);
         fprintf(stderr, "dyad bench engine: %s\n", b.err);
+    }
     dy_engine_free(b.e);
     dy_kv_pool_free(b.kv);
     dy_model_free(b.m);
@@ -331,16 +362,24 @@ static int bench_engine(int argc, char **argv)
         fprintf(stderr, "dyad bench engine: cannot start %d threads\n", o.threads);
         return 1;
     }
+    points pt = {dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench engine",
+                                 DY_PROGRESS_COUNT, "figures",
+                                 MACHINE_POINTS + o.n_models * model_points(&o), dy_now()), 0};
+    dy_progress_update(pt.line, 0, "machine", dy_now());
     machine mc;
     mc.bw_gbps = dy_measure_read_gbps(pool, o.quick ? (64u << 20) : (1u << 30), o.reps);
+    point_done(&pt, "machine");
     mc.fma_gflops = dy_measure_fma_gflops(pool, dy_simd_detect(), o.reps);
+    point_done(&pt, "machine");
     dy_pool_free(pool);
+    dy_progress_clear(pt.line);
     if (!o.json)
         printf("machine: read bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%d threads)\n",
                mc.bw_gbps, mc.fma_gflops, o.threads);
     rc = 0;
     for (int i = 0; i < o.n_models; i++)
-        rc |= bench_model(o.models[i], &o, &mc);
+        rc |= bench_model(o.models[i], &o, &mc, &pt);
+    dy_progress_finish(pt.line);
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t g_stop; /* set by the SIGINT handler only */
 
@@ -25,7 +26,8 @@ static const char agentic_usage[] =
     "Agent sessions against an OpenAI-compatible server (dyad's dyad.session and dyad.hold):\n"
     "each session alternates model turns and tool calls, its prompt growing by the tool's\n"
     "result each turn, beside open-loop background traffic. Reports the continuation turns'\n"
-    "TTFT, the background's TPOT and throughput, and what the server's KV tiers moved.\n";
+    "TTFT, the background's TPOT and throughput, and what the server's KV tiers moved.\n"
+    "On a terminal, stderr shows a progress line.\n";
 
 static const char *const dist_names[] = {"fixed", "lognormal", "pareto", NULL};
 static const char *const hint_names[] = {"none", "predicted", "oracle", NULL};
@@ -189,6 +191,7 @@ int cmd_bench_agentic(int argc, char **argv)
     c.body = (dyb_body_config){.model = model ? model : first, .endpoint = DYB_EP_COMPLETIONS,
                                .ignore_eos = true};
     c.stop = &g_stop;
+    c.progress = isatty(STDERR_FILENO) == 1;
     signal(SIGINT, on_sigint);
     dyb_agentic_report r;
     rc = c.body.model ? dyb_agentic_run(&c, &r, err, sizeof err) : -1;

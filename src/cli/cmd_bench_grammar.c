@@ -14,17 +14,19 @@
 #include "grammar/grammar.h"
 #include "serve/worker/guide.h"
 #include "util/clock.h"
+#include "util/progress.h"
 #include "util/stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char grammar_usage[] =
     "usage: dyad bench grammar --model M.gguf (--json-schema FILE | --json-object |\n"
     "                          --grammar FILE) [--tokens N] [--seed S] [--json]\n"
     "Times the grammar's compile, the vocabulary's prefix tree and a mask per token over\n"
-    "random answers the grammar allows.\n";
+    "random answers the grammar allows. On a terminal, stderr shows a progress line.\n";
 
 typedef struct {
     const char *model, *tokenizer;
@@ -45,7 +47,10 @@ typedef struct {
 } gresult;
 
 /* Follows random answers until o->tokens tokens have been drawn. */
-static void walk(const gopts *o, const dy_tokenizer *tok, dy_gmatch *m, gresult *r)
+#define PROGRESS_EVERY 256 /* tokens between looks at the clock for the progress line */
+
+static void walk(const gopts *o, const dy_tokenizer *tok, dy_gmatch *m, gresult *r,
+                 dy_progress *pg)
 {
     dy_rng rng;
     dy_rng_seed(&rng, o->seed, 0);
@@ -92,6 +97,8 @@ static void walk(const gopts *o, const dy_tokenizer *tok, dy_gmatch *m, gresult 
             break;
         r->token_us[r->tokens++] = (t_mask + dy_now() - t1) * 1e6;
         state_sum += (double)(sizeof s + s.cap * sizeof *s.tops);
+        if (r->tokens % PROGRESS_EVERY == 0)
+            dy_progress_update(pg, r->tokens, NULL, dy_now());
     }
     if (live)
         dy_gstate_free(&s);
@@ -184,7 +191,10 @@ static int run(const gopts *o)
         fprintf(stderr, "dyad bench grammar: out of memory\n");
         goto out;
     }
-    walk(o, model->tok, m, &r);
+    dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench grammar",
+                                      DY_PROGRESS_COUNT, "tokens", o->tokens, dy_now());
+    walk(o, model->tok, m, &r, pg);
+    dy_progress_finish(pg);
     report(o, &r);
     rc = 0;
 out:

@@ -11,17 +11,19 @@
 #include "kv/kv_cache.h"
 #include "route/router.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char router_usage[] =
     "usage: dyad bench router [--workers W] [--blocks B] [--reps N] [--batch E] [--json]\n"
     "Times one kv-aware routing decision over a prefix index of W workers holding about B\n"
     "distinct blocks, for requests of 32, 128 and 512 blocks; then one decision plus its\n"
     "accounting, and applying a batch of E events. Reports median and p99 in µs over --reps\n"
-    "repetitions.\n";
+    "repetitions. On a terminal, stderr shows a progress line.\n";
 
 #define CHAIN 512   /* blocks per prompt chain: the longest request measured */
 #define SYSTEM 32   /* leading blocks every chain shares with its system prompt */
@@ -118,10 +120,31 @@ static int populate(dy_router *r, const ropts *o, const uint64_t *h, int n_chain
     return rc;
 }
 
+/* The progress line: calls timed of all the run times, drawn between timed calls. */
+typedef struct {
+    dy_progress *line;
+    long base; /* calls of the timings before this one */
+} calls;
+
+#define PROGRESS_EVERY 4096 /* calls between looks at the clock for the line */
+
+static void calls_at(calls *c, int k, const char *what)
+{
+    if ((k + 1) % PROGRESS_EVERY == 0)
+        dy_progress_update(c->line, (double)(c->base + k + 1), what, dy_now());
+}
+
+static void calls_done(calls *c, int reps, const char *what)
+{
+    c->base += reps;
+    dy_progress_update(c->line, (double)c->base, what, dy_now());
+}
+
 static timing time_decisions(dy_router *r, const ropts *o, const uint64_t *h, int n_chains,
-                             int n, bool account, uint64_t *rng, double *t)
+                             int n, bool account, uint64_t *rng, double *t, calls *pg)
 {
     dy_router_ticket tk;
+    const char *what = account ? "decision + accounting" : "kv-aware decision";
     for (int k = 0; k < o->reps; k++) {
         const uint64_t *req = &h[(rng_next(rng) % (uint64_t)n_chains) * CHAIN];
         uint64_t t0 = dy_now_ns();
@@ -132,13 +155,15 @@ static timing time_decisions(dy_router *r, const ropts *o, const uint64_t *h, in
             dy_router_on_finished(r, &tk);
         }
         t[k] = (double)(dy_now_ns() - t0) / 1e3;
+        calls_at(pg, k, what);
     }
+    calls_done(pg, o->reps, what);
     return summarise(t, o->reps);
 }
 
 /* Alternate batches: a worker stores `batch` new blocks, then removes them, so the index
  * stays the same size. */
-static timing time_apply(dy_router *r, const ropts *o, uint64_t *rng, double *t)
+static timing time_apply(dy_router *r, const ropts *o, uint64_t *rng, double *t, calls *pg)
 {
     dy_kv_index *x = dy_router_index(r);
     dy_kv_event *ev = malloc((size_t)o->batch * sizeof *ev);
@@ -161,7 +186,9 @@ static timing time_apply(dy_router *r, const ropts *o, uint64_t *rng, double *t)
         uint64_t t0 = dy_now_ns();
         dy_kv_index_apply(x, w, seq, ev, o->batch);
         t[k] = (double)(dy_now_ns() - t0) / 1e3;
+        calls_at(pg, k, "apply");
     }
+    calls_done(pg, o->reps, "apply");
     free(ev);
     return summarise(t, o->reps);
 }
@@ -213,10 +240,13 @@ static int run(const ropts *o)
     }
     size_t indexed = dy_kv_index_size(dy_router_index(r));
     timing d[3], acc, ap;
+    calls pg = {dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench router",
+                                DY_PROGRESS_COUNT, "calls", 5.0 * o->reps, dy_now()), 0};
     for (int i = 0; i < 3; i++)
-        d[i] = time_decisions(r, o, h, n_chains, sizes[i], false, &rng, t);
-    acc = time_decisions(r, o, h, n_chains, 128, true, &rng, t);
-    ap = time_apply(r, o, &rng, t);
+        d[i] = time_decisions(r, o, h, n_chains, sizes[i], false, &rng, t, &pg);
+    acc = time_decisions(r, o, h, n_chains, 128, true, &rng, t, &pg);
+    ap = time_apply(r, o, &rng, t, &pg);
+    dy_progress_finish(pg.line);
     print_report(o, indexed, n_chains, d, &acc, &ap);
     free(t);
     free(h);

@@ -10,6 +10,7 @@
 #include "serve/worker/kv_mover.h"
 #include "serve/worker/xfer.h"
 #include "util/clock.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@ static const char xfer_usage[] =
     "       dyad bench xfer --tiers [--disk-dir DIR] [--shape S] [--mib N] [--reps N]\n"
     "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP; with --tiers,\n"
     "between the KV cache, the host tier and the disk tier, for blocks of 16, 32 and 64\n"
-    "positions.\n";
+    "positions. On a terminal, stderr shows a progress line.\n";
 
 typedef struct {
     const char *name;
@@ -127,24 +128,33 @@ static int run_local(const xopts *o)
         return 1;
     }
     uint64_t bytes;
+    /* Progress in bytes copied, three copies a rep; drawn between the timed copies. */
+    dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench xfer",
+                                      DY_PROGRESS_BYTES, NULL, 3 * total * o->reps, dy_now());
     /* Alternate the three so machine noise spreads over all of them. */
     for (int r = 0; r < o->reps; r++) {
         double t0 = dy_now();
         for (int i = 0; i < o->n; i++)
             memcpy(dy_kv_keys(dst, i, 0), dy_kv_keys(src, i, 0), bb);
         double t1 = dy_now();
+        dy_progress_update(pg, total * (3 * r + 1), "memcpy", t1);
+        double t1s = dy_now(); /* the line's drawing is timed with nothing */
         dy_xfer_send(shm, 1, src, ids, ids, o->n, &bytes, err, sizeof err);
         double t2 = dy_now();
+        dy_progress_update(pg, total * (3 * r + 2), "shared memory", t2);
+        double t2s = dy_now();
         dy_xfer_rx_expect(rx, (uint64_t)r + 10, ids, o->n);
         dy_xfer_send(tcp, (uint64_t)r + 10, src, ids, ids, o->n, &bytes, err, sizeof err);
         while (dy_xfer_rx_received(rx, (uint64_t)r + 10) < o->n)
             ;
         double t3 = dy_now();
         dy_xfer_rx_forget(rx, (uint64_t)r + 10);
+        dy_progress_update(pg, total * (3 * r + 3), "TCP loopback", dy_now());
         best_mem = t1 - t0 < best_mem ? t1 - t0 : best_mem;
-        best_shm = t2 - t1 < best_shm ? t2 - t1 : best_shm;
-        best_tcp = t3 - t2 < best_tcp ? t3 - t2 : best_tcp;
+        best_shm = t2 - t1s < best_shm ? t2 - t1s : best_shm;
+        best_tcp = t3 - t2s < best_tcp ? t3 - t2s : best_tcp;
     }
+    dy_progress_finish(pg);
     if (o->json) {
         double one_shm, one_tcp;
         one_block_times(o, shm, tcp, rx, src, &one_shm, &one_tcp);
@@ -213,7 +223,13 @@ static void tier_jobs(tier_move k, dy_kv_move *jobs, int n, size_t bb, char *poo
 }
 
 /* One block size: every kind of copy, the fastest of o->reps each. */
-static int tier_rates(const xopts *o, int positions, int fd, dy_kv_mover *m)
+/* --tiers' progress line: copies made of all it will make. */
+typedef struct {
+    dy_progress *line;
+    int done;
+} tier_progress;
+
+static int tier_rates(const xopts *o, int positions, int fd, dy_kv_mover *m, tier_progress *tp)
 {
     size_t bb = dy_kv_bytes_per_block(positions, o->sh->layers, o->sh->kv_dim);
     int n = (int)(((size_t)o->mib << 20) / bb);
@@ -245,12 +261,15 @@ static int tier_rates(const xopts *o, int positions, int fd, dy_kv_mover *m)
                 s = -1;
             s = s < 0 ? -1 : dy_now() - t0;
             if (s < 0) {
+                dy_progress_clear(tp->line);
                 fprintf(stderr, "dyad bench xfer: %s failed: %s\n", move_names[k], strerror(errno));
                 free(pool), free(host), free(jobs), free(sums);
                 return 1;
             }
             best[k] = s < best[k] ? s : best[k];
+            dy_progress_update(tp->line, ++tp->done, move_names[k], dy_now());
         }
+    dy_progress_clear(tp->line); /* the figures go to the same terminal */
     printf("blocks of %d positions: %zu bytes, %d blocks\n", positions, bb, n);
     for (int k = 0; k < N_MOVES && (k < TO_DISK || fd >= 0); k++)
         printf("  %-30s %8.2f GB/s %9.2f us/block\n", move_names[k], (double)bytes / best[k] / 1e9,
@@ -282,8 +301,13 @@ static int run_tiers(const xopts *o)
            fd >= 0 ? o->disk_dir : "");
     int rc = 0;
     const int sizes[] = {16, 32, 64};
+    tier_progress tp = {dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench xfer",
+                                        DY_PROGRESS_COUNT, "copies",
+                                        3.0 * o->reps * (fd >= 0 ? N_MOVES : TO_DISK), dy_now()),
+                        0};
     for (int i = 0; i < 3 && rc == 0; i++)
-        rc = tier_rates(o, sizes[i], fd, m);
+        rc = tier_rates(o, sizes[i], fd, m, &tp);
+    dy_progress_finish(tp.line);
     dy_kv_mover_free(m);
     if (fd >= 0)
         close(fd);

@@ -10,6 +10,8 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,7 +24,8 @@ static const char usage[] =
     "usage: dyad convert IN OUT [--type TYPE] [--tokenizer tokenizer.bin] [--threads N]\n"
     "                    [--verbose]\n"
     "\n"
-    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF.\n";
+    "Writes IN, a llama2.c checkpoint or a GGUF file, to OUT as GGUF. On a terminal, stderr\n"
+    "shows a progress line while it writes.\n";
 
 typedef struct {
     const char *in, *out, *tokenizer;
@@ -405,7 +408,11 @@ static int convert(const conv_opts *o)
         choose_types(o, &l);
         /* A bad tensor or key is reported by begin() with the writer's message. */
         add_tensors(w, &l);
+        dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad convert",
+                                          DY_PROGRESS_BYTES, NULL, 0, dy_now());
+        dy_gguf_writer_set_progress(w, pg);
         ok = write_out(o, w, &l, err, sizeof err);
+        dy_progress_finish(pg);
     }
     if (ok && o->verbose)
         summary(o, &l);

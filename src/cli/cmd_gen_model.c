@@ -11,6 +11,8 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +23,8 @@ static const char usage[] =
     "usage: dyad gen-model --shape SHAPE -o OUT.gguf [--type TYPE] [--seed S] [--vocab FILE]\n"
     "                      [--threads N]\n"
     "\n"
-    "Writes a llama model with random weights (normal, std 0.02; norms 1).\n";
+    "Writes a llama model with random weights (normal, std 0.02; norms 1). On a terminal,\n"
+    "stderr shows a progress line while it writes.\n";
 
 #define DEFAULT_VOCAB DYAD_SOURCE_DIR "/tests/data/vocab/ggml-vocab-llama-spm.gguf"
 #define WEIGHT_STD 0.02f
@@ -202,9 +205,13 @@ static int generate(const gen_opts *o)
             hp.ctx_len = o->ctx;
         set_metadata(w, o, &hp, vocab);
         add_tensors(w, &hp, o->type, ones);
+        dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad gen-model",
+                                          DY_PROGRESS_BYTES, NULL, 0, dy_now());
+        dy_gguf_writer_set_progress(w, pg);
         ok = dy_gguf_writer_begin(w, o->out, err, sizeof err) &&
              write_weights(w, o, &hp, err, sizeof err) &&
              dy_gguf_writer_finish(w, err, sizeof err);
+        dy_progress_finish(pg);
     }
     if (!ok)
         fprintf(stderr, "dyad gen-model: %s\n", *err ? err : "out of memory");

@@ -14,12 +14,15 @@
 #include "sim/cost.h"
 #include "sim/deploy.h"
 #include "sim/sim.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char bench_usage[] =
     "usage: dyad sim bench [--trace FILE] [--loops K] [--rate R] [deployment] [options]\n"
@@ -32,7 +35,7 @@ static const char bench_epilog[] =
     "replays it K times back to back (each loop shifted by the trace's span and with its own\n"
     "prompts, as bench's rounds), so a longer run shows whether memory stays flat. CPU time is\n"
     "the process's (CLOCK_PROCESS_CPUTIME_ID) over the run, prompts' making included (shown\n"
-    "apart); peak RSS is getrusage's.\n"
+    "apart); peak RSS is getrusage's. On a terminal, stderr shows a progress line.\n"
     "Exit status: 0; 1 when the cost model or the trace is bad or the run fails; 2 on a usage\n"
     "error.\n";
 
@@ -162,6 +165,8 @@ typedef struct {
     double make_cpu_s;     /* CPU time spent making prompts */
     long samples, completed, failed;
     uint64_t output_tokens;
+    dy_progress *progress; /* on a terminal: samples ended of the requests */
+    double sim_s;          /* the latest end seen (a refused sample has none) */
 } bench_stream;
 
 static int next_request(void *ctx, dy_sim_request *out)
@@ -204,6 +209,14 @@ static bool count_record(void *ctx, const dy_sim_record *r)
     else
         b->failed++;
     b->output_tokens += (uint64_t)r->n_tokens;
+    if (r->done > b->sim_s)
+        b->sim_s = r->done;
+    double wall = dy_now();
+    if (dy_progress_wants(b->progress, wall)) {
+        char note[48];
+        snprintf(note, sizeof note, "t=%.1f s simulated", b->sim_s);
+        dy_progress_update(b->progress, (double)b->samples, note, wall);
+    }
     return true;
 }
 
@@ -262,6 +275,8 @@ static int run(bench_cmd *c)
     sc.max_in_flight = c->o.concurrency;
     dy_step_costs costs = dy_deploy_costs(c->m);
     char err[512];
+    c->st.progress = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad sim bench",
+                                     DY_PROGRESS_COUNT, "samples", (double)c->st.total, dy_now());
     double cpu0 = cpu_seconds(), wall0 = wall_seconds();
     dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
     dy_sim_stream io = {.next = next_request, .sink = count_record, .prompt = make_prompt,
@@ -269,6 +284,8 @@ static int run(bench_cmd *c)
     int rc = s ? dy_sim_run_stream(s, &io, err, sizeof err) : -1;
     c->cpu_s = cpu_seconds() - cpu0;
     c->wall_s = wall_seconds() - wall0;
+    dy_progress_finish(c->st.progress);
+    c->st.progress = NULL;
     if (rc == 0)
         c->tot = dy_sim_get_totals(s);
     dy_sim_free(s);

@@ -17,12 +17,15 @@
 #include "sim/deploy.h"
 #include "sim/requests.h"
 #include "sim/sim.h"
+#include "util/clock.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char run_usage[] =
     "usage: dyad sim run --cost FILE [deployment] [workload] [options]\n"
@@ -38,7 +41,8 @@ static const char run_epilog[] =
     "docs/sim.md. --planner sla (or reactive) runs the planner (plan/planner.h) each interval\n"
     "on what the simulated frontend saw, sizing for --slo's ttft_ms and tpot_ms within\n"
     "--budget-workers, and carries its decisions out on the workers as `dyad serve` does\n"
-    "(docs/sim.md, \"Planner replay\").\n"
+    "(docs/sim.md, \"Planner replay\"). On a terminal, stderr shows a progress line (samples\n"
+    "ended, simulated time).\n"
     "Exit status: 0; 1 when the cost model or a workload file is bad or no request succeeded;\n"
     "2 on a usage error.\n";
 
@@ -569,6 +573,39 @@ static int report_planner(sim_cmd *c, const dy_sim *s, const dyb_point *p)
     return rc != 0;
 }
 
+/* The progress line of one simulation: samples ended of the workload's, and the simulated
+ * time reached. */
+typedef struct {
+    dy_progress *line;
+    long ended;
+} sim_progress;
+
+static void count_sample(void *ctx, const dy_sim_record *r, double now)
+{
+    (void)r;
+    sim_progress *sp = ctx;
+    sp->ended++;
+    double wall = dy_now();
+    if (!dy_progress_wants(sp->line, wall))
+        return;
+    char note[48];
+    snprintf(note, sizeof note, "t=%.1f s simulated", now);
+    dy_progress_update(sp->line, (double)sp->ended, note, wall);
+}
+
+static dy_progress *start_progress(const dyb_point *p, bool sweep, const dy_sim_requests *l)
+{
+    if (isatty(STDERR_FILENO) != 1)
+        return NULL;
+    long samples = 0;
+    for (long i = 0; i < l->n; i++)
+        samples += l->r[i].n_samples;
+    char label[96];
+    snprintf(label, sizeof label, "dyad sim run%s%s", sweep ? " " : "", sweep ? p->label : "");
+    return dy_progress_new(stderr, true, label, DY_PROGRESS_COUNT, "samples", (double)samples,
+                           dy_now());
+}
+
 /* Simulates point i (the whole run without a sweep) on a fresh deployment, with fresh prompts
  * (bench's rounds: no point finds an earlier point's prompts in a cache) into pts[n_pts]. */
 static int simulate_point(sim_cmd *c, int i)
@@ -590,9 +627,13 @@ static int simulate_point(sim_cmd *c, int i)
     }
     dy_step_costs costs = dy_deploy_costs(c->m);
     char err[512];
-    dy_sim *s = dy_sim_new(&sc, &costs, NULL, err, sizeof err);
+    sim_progress sp = {start_progress(p, c->o.sweep != DYB_SWEEP_NONE, &l), 0};
+    dy_sim_observer obs = {.ctx = &sp, .on_sample_end = count_sample};
+    dy_sim *s = dy_sim_new(&sc, &costs, sp.line ? &obs : NULL, err, sizeof err);
     int rc = 1;
-    if (s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0) {
+    bool ran = s && dy_sim_run(s, l.r, (int)l.n, err, sizeof err) == 0;
+    dy_progress_finish(sp.line);
+    if (ran) {
         long cores = c->o.cores > 0     ? c->o.cores
                      : c->plan.on       ? (long)c->n_slots * dy_deploy_worker_units(c->m)
                                         : dy_deploy_units(&c->d, c->m);

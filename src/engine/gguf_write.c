@@ -5,6 +5,7 @@
  * every tensor padded to the alignment: llama.cpp's reader insists on exactly that layout. */
 #include "engine/gguf_write.h"
 #include "util/buf.h"
+#include "util/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -46,6 +47,8 @@ struct dy_gguf_writer {
     char *path, *tmp;
     size_t cur;        /* the tensor being written */
     uint64_t cur_done; /* its bytes written so far */
+    dy_progress *progress; /* the caller's; NULL: none */
+    uint64_t data_bytes;   /* the data section's size, padding included */
 };
 
 static bool wfail(dy_gguf_writer *w, const char *fmt, ...)
@@ -448,6 +451,8 @@ static bool write_header(dy_gguf_writer *w)
         w->t[i].offset = off;
         off += pad_to(w->t[i].nbytes);
     }
+    w->data_bytes = off;
+    dy_progress_set_total(w->progress, (double)off);
     dy_buf b = {0};
     put_u32(&b, GGUF_MAGIC);
     put_u32(&b, GGUF_VERSION);
@@ -468,10 +473,28 @@ static bool write_header(dy_gguf_writer *w)
     return ok;
 }
 
+void dy_gguf_writer_set_progress(dy_gguf_writer *w, dy_progress *p)
+{
+    w->progress = p;
+}
+
+/* Where the data section's write is, on the caller's progress line. */
+static void show_progress(dy_gguf_writer *w)
+{
+    double now = dy_now();
+    if (!dy_progress_wants(w->progress, now))
+        return;
+    const uint64_t done = w->cur < w->n_t ? w->t[w->cur].offset + w->cur_done : w->data_bytes;
+    char note[48];
+    snprintf(note, sizeof note, "tensor %zu/%zu", w->cur < w->n_t ? w->cur + 1 : w->n_t, w->n_t);
+    dy_progress_update(w->progress, (double)done, note, now);
+}
+
 /* Finishes the current tensor (its padding) and writes every following tensor that
  * carries its own data, stopping at the next one to be streamed. */
 static bool advance(dy_gguf_writer *w)
 {
+    show_progress(w);
     while (w->cur < w->n_t) {
         wtensor *t = &w->t[w->cur];
         if (w->cur_done == t->nbytes) {
@@ -486,6 +509,7 @@ static bool advance(dy_gguf_writer *w)
         if (!out(w, t->data, t->nbytes))
             return false;
         w->cur_done = t->nbytes;
+        show_progress(w);
     }
     return true;
 }

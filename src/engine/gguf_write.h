@@ -23,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/quant.h"
 #include "engine/threadpool.h"
+#include "util/progress.h"
 
 #define DY_GGUF_WRITE_ALIGNMENT 32
 /* ggml's GGML_MAX_NAME, NUL included: llama.cpp rejects longer tensor names. */
@@ -63,6 +64,10 @@ bool dy_gguf_writer_add_tensor(dy_gguf_writer *w, const char *name, uint32_t n_d
                                const int64_t *ne, dy_type type, const void *data, uint64_t nbytes);
 /* The size of a tensor of this type and shape, or 0 if its rows do not fit the type. */
 uint64_t dy_gguf_tensor_bytes(dy_type type, uint32_t n_dims, const int64_t *ne);
+
+/* Shows the write's progress on p (may be NULL): bytes of the data section written of its
+ * total (which begin sets), and the tensor being written. p stays the caller's. */
+void dy_gguf_writer_set_progress(dy_gguf_writer *w, dy_progress *p);
 
 /* Starts writing `path`: creates the temporary file and writes everything up to the data
  * of the first tensor that is to be streamed. Errors ("path: problem") go to err. */

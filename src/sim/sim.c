@@ -421,6 +421,8 @@ static int pull_request(dy_sim *s)
 /* A sample's record is final: it goes to the sink. */
 static void emit(dy_sim *s, int slot, int sample)
 {
+    if (s->obs.on_sample_end)
+        s->obs.on_sample_end(s->obs.ctx, &s->rq[slot].smp[sample].rec, s->now);
     if (s->io.sink && !s->fail && !s->io.sink(s->io.ctx, &s->rq[slot].smp[sample].rec) &&
         !s->fail)
         s->fail = "the record sink failed";

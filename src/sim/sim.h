@@ -190,6 +190,9 @@ typedef struct {
                      double now, const dy_placement *p);
     void (*on_prefill_pick)(void *ctx, int placement, int planned, double now, int pick);
     void (*on_ticket)(void *ctx, int placement, bool finished); /* first token / finished */
+    /* A sample ended (done, failed or refused) at simulated time `now`: its final record,
+     * valid during the call only (what a command's progress line counts). */
+    void (*on_sample_end)(void *ctx, const dy_sim_record *r, double now);
 } dy_sim_observer;
 
 typedef struct dy_sim dy_sim;
