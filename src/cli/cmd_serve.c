@@ -287,7 +287,7 @@ int cmd_serve(int argc, char **argv)
     }
     double t_start = dy_now();
     dy_fleet *workers = dy_fleet_start(&o.w, err, sizeof err);
-    dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
+    dy_metrics *metrics = workers ? dy_metrics_new(o.model_name ? o.model_name : name) : NULL;
     dy_loadwin *loadwin = workers && o.plan.cores ? dy_loadwin_new() : NULL;
     serve_planner planner = {0};
     dy_http *http = NULL;
