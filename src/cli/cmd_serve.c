@@ -20,7 +20,8 @@
 
 static const char serve_usage[] = "usage: dyad serve [options]\n";
 static const char serve_epilog[] =
-    "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
+    "See docs/api.md for the API, docs/metrics.md for /metrics and docs/observability.md for\n"
+    "Prometheus and Grafana.\n";
 
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
