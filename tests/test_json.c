@@ -291,7 +291,7 @@ typedef struct {
 static void server_open(server *s)
 {
     s->limits = dy_api_limits_default(256);
-    s->metrics = dy_metrics_new();
+    s->metrics = dy_metrics_new("stories260K");
     snprintf(s->log_path, sizeof s->log_path, "/tmp/dyad_test_json_XXXXXX");
     int fd = mkstemp(s->log_path);
     assert_true(fd >= 0);

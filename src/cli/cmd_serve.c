@@ -20,7 +20,8 @@
 
 static const char serve_usage[] = "usage: dyad serve [options]\n";
 static const char serve_epilog[] =
-    "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
+    "See docs/api.md for the API, docs/metrics.md for /metrics and docs/observability.md for\n"
+    "Prometheus and Grafana.\n";
 
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
@@ -293,7 +294,7 @@ int cmd_serve(int argc, char **argv)
     }
     double t_start = dy_now();
     dy_fleet *workers = dy_fleet_start(&o.w, err, sizeof err);
-    dy_metrics *metrics = workers ? dy_metrics_new() : NULL;
+    dy_metrics *metrics = workers ? dy_metrics_new(o.model_name ? o.model_name : name) : NULL;
     dy_loadwin *loadwin = workers && o.plan.cores ? dy_loadwin_new() : NULL;
     serve_planner planner = {0};
     dy_http *http = NULL;

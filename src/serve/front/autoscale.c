@@ -342,6 +342,13 @@ void dy_autoscale_render(dy_autoscale *a, dy_buf *t)
     pthread_mutex_lock(&a->mu);
     dy_metrics_header(t, "dyad_planner_info", "gauge", "The planner's mode.");
     dy_buf_printf(t, "dyad_planner_info{mode=\"%s\"} 1\n", dy_autoscale_mode_name(a->cfg.mode));
+    if (a->cfg.mode != DY_AUTOSCALE_OFF) {
+        dy_metrics_header(t, "dyad_planner_objective_seconds", "gauge",
+                          "The planner's objectives (--slo): a request's TTFT and mean ITL.");
+        dy_buf_printf(t, "dyad_planner_objective_seconds{latency=\"ttft\"} %.6g\n"
+                         "dyad_planner_objective_seconds{latency=\"itl\"} %.6g\n",
+                      a->cfg.planner.slo.ttft_s, a->cfg.planner.slo.itl_s);
+    }
     dy_metrics_header(t, "dyad_planner_target_workers", "gauge", "Workers the target asks for.");
     for (int r = 0; r < 3; r++)
         dy_buf_printf(t, "dyad_planner_target_workers{role=\"%s\"} %d\n",

@@ -938,6 +938,8 @@ static void record(gen *g, double now)
             dy_metrics_ttft(m, c->toks[0].t - g->t_arrival);
             for (int k = 1; k < c->n_toks; k++)
                 dy_metrics_itl(m, c->toks[k].t - c->toks[k - 1].t);
+            if (c->n_toks > 1)
+                dy_metrics_tpot(m, (c->toks[c->n_toks - 1].t - c->toks[0].t) / (c->n_toks - 1));
         }
         if (c->finish != DY_END_ERROR)
             dy_metrics_queue(m, c->queue_us / 1e6);

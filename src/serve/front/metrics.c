@@ -26,7 +26,8 @@ static const double token_bounds[] = {0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0
 
 struct dy_metrics {
     pthread_mutex_t mu;
-    hist ttft, itl, e2e, queue;
+    char *model_id; /* the id clients use, as the dyad_model_info label */
+    hist ttft, itl, tpot, e2e, queue;
     hist tier_load_est, tier_recompute_est, tier_wait; /* prompts with a lower-tier prefix */
     uint64_t outcomes[DY_END_N];  /* requests by outcome, indexed by dy_end */
 };
@@ -40,11 +41,13 @@ static void hist_init(hist *h, const char *name, const char *help, const double 
     h->n = n;
 }
 
-dy_metrics *dy_metrics_new(void)
+dy_metrics *dy_metrics_new(const char *model_id)
 {
     dy_metrics *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!m || !(m->model_id = strdup(model_id ? model_id : ""))) {
+        free(m);
         return NULL;
+    }
     pthread_mutex_init(&m->mu, NULL);
     int nl = (int)(sizeof latency_bounds / sizeof *latency_bounds);
     int nt = (int)(sizeof token_bounds / sizeof *token_bounds);
@@ -52,6 +55,9 @@ dy_metrics *dy_metrics_new(void)
               "Time from request arrival to its first generated token.", latency_bounds, nl);
     hist_init(&m->itl, "dyad_inter_token_latency_seconds",
               "Time between successive tokens of a sequence.", token_bounds, nt);
+    hist_init(&m->tpot, "dyad_time_per_output_token_seconds",
+              "A sequence's mean time between its output tokens (first to last).", token_bounds,
+              nt);
     hist_init(&m->e2e, "dyad_e2e_request_latency_seconds",
               "Time from request arrival to its last token.", latency_bounds, nl);
     hist_init(&m->queue, "dyad_request_queue_time_seconds",
@@ -71,6 +77,7 @@ void dy_metrics_free(dy_metrics *m)
     if (!m)
         return;
     pthread_mutex_destroy(&m->mu);
+    free(m->model_id);
     free(m);
 }
 
@@ -89,6 +96,7 @@ static void observe(dy_metrics *m, hist *h, double v)
 
 void dy_metrics_ttft(dy_metrics *m, double s) { observe(m, &m->ttft, s); }
 void dy_metrics_itl(dy_metrics *m, double s) { observe(m, &m->itl, s); }
+void dy_metrics_tpot(dy_metrics *m, double s) { observe(m, &m->tpot, s); }
 void dy_metrics_e2e(dy_metrics *m, double s) { observe(m, &m->e2e, s); }
 void dy_metrics_queue(dy_metrics *m, double s) { observe(m, &m->queue, s); }
 
@@ -129,6 +137,29 @@ static void render_hist(dy_buf *t, const hist *h)
 void dy_metrics_header(dy_buf *t, const char *name, const char *type, const char *help)
 {
     dy_buf_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value escaped as the text format wants (backslash, quote, newline). */
+static void label_value(dy_buf *t, const char *v)
+{
+    for (; *v; v++) {
+        if (*v == '\\' || *v == '"')
+            dy_buf_printf(t, "\\%c", *v);
+        else if (*v == '\n')
+            dy_buf_append_str(t, "\\n");
+        else
+            dy_buf_append(t, v, 1);
+    }
+}
+
+/* A gauge of 1 whose one label carries a value from outside (escaped). */
+static void info_metric(dy_buf *t, const char *name, const char *help, const char *label,
+                        const char *value)
+{
+    dy_metrics_header(t, name, "gauge", help);
+    dy_buf_printf(t, "%s{%s=\"", name, label);
+    label_value(t, value);
+    dy_buf_append_str(t, "\"} 1\n");
 }
 
 /* One counter or gauge summed over workers, from a field picked by `get`. */
@@ -293,8 +324,8 @@ static double indexed(const dy_worker_info *w) { return (double)w->indexed_block
 
 static void router_metrics(dy_buf *t, const dy_router_totals *r, const dy_worker_info *w, int n)
 {
-    dy_metrics_header(t, "dyad_router_info", "gauge", "The routing policy (--router), as a label.");
-    dy_buf_printf(t, "dyad_router_info{policy=\"%s\"} 1\n", r->policy ? r->policy : "?");
+    info_metric(t, "dyad_router_info", "The routing policy (--router), as a label.", "policy",
+                r->policy ? r->policy : "?");
     dy_metrics_header(t, "dyad_router_decisions_total", "counter",
            "Routing decisions (a prompt's samples count once).");
     dy_buf_printf(t, "dyad_router_decisions_total %llu\n", (unsigned long long)r->decisions);
@@ -330,9 +361,12 @@ char *dy_metrics_render(dy_metrics *m, const dy_worker_info *w, int n, const dy_
                         const dy_router_totals *rt)
 {
     dy_buf t = {0};
+    info_metric(&t, "dyad_model_info", "The model's id (--model-name), as a label.", "model",
+                m->model_id);
     pthread_mutex_lock(&m->mu);
     render_hist(&t, &m->ttft);
     render_hist(&t, &m->itl);
+    render_hist(&t, &m->tpot);
     render_hist(&t, &m->e2e);
     render_hist(&t, &m->queue);
     render_hist(&t, &m->tier_load_est);

@@ -12,10 +12,13 @@
 
 typedef struct dy_metrics dy_metrics;
 
-dy_metrics *dy_metrics_new(void);
+/* model_id: the id clients use, shown as dyad_model_info's label (copied). */
+dy_metrics *dy_metrics_new(const char *model_id);
 void dy_metrics_free(dy_metrics *m);
 void dy_metrics_ttft(dy_metrics *m, double seconds);
 void dy_metrics_itl(dy_metrics *m, double seconds);
+/* A sequence's mean gap between output tokens: (last - first token) / (tokens - 1). */
+void dy_metrics_tpot(dy_metrics *m, double seconds);
 void dy_metrics_e2e(dy_metrics *m, double seconds);
 void dy_metrics_queue(dy_metrics *m, double seconds);
 /* A prompt whose cached prefix continued in a lower KV tier: the worker's two estimates and
