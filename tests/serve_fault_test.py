@@ -10,7 +10,9 @@ then in every worker, a mixed load of whole and streamed completions and chats r
 answer must be a 200 whose text is the greedy reference, or a 500/503 with an OpenAI error
 object. A stream must end with [DONE], either whole and equal to the reference or with an
 error event before it. Under the sanitizer build, LeakSanitizer checks every process at
-exit. Prints the failed allocations per run, then 'N passed, N failed'."""
+exit. The same binary also splits every socket read and send into pieces of 1 to 7 bytes,
+which must change no answer. Prints the failed allocations per run, then 'N passed, N
+failed'."""
 import json
 import os
 import re
@@ -138,6 +140,34 @@ def run_one(deployment, every, where):
           f"{outcomes.count('ok')} answered, {outcomes.count('error')} clean errors; "
           f"{n_failed} allocations failed in {n_procs} processes")
     return n_failed
+
+
+def test_short_socket_io_changes_nothing():
+    """Every socket read and send of every process moves 1 to 7 bytes at a time (frames
+    and KV transfers split anywhere, as a busy network splits them): every answer is whole
+    and equal to the reference, nothing fails."""
+    os.environ.update(DYAD_FAULT_EVERY="0", DYAD_FAULT_SHORT_IO="1")
+    try:
+        for deployment in DEPLOYMENTS + [("--prefill-workers", "1", "--decode-workers", "1",
+                                          "--kv-transfer", "tcp")]:
+            s = Server(FAULT, *deployment, "--threads-per-worker", "1")
+            try:
+                jobs = [(k, p, st) for k in ("cmpl", "chat") for p in PROMPTS for st in (False, True)]
+                want = {(k, p): ask(s, k, p, False)[1] for k, p, _ in jobs}
+                targets = [s.proc.pid] + pids(s)
+                for pid in targets:
+                    os.kill(pid, signal.SIGUSR2)
+                for k, p, st in jobs:
+                    assert ask(s, k, p, st) == ("ok", want[(k, p)]), (deployment, k, p, st)
+                m = s.metrics()
+                for pid in targets:
+                    os.kill(pid, signal.SIGUSR2)
+                print(f"{' '.join(deployment)}, short socket I/O: {len(jobs)} requests, all "
+                      f"whole; {int(m.get('dyad_kv_transfers_total', 0))} KV transfers")
+            finally:
+                assert s.stop() == 0
+    finally:
+        del os.environ["DYAD_FAULT_EVERY"], os.environ["DYAD_FAULT_SHORT_IO"]
 
 
 def test_allocation_failures_end_cleanly():

@@ -1204,7 +1204,8 @@ static void stream_end(gen *g)
         }
     }
     g->stream_over = true;
-    pend_add(g, strdup(DY_SSE_DONE));
+    if (!pend_add(g, strdup(DY_SSE_DONE)))
+        g->last = DY_SSE_DONE; /* a stream always ends with it */
 }
 
 /* Queues SSE frames for everything that arrived since the last call. Call with job mu held. */

@@ -1,17 +1,22 @@
-/* alloc_fault.c — allocation-failure injection for `dyad-fault`, the test build of dyad
- * (#18: SQLite's discipline). Linked with -Wl,--wrap=malloc,... so that every allocation
- * made by dyad's own code (not by the libraries it links, which allocate through their own
- * references) passes through here. Nothing fails until the process receives SIGUSR2; from
- * then on every Nth allocation fails (N from DYAD_FAULT_EVERY, default 11) until the next
- * SIGUSR2 disarms it and prints "dyad-fault PID: F of A allocations failed" to stderr, for
- * the test's counts (and so does exit). Test code: the environment and a signal handler are fine
- * here, and never in the product. */
+/* fault.c — fault injection for `dyad-fault`, the test build of dyad (#18: SQLite's
+ * discipline). Linked with -Wl,--wrap=... so that every allocation (malloc, calloc, realloc,
+ * strdup, strndup) and every socket read and send (read, recv, send) made by dyad's own code
+ * passes through here; the libraries it links use their own references and are not touched.
+ * Nothing happens until the process receives SIGUSR2; from then on, until the next SIGUSR2:
+ *   DYAD_FAULT_EVERY=N (default 11; 0: none)  every Nth allocation fails;
+ *   DYAD_FAULT_SHORT_IO=1                     reads and sends move 1 to 7 bytes at a time
+ *                                             (as a busy network may), never failing.
+ * Disarming prints "dyad-fault PID: F of A allocations failed" to stderr, for the test's
+ * counts, and so does exit. Test code: the environment and a signal handler are fine here,
+ * and never in the product. */
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 void *__real_malloc(size_t n);
@@ -24,10 +29,17 @@ void *__wrap_calloc(size_t k, size_t n);
 void *__wrap_realloc(void *p, size_t n);
 char *__wrap_strdup(const char *s);
 char *__wrap_strndup(const char *s, size_t n);
+ssize_t __real_read(int fd, void *buf, size_t n);
+ssize_t __real_recv(int fd, void *buf, size_t n, int flags);
+ssize_t __real_send(int fd, const void *buf, size_t n, int flags);
+ssize_t __wrap_read(int fd, void *buf, size_t n);
+ssize_t __wrap_recv(int fd, void *buf, size_t n, int flags);
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags);
 
 static atomic_bool armed;
-static atomic_ulong calls, failed;
+static atomic_ulong calls, failed, io_calls;
 static unsigned long every = 11;
+static bool short_io;
 
 /* Appends v in decimal (async-signal-safe, unlike snprintf). */
 static char *put_number(char *p, unsigned long v)
@@ -78,8 +90,10 @@ static void toggle(int sig)
 __attribute__((constructor)) static void fault_init(void)
 {
     const char *e = getenv("DYAD_FAULT_EVERY");
-    if (e && atoi(e) > 0)
+    if (e && atoi(e) >= 0)
         every = (unsigned long)atoi(e);
+    const char *io = getenv("DYAD_FAULT_SHORT_IO");
+    short_io = io && atoi(io) > 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = toggle;
@@ -91,7 +105,7 @@ __attribute__((constructor)) static void fault_init(void)
 /* True when this allocation is to fail. */
 static int fail_now(void)
 {
-    if (!atomic_load_explicit(&armed, memory_order_relaxed))
+    if (!atomic_load_explicit(&armed, memory_order_relaxed) || every == 0)
         return 0;
     if ((atomic_fetch_add(&calls, 1) + 1) % every != 0)
         return 0;
@@ -122,4 +136,28 @@ char *__wrap_strdup(const char *s)
 char *__wrap_strndup(const char *s, size_t n)
 {
     return fail_now() ? NULL : __real_strndup(s, n);
+}
+
+/* The bytes one socket call may move: all of them, or 1 to 7 when short I/O is on. */
+static size_t io_size(size_t n)
+{
+    if (!short_io || !atomic_load_explicit(&armed, memory_order_relaxed) || n <= 1)
+        return n;
+    size_t k = 1 + atomic_fetch_add(&io_calls, 1) % 7;
+    return k < n ? k : n;
+}
+
+ssize_t __wrap_read(int fd, void *buf, size_t n)
+{
+    return __real_read(fd, buf, io_size(n));
+}
+
+ssize_t __wrap_recv(int fd, void *buf, size_t n, int flags)
+{
+    return __real_recv(fd, buf, io_size(n), flags);
+}
+
+ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
+{
+    return __real_send(fd, buf, io_size(n), flags);
 }
