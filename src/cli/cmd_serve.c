@@ -305,7 +305,8 @@ int cmd_serve(int argc, char **argv)
             .connection_timeout_s = o.timeout, .header_timeout_s = o.header_timeout,
             .body_timeout_s = o.body_timeout, .workers = workers, .metrics = metrics,
             .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
-            .started = (int64_t)time(NULL)};
+            .started = (int64_t)time(NULL), .slo_ttft_s = o.plan.slo.ttft_ms / 1e3,
+            .slo_tpot_s = o.plan.slo.tpot_ms / 1e3};
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.max_schema_bytes = (size_t)o.max_schema;
         hc.limits.vocab_size = m->hp.vocab_size;
