@@ -42,11 +42,11 @@ static void test_percentiles_by_hand(void **state)
     assert_float_equal(f.tpot.p90, 0.05, 1e-6);
     assert_int_equal(f.itl.n, 0);
     assert_float_equal(f.itl.p50, 0, 0);
-    /* The window is one second old: the rates are over that second, not 60. */
-    assert_float_equal(f.span_s, 1, 0);
+    /* The window is 0.9 s old: the rates are over that, not over 60 s. */
+    assert_float_equal(f.span_s, 0.9, 1e-9);
     assert_float_equal(f.requests, 10, 0);
-    assert_float_equal(f.requests_per_s, 10, 1e-9);
-    assert_float_equal(f.output_tokens_per_s, 40, 1e-9);
+    assert_float_equal(f.requests_per_s, 10 / 0.9, 1e-9);
+    assert_float_equal(f.output_tokens_per_s, 40 / 0.9, 1e-9);
     assert_float_equal(f.goodput, -1, 0); /* no objectives */
     for (int i = 1; i <= 4; i++)
         dy_recent_itl(r, 1000.5, 0.001 * i);
@@ -65,18 +65,23 @@ static void test_rates_over_spans(void **state)
     for (int s = 0; s < 20; s++) /* two requests a second for 20 s */
         for (int k = 0; k < 2; k++)
             dy_recent_ended(r, 1000.0 + s + 0.25 * k, &plain);
-    dy_recent_figures f = dy_recent_between(r, 1019.5, 60, 0);
-    assert_float_equal(f.span_s, 20, 0);
+    dy_recent_figures f = dy_recent_between(r, 1020.0, 60, 0);
+    assert_float_equal(f.span_s, 20, 1e-9);
     assert_float_equal(f.requests, 40, 0);
     assert_float_equal(f.requests_per_s, 2, 1e-9);
-    /* The seconds 1010..1014: from_ago 10 to to_ago 5 at second 1019. */
-    f = dy_recent_between(r, 1019.5, 10, 5);
-    assert_float_equal(f.span_s, 5, 0);
+    /* The current second as far as it has gone. */
+    f = dy_recent_between(r, 1019.5, 60, 0);
+    assert_float_equal(f.span_s, 19.5, 1e-9);
+    assert_float_equal(f.requests_per_s, 40 / 19.5, 1e-9);
+    /* The seconds 1011..1015: from_ago 10 to to_ago 5 at second 1020. */
+    f = dy_recent_between(r, 1020.0, 10, 5);
+    assert_float_equal(f.span_s, 5, 1e-9);
     assert_float_equal(f.requests, 10, 0);
-    /* Asked for more than the window holds: clipped to it. */
-    f = dy_recent_between(r, 1059.5, 1000, 0);
-    assert_float_equal(f.span_s, 60, 0);
-    assert_float_equal(f.requests, 40, 0); /* seconds 1000..1019 are within 1000..1059 */
+    /* Asked for more than the window holds: clipped to it, seconds 1001..1060 (the last not
+     * begun). */
+    f = dy_recent_between(r, 1060.0, 1000, 0);
+    assert_float_equal(f.span_s, 59, 1e-9);
+    assert_float_equal(f.requests, 38, 0);
     /* An empty or reversed span. */
     f = dy_recent_between(r, 1019.5, 5, 5);
     assert_float_equal(f.span_s, 0, 0);
@@ -105,7 +110,7 @@ static void test_expiry_by_time(void **state)
     /* Much later, nothing at all is left. */
     f = dy_recent_between(r, 2000.0, 10, 0);
     assert_float_equal(f.requests, 0, 0);
-    assert_float_equal(f.span_s, 10, 0);
+    assert_float_equal(f.span_s, 9, 1e-9); /* 1991..2000, the last not begun */
     dy_recent_free(r);
 }
 
@@ -155,8 +160,8 @@ static void test_kv_figures(void **state)
     dy_recent_ended(r, 0.5, &moved);
     dy_recent_ended(r, 1.5, &moved);
     dy_recent_ended(r, 1.5, &local);
-    dy_recent_figures f = dy_recent_between(r, 1.9, 60, 0);
-    assert_float_equal(f.span_s, 2, 0);
+    dy_recent_figures f = dy_recent_between(r, 2.0, 60, 0);
+    assert_float_equal(f.span_s, 2, 1e-9);
     assert_float_equal(f.transfers, 2, 0);
     assert_float_equal(f.transfers_per_s, 1, 1e-12);
     assert_float_equal(f.xfer_bytes, 6e6, 0);

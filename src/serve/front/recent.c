@@ -21,6 +21,7 @@ typedef struct {
 
 struct dy_recent {
     dy_recent_config cfg;
+    double start;
     int64_t start_sec;
     pthread_mutex_t mu;
     bucket *b;
@@ -42,6 +43,7 @@ dy_recent *dy_recent_new(const dy_recent_config *c, double now)
         return NULL;
     }
     r->cfg = *c;
+    r->start = now;
     r->start_sec = second_of(now);
     for (int i = 0; i < c->window_s; i++)
         r->b[i].sec = INT64_MIN;
@@ -163,7 +165,7 @@ static dy_recent_pct percentiles(double *v, size_t n)
 
 static void finish(dy_recent_figures *f, const dy_recent_config *c)
 {
-    const double span = f->span_s > 0 ? f->span_s : 1;
+    const double span = f->span_s > 0.1 ? f->span_s : 0.1; /* a young window's first moments */
     f->requests_per_s = f->requests / span;
     f->output_tokens_per_s = f->output_tokens / span;
     f->transfers_per_s = f->transfers / span;
@@ -187,12 +189,14 @@ dy_recent_figures dy_recent_between(dy_recent *r, double now, int from_ago, int 
     const size_t cap = (size_t)(from_ago - to_ago) * DY_RECENT_SAMPLES;
     for (int k = 0; k < K_N; k++)
         s.v[k] = malloc(cap * sizeof *s.v[k]); /* NULL: that kind has no percentiles */
+    const int64_t cur = second_of(now), lo = cur - from_ago + 1, hi = cur - to_ago + 1;
+    /* The time the buckets cover: the current second only as far as it has gone, the
+     * window's first one only from its start, so a rate is not diluted by time not lived. */
+    const double from_t = (double)lo > r->start ? (double)lo : r->start;
+    const double to_t = (double)hi < now ? (double)hi : now;
+    f.span_s = to_t > from_t ? to_t - from_t : 0;
     pthread_mutex_lock(&r->mu);
-    const int64_t cur = second_of(now);
-    for (int64_t sec = cur - from_ago + 1; sec <= cur - to_ago; sec++) {
-        if (sec < r->start_sec)
-            continue;
-        f.span_s++;
+    for (int64_t sec = lo < r->start_sec ? r->start_sec : lo; sec < hi; sec++) {
         const bucket *b = slot_of(r, sec);
         if (b->sec == sec)
             add_bucket(&f, &s, b);

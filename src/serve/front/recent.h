@@ -40,7 +40,8 @@ typedef struct {
 
 /* A span's figures. Rates are over span_s. */
 typedef struct {
-    double span_s;            /* whole seconds summed: less than asked while the window is young */
+    double span_s;            /* the time summed: the current second as far as it has gone,
+                               * nothing before the window's start */
     double requests, failed, good;
     double requests_per_s, output_tokens_per_s;
     double goodput;           /* good / requests; -1 without objectives or requests */
@@ -59,8 +60,8 @@ const dy_recent_config *dy_recent_config_of(const dy_recent *r);
 void dy_recent_ended(dy_recent *r, double now, const dy_recent_request *q);
 /* One gap between two tokens of a sequence, observed at `now`. */
 void dy_recent_itl(dy_recent *r, double now, double gap_s);
-/* The seconds s with floor(now) - from_ago < s <= floor(now) - to_ago (0 <= to_ago < from_ago;
- * the current second counts as a whole one), those before the window started left out. */
+/* The seconds s with floor(now) - from_ago < s <= floor(now) - to_ago (0 <= to_ago < from_ago),
+ * those before the window started left out; rates are over span_s (at least 0.1 s). */
 dy_recent_figures dy_recent_between(dy_recent *r, double now, int from_ago, int to_ago);
 
 #endif
