@@ -20,7 +20,8 @@
 
 static const char serve_usage[] = "usage: dyad serve [options]\n";
 static const char serve_epilog[] =
-    "See docs/api.md for the API and docs/metrics.md for /metrics.\n";
+    "See docs/api.md for the API, docs/metrics.md for /metrics, and docs/dashboard.md for\n"
+    "the live page at /dashboard (its data: GET /v1/dyad/status).\n";
 
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
