@@ -8,9 +8,10 @@ no prompt text. A resizable server whose reactive planner faces objectives no re
 goodput 0, and its decisions (a grow) on the planner's timeline with the demand beside the
 pool sizes. With --api-key: the status needs the key (401 without, or with a wrong one); the
 page does not, and comes with a Content-Security-Policy that forbids outside sources. Other
-methods get 405. Standard library only; prints 'N passed, N failed'."""
-import json
+methods get 405; --slo without both objectives is refused. Standard library only; prints
+'N passed, N failed'."""
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -179,6 +180,15 @@ def test_methods(dis, planned, keyed):
             assert st == 405 and err["error"]["code"] == "method_not_allowed", (method, path, st)
     st, _, _ = dis.request("GET", "/dashboard/")
     assert st == 404
+
+
+def test_bad_objectives():
+    for slo, why in (("ttft_ms=100", "--slo needs both ttft_ms=X and itl_ms=Y"),
+                     ("itl_ms=5", "--slo needs both"),
+                     ("ttft_ms=100,itl_ms=5,e2e_ms=9", "e2e_ms is not an objective")):
+        p = subprocess.run([DYAD, "serve", "--port", "0", "--slo", slo], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 2 and why in p.stderr, (slo, p.returncode, p.stderr)
 
 
 def main():
