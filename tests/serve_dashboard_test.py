@@ -76,6 +76,7 @@ def chromium(url, *args, budget_ms=6000):
     with tempfile.TemporaryDirectory(prefix="dyad-chromium-") as profile:
         p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                             "--no-first-run", "--disable-extensions", "--hide-scrollbars",
+                            "--disable-dev-shm-usage",
                             f"--user-data-dir={profile}",
                             f"--virtual-time-budget={budget_ms}", *args, url],
                            capture_output=True, text=True, timeout=180)
