@@ -1,8 +1,8 @@
 /* http.c — see http.h. Read in order: connection context and body collection, the small
- * routes (health, models, metrics, status, the dashboard), then generation's transport: a request (gen.c) becomes a
- * job for the workers, answered as one JSON body or as an SSE stream produced by a
- * content-reader callback; last, dispatch and the daemon's start, drain and stop. The
- * connections' deadlines and limits are http_conns.c's. */
+ * routes (health, models, metrics, status, the dashboard), then generation's transport: a
+ * request (gen.c) becomes a job for the workers, answered as one JSON body or as an SSE
+ * stream produced by a content-reader callback; last, dispatch and the daemon's start, drain
+ * and stop. The connections' deadlines and limits are http_conns.c's. */
 #include "serve/front/http.h"
 #include "serve/front/dashboard.h"
 #include "serve/front/gen.h"
@@ -31,7 +31,7 @@
  * this server (the status document); no frame may embed it. */
 static const char dashboard_csp[] =
     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-    "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'";
 
 struct dy_http {
@@ -272,8 +272,21 @@ static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
     return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
+/* Queues r as a 200 with the header pairs (name, value, ..., NULL), and lets go of it. */
+static enum MHD_Result send_ok_with(struct MHD_Connection *c, struct MHD_Response *r,
+                                    const char *const *headers)
+{
+    for (; headers[0]; headers += 2)
+        MHD_add_response_header(r, headers[0], headers[1]);
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
 static enum MHD_Result route_status(dy_http *h, struct MHD_Connection *c)
 {
+    static const char *const headers[] = {"Content-Type", "application/json",
+                                          "Cache-Control", "no-store", NULL};
     dy_status_env e = {h->cfg.model_id, h->cfg.workers, h->recent, h->cfg.autoscale, h->started};
     char *json = dy_status_json(&e, dy_now());
     struct MHD_Response *r = json ? MHD_create_response_from_buffer(strlen(json), json,
@@ -283,28 +296,19 @@ static enum MHD_Result route_status(dy_http *h, struct MHD_Connection *c)
         free(json);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Cache-Control", "no-store");
-    enum MHD_Result ok = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ok;
+    return send_ok_with(c, r, headers);
 }
 
 /* The page is the binary's own bytes: nothing is copied or freed. */
 static enum MHD_Result route_dashboard(struct MHD_Connection *c)
 {
+    static const char *const headers[] = {
+        "Content-Type", "text/html; charset=utf-8", "Content-Security-Policy", dashboard_csp,
+        "X-Content-Type-Options", "nosniff", "Referrer-Policy", "no-referrer",
+        "Cache-Control", "no-cache", NULL};
     struct MHD_Response *r = MHD_create_response_from_buffer(
         dy_dashboard_html_len, (void *)dy_dashboard_html, MHD_RESPMEM_PERSISTENT);
-    if (!r)
-        return MHD_NO;
-    MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
-    MHD_add_response_header(r, "Content-Security-Policy", dashboard_csp);
-    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    enum MHD_Result ok = MHD_queue_response(c, 200, r);
-    MHD_destroy_response(r);
-    return ok;
+    return r ? send_ok_with(c, r, headers) : MHD_NO;
 }
 
 /* POST /v1/admin/pools: {"aggregated": N} or {"prefill": P, "decode": D} (absent sizes are 0),
