@@ -20,8 +20,9 @@
 
 static const char serve_usage[] = "usage: dyad serve [options]\n";
 static const char serve_epilog[] =
-    "See docs/api.md for the API, docs/metrics.md for /metrics and docs/observability.md for\n"
-    "Prometheus and Grafana.\n";
+    "See docs/api.md for the API, docs/metrics.md for /metrics, docs/observability.md for\n"
+    "Prometheus and Grafana, and docs/dashboard.md for the live page at /dashboard (its data:\n"
+    "GET /v1/dyad/status).\n";
 
 typedef struct {
     const char *model_name, *host, *api_key, *request_log;
@@ -312,7 +313,8 @@ int cmd_serve(int argc, char **argv)
             .connection_timeout_s = o.timeout, .header_timeout_s = o.header_timeout,
             .body_timeout_s = o.body_timeout, .workers = workers, .metrics = metrics,
             .reqlog = reqlog, .loadwin = loadwin, .autoscale = planner.autoscale,
-            .started = (int64_t)time(NULL)};
+            .started = (int64_t)time(NULL), .slo_ttft_s = o.plan.slo.ttft_ms / 1e3,
+            .slo_tpot_s = o.plan.slo.tpot_ms / 1e3};
         hc.limits.max_body_bytes = (size_t)o.max_body;
         hc.limits.max_schema_bytes = (size_t)o.max_schema;
         hc.limits.vocab_size = m->hp.vocab_size;

@@ -32,8 +32,10 @@ int serve_plan_table(serve_plan_opts *o, dy_opt *t)
          .names = o->modes, .values = mode_values, .def = DY_AUTOSCALE_OFF,
          .given = &o->given[GIVEN_PLANNER]},
         {.name = "slo", .kind = DY_OPT_CALL, .call = cli_opt_slo, .ctx = &o->slo, .meta = "LIST",
-         .help = "the planner's objectives: ttft_ms=X,itl_ms=Y (a request's time to first "
-                 "token and mean time between tokens)", .given = &o->given[GIVEN_SLO]},
+         .help = "the objectives: ttft_ms=X,itl_ms=Y (a request's time to first token and "
+                 "mean time between tokens), which the planner sizes for and the status page "
+                 "(/v1/dyad/status, /dashboard) measures goodput by",
+         .given = &o->given[GIVEN_SLO]},
         {.name = "cost-model", .kind = DY_OPT_STR, .dst = &o->cost_model, .meta = "FILE",
          .help = "--planner sla: the model's cost on this machine (docs/sim-costs.md; made by "
                  "`dyad sim fit`), fitted at --threads-per-worker threads",
@@ -65,11 +67,15 @@ bool serve_plan_check(serve_plan_opts *o, dy_fleet_config *w)
 {
     const char *bad = NULL;
     const int threads = w->worker.threads;
-    if (o->cores == 0 && (o->given[GIVEN_PLANNER] || o->given[GIVEN_SLO] || o->given[GIVEN_COST]))
-        bad = "--planner, --slo and --cost-model need --cores N (the budget the pools are "
-              "sized within)";
+    if (o->cores == 0 && (o->given[GIVEN_PLANNER] || o->given[GIVEN_COST]))
+        bad = "--planner and --cost-model need --cores N (the budget the pools are sized "
+              "within)";
+    else if (o->given[GIVEN_SLO] && !(o->slo.ttft_ms > 0 && o->slo.tpot_ms > 0))
+        bad = "--slo needs both ttft_ms=X and itl_ms=Y";
+    else if (o->cores == 0 && o->slo.e2e_ms > 0)
+        bad = "--slo: e2e_ms is not an objective dyad serve measures goodput by";
     else if (o->cores == 0)
-        return true;
+        return true; /* --slo alone: the objectives the status page holds requests to */
     else if (o->mode != DY_AUTOSCALE_OFF && !(o->slo.ttft_ms > 0 && o->slo.tpot_ms > 0))
         bad = "--planner needs --slo ttft_ms=X,itl_ms=Y";
     else if (o->slo.e2e_ms > 0)

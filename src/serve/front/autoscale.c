@@ -12,6 +12,14 @@
 #include <string.h>
 
 #define MAX_SLOTS 64
+/* Decisions kept for the status page's timeline (an hour at the default interval). */
+#define HISTORY 360
+
+/* One decision as the timeline draws it. */
+typedef struct {
+    double t;                      /* dy_now() when it was made */
+    dy_planner_decision d;
+} past_decision;
 
 struct dy_autoscale {
     dy_autoscale_config cfg;
@@ -29,6 +37,8 @@ struct dy_autoscale {
     uint64_t decisions[DY_PLAN_RESHAPE + 1];
     uint64_t moves[DY_ACT_RESUME + 1], move_failures, unmet;
     double last_osl;                /* the last interval's mean output, 0 before one ended */
+    past_decision history[HISTORY]; /* a ring: the newest at (n_history - 1) % HISTORY */
+    uint64_t n_history;
 };
 
 const char *dy_autoscale_mode_name(dy_autoscale_mode m)
@@ -108,6 +118,7 @@ static void plan_interval(dy_autoscale *a)
     pthread_mutex_lock(&a->mu);
     a->last = d;
     a->decided = true;
+    a->history[a->n_history++ % HISTORY] = (past_decision){dy_now(), d};
     a->decisions[d.action]++;
     a->unmet += d.unmet;
     a->target = dy_plan_target_sizes(&d);
@@ -290,7 +301,48 @@ static json_t *decision_json(dy_jb *b, const dy_planner_decision *d)
     return o;
 }
 
+/* The demand the planner saw beside the pools it chose: prompt tokens to compute and tokens to
+ * generate per second, and their ratio (what a prefill/decode split follows). */
+static json_t *history_entry(dy_jb *b, const past_decision *p, double now)
+{
+    const dy_planner_decision *d = &p->d;
+    const dy_balance_traffic *o = &d->observed;
+    const double prefill_tps = o->rate * o->isl * (1 - o->prefix_hit);
+    const double decode_tps = o->rate * o->osl;
+    json_t *e = json_object();
+    dy_jb_set(b, e, "age_s", json_real(now - p->t));
+    dy_jb_set(b, e, "interval", json_integer(d->interval));
+    dy_jb_set(b, e, "action", json_string(dy_planner_action_name(d->action)));
+    dy_jb_set(b, e, "split", json_boolean(d->split));
+    dy_jb_set(b, e, "prefill", json_integer(d->prefill));
+    dy_jb_set(b, e, "decode", json_integer(d->decode));
+    dy_jb_set(b, e, "observed_rate", json_real(o->rate));
+    dy_jb_set(b, e, "predicted_rate", json_real(d->predicted.rate));
+    dy_jb_set(b, e, "prefill_tokens_per_s", json_real(prefill_tps));
+    dy_jb_set(b, e, "decode_tokens_per_s", json_real(decode_tps));
+    dy_jb_set(b, e, "demand_ratio", decode_tps > 0 ? json_real(prefill_tps / decode_tps)
+                                                   : json_null());
+    dy_jb_set(b, e, "unmet", json_boolean(d->unmet));
+    return e;
+}
+
+/* The last decisions, oldest first (mu held). */
+static json_t *history_json(dy_jb *b, const dy_autoscale *a, double now)
+{
+    json_t *arr = json_array();
+    const uint64_t first = a->n_history > HISTORY ? a->n_history - HISTORY : 0;
+    for (uint64_t i = first; i < a->n_history; i++)
+        dy_jb_append(b, arr, history_entry(b, &a->history[i % HISTORY], now));
+    return arr;
+}
+
 char *dy_autoscale_json(dy_autoscale *a)
+{
+    dy_jb b = {0};
+    return dy_jb_dump(&b, dy_autoscale_tree(a, dy_now()), JSON_COMPACT);
+}
+
+json_t *dy_autoscale_tree(dy_autoscale *a, double now)
 {
     dy_plan_slot slots[MAX_SLOTS];
     const int n = dy_fleet_slots(a->fleet, slots, MAX_SLOTS);
@@ -317,8 +369,11 @@ char *dy_autoscale_json(dy_autoscale *a)
     dy_jb_set(&b, o, "target_set_by", json_string(a->target_by));
     if (a->decided)
         dy_jb_set(&b, o, "last_decision", decision_json(&b, &a->last));
+    if (a->cfg.mode != DY_AUTOSCALE_OFF)
+        dy_jb_set(&b, o, "interval_s", json_real(a->cfg.planner.interval_s));
+    dy_jb_set(&b, o, "history", history_json(&b, a, now));
     pthread_mutex_unlock(&a->mu);
-    return dy_jb_dump(&b, o, JSON_COMPACT);
+    return dy_jb_tree(&b, o);
 }
 
 void dy_autoscale_render(dy_autoscale *a, dy_buf *t)

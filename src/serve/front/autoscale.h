@@ -8,6 +8,7 @@
 #ifndef DYAD_AUTOSCALE_H
 #define DYAD_AUTOSCALE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -41,8 +42,10 @@ void dy_autoscale_stop(dy_autoscale *a);
 /* Sets the target pools by hand. 0, or -1 with the reason (no generating worker, prefill
  * workers without decode workers, more workers than slots). */
 int dy_autoscale_set_target(dy_autoscale *a, const dy_pool_sizes *t, char *err, size_t errlen);
-/* The slots, the target and the last decision as a JSON object (malloc'd; NULL if out of
- * memory). */
+/* The slots, the target, the last decision and the recent ones (their age at `now`, the
+ * demand the planner saw beside the pools it chose) as a JSON tree; NULL if out of memory. */
+json_t *dy_autoscale_tree(dy_autoscale *a, double now);
+/* The same as text (malloc'd; NULL if out of memory), as of now. */
 char *dy_autoscale_json(dy_autoscale *a);
 /* Appends the planner's metrics in the Prometheus text format. */
 void dy_autoscale_render(dy_autoscale *a, dy_buf *out);

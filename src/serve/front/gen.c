@@ -924,6 +924,41 @@ static void observe_load(const gen *g)
                          ttft, n_gaps ? gaps / (double)n_gaps : -1);
 }
 
+/* The ended request for the rolling view (recent.h): its first token after the earliest
+ * choice's, the mean gap between tokens over its choices (TPOT), each gap, and where its
+ * prompts' KV came from. */
+static void observe_recent(const gen *g, double now, dy_end outcome)
+{
+    dy_api_usage u = usage(g);
+    dy_recent_request q = {.failed = outcome == DY_END_ERROR, .ttft_s = -1, .tpot_s = -1,
+                           .prompt_tokens = u.prompt_tokens, .cached_tokens = u.cached_tokens,
+                           .output_tokens = u.completion_tokens};
+    double gaps = 0;
+    long n_gaps = 0;
+    for (int i = 0; i < g->job->n_choices; i++) {
+        const dy_choice *c = &g->job->choices[i];
+        if (i % g->per_prompt == 0) { /* a prompt's samples share its prefill */
+            q.predicted_blocks += c->overlap_blocks > 0 ? c->overlap_blocks : 0;
+            if (c->prefill_worker >= 0 && c->xfer_bytes > 0) {
+                q.transfers++;
+                q.xfer_bytes += c->xfer_bytes;
+                q.xfer_s += c->xfer_seconds;
+            }
+        }
+        if (c->n_toks == 0)
+            continue;
+        double t = c->toks[0].t - g->t_arrival;
+        q.ttft_s = q.ttft_s < 0 || t < q.ttft_s ? t : q.ttft_s;
+        for (int k = 1; k < c->n_toks; k++)
+            dy_recent_itl(g->env.recent, now, c->toks[k].t - c->toks[k - 1].t);
+        gaps += c->toks[c->n_toks - 1].t - c->toks[0].t;
+        n_gaps += c->n_toks - 1;
+    }
+    if (n_gaps)
+        q.tpot_s = gaps / (double)n_gaps;
+    dy_recent_ended(g->env.recent, now, &q);
+}
+
 /* Observes the request in the metrics and the request log, as of `now` (its end). */
 static void record(gen *g, double now)
 {
@@ -961,6 +996,8 @@ static void record(gen *g, double now)
     double e2e = now - g->t_arrival;
     if (g->env.loadwin)
         observe_load(g);
+    if (g->env.recent)
+        observe_recent(g, now, outcome);
     dy_metrics_e2e(m, e2e);
     dy_metrics_request(m, outcome);
     if (g->env.reqlog)

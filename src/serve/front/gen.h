@@ -17,6 +17,7 @@
 #include "serve/front/reqlog.h"
 #include "serve/front/fleet.h"
 #include "serve/front/loadwin.h"
+#include "serve/front/recent.h"
 
 /* What a request needs from the server (borrowed; must outlive the request). */
 typedef struct {
@@ -28,6 +29,7 @@ typedef struct {
     dy_metrics *metrics;
     dy_reqlog *reqlog;   /* NULL: no request log */
     dy_loadwin *loadwin; /* NULL: no planner watches the traffic */
+    dy_recent *recent;   /* NULL: no rolling view (GET /v1/dyad/status) */
 } dy_gen_env;
 
 typedef struct dy_gen dy_gen;

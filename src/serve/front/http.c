@@ -1,12 +1,15 @@
 /* http.c — see http.h. Read in order: connection context and body collection, the small
- * routes (health, models, metrics), then generation's transport: a request (gen.c) becomes a
- * job for the workers, answered as one JSON body or as an SSE stream produced by a
- * content-reader callback; last, dispatch and the daemon's start, drain and stop. The
- * connections' deadlines and limits are http_conns.c's. */
+ * routes (health, models, metrics, status, the dashboard), then generation's transport: a
+ * request (gen.c) becomes a job for the workers, answered as one JSON body or as an SSE
+ * stream produced by a content-reader callback; last, dispatch and the daemon's start, drain
+ * and stop. The connections' deadlines and limits are http_conns.c's. */
 #include "serve/front/http.h"
+#include "serve/front/dashboard.h"
 #include "serve/front/gen.h"
 #include "serve/front/http_conns.h"
 #include "serve/front/json.h"
+#include "serve/front/recent.h"
+#include "serve/front/status.h"
 #include "util/clock.h"
 
 #include <arpa/inet.h>
@@ -22,11 +25,22 @@
 /* Once the workers have stopped, how long the answers of the requests they cut get to go out
  * before every connection is closed. */
 #define ANSWER_GRACE_S 5.0
+/* The rolling view's window: the status page's charts span it. */
+#define RECENT_WINDOW_S 300
+
+/* The dashboard's only sources are itself: its inline script and styles, and fetches back to
+ * this server (the status document); no frame may embed it. */
+static const char dashboard_csp[] =
+    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'";
 
 struct dy_http {
     dy_http_config cfg;
     struct MHD_Daemon *d;
     dy_http_conns *conns;
+    dy_recent *recent;
+    double started;   /* dy_now() at the start */
     uint64_t next_id; /* response ids; guarded by mu */
     pthread_mutex_t mu;
 };
@@ -292,6 +306,45 @@ static enum MHD_Result route_metrics(dy_http *h, struct MHD_Connection *c)
     return send_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", text);
 }
 
+/* Queues r as a 200 with the header pairs (name, value, ..., NULL), and lets go of it. */
+static enum MHD_Result send_ok_with(struct MHD_Connection *c, struct MHD_Response *r,
+                                    const char *const *headers)
+{
+    for (; headers[0]; headers += 2)
+        MHD_add_response_header(r, headers[0], headers[1]);
+    enum MHD_Result ok = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result route_status(dy_http *h, struct MHD_Connection *c)
+{
+    static const char *const headers[] = {"Content-Type", "application/json",
+                                          "Cache-Control", "no-store", NULL};
+    dy_status_env e = {h->cfg.model_id, h->cfg.workers, h->recent, h->cfg.autoscale, h->started};
+    char *json = dy_status_json(&e, dy_now());
+    struct MHD_Response *r = json ? MHD_create_response_from_buffer(strlen(json), json,
+                                                                    MHD_RESPMEM_MUST_FREE)
+                                  : NULL;
+    if (!r) {
+        free(json);
+        return MHD_NO;
+    }
+    return send_ok_with(c, r, headers);
+}
+
+/* The page is the binary's own bytes: nothing is copied or freed. */
+static enum MHD_Result route_dashboard(struct MHD_Connection *c)
+{
+    static const char *const headers[] = {
+        "Content-Type", "text/html; charset=utf-8", "Content-Security-Policy", dashboard_csp,
+        "X-Content-Type-Options", "nosniff", "Referrer-Policy", "no-referrer",
+        "Cache-Control", "no-cache", NULL};
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        dy_dashboard_html_len, (void *)dy_dashboard_html, MHD_RESPMEM_PERSISTENT);
+    return r ? send_ok_with(c, r, headers) : MHD_NO;
+}
+
 /* POST /v1/admin/pools: {"aggregated": N} or {"prefill": P, "decode": D} (absent sizes are 0),
  * the target pools by hand (docs/planner.md). */
 static enum MHD_Result route_pools_set(dy_http *h, struct MHD_Connection *c, const conn_ctx *x)
@@ -505,7 +558,7 @@ static enum MHD_Result route_generate(dy_http *h, struct MHD_Connection *c, dy_a
     dy_api_error e;
     const char *path = kind == DY_API_CHAT ? "/v1/chat/completions" : "/v1/completions";
     dy_gen_env env = {h->cfg.tok, h->cfg.chat, &h->cfg.limits, h->cfg.model_id, h->cfg.workers,
-                      h->cfg.metrics, h->cfg.reqlog, h->cfg.loadwin};
+                      h->cfg.metrics, h->cfg.reqlog, h->cfg.loadwin, h->recent};
     pthread_mutex_lock(&h->mu);
     uint64_t serial = h->next_id++;
     pthread_mutex_unlock(&h->mu);
@@ -539,7 +592,8 @@ static bool refused_by_headers(const dy_http *h, struct MHD_Connection *c, const
     bool get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
     bool gen_route = !strcmp(url, "/v1/completions") || !strcmp(url, "/v1/chat/completions");
     bool get_route = !strcmp(url, "/health") || !strcmp(url, "/metrics") ||
-                     !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11);
+                     !strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11) ||
+                     !strcmp(url, "/v1/dyad/status") || !strcmp(url, "/dashboard");
     bool admin_route = !strcmp(url, "/v1/admin/pools");
     if (!gen_route && !get_route && !admin_route) {
         dy_api_error_route_not_found(e, method, url);
@@ -549,7 +603,9 @@ static bool refused_by_headers(const dy_http *h, struct MHD_Connection *c, const
         dy_api_error_method_not_allowed(e, method, url);
         return true;
     }
-    if (strcmp(url, "/health") != 0 && !authorized(h, c)) {
+    /* The page carries no data (its script asks for the key), so it needs none. */
+    bool open_route = !strcmp(url, "/health") || !strcmp(url, "/dashboard");
+    if (!open_route && !authorized(h, c)) {
         dy_api_error_unauthorized(e);
         return true;
     }
@@ -568,6 +624,10 @@ static enum MHD_Result route(dy_http *h, struct MHD_Connection *c, const char *u
         return route_health(h, c);
     if (!strcmp(url, "/metrics"))
         return route_metrics(h, c);
+    if (!strcmp(url, "/v1/dyad/status"))
+        return route_status(h, c);
+    if (!strcmp(url, "/dashboard"))
+        return route_dashboard(c);
     bool admin_route = !strcmp(url, "/v1/admin/pools");
     if (admin_route && !x->too_large)
         return route_pools(h, c, !strcmp(method, "POST"), x);
@@ -694,6 +754,14 @@ dy_http *dy_http_start(const dy_http_config *cfg, char *err, size_t errlen)
         free(h);
         return NULL;
     }
+    h->started = dy_now();
+    dy_recent_config rc = {RECENT_WINDOW_S, cfg->slo_ttft_s, cfg->slo_tpot_s};
+    if (!(h->recent = dy_recent_new(&rc, h->started))) {
+        snprintf(err, errlen, "out of memory");
+        dy_http_conns_free(h->conns);
+        free(h);
+        return NULL;
+    }
     pthread_mutex_init(&h->mu, NULL);
     h->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                                 MHD_USE_ITC | MHD_USE_ERROR_LOG,
@@ -707,6 +775,7 @@ dy_http *dy_http_start(const dy_http_config *cfg, char *err, size_t errlen)
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s:%d (port in use?)", cfg->host, cfg->port);
         dy_http_conns_free(h->conns);
+        dy_recent_free(h->recent);
         pthread_mutex_destroy(&h->mu);
         free(h);
         return NULL;
@@ -731,6 +800,7 @@ void dy_http_stop(dy_http *h)
                 "connections\n", ANSWER_GRACE_S);
     MHD_stop_daemon(h->d);
     dy_http_conns_free(h->conns);
+    dy_recent_free(h->recent);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }

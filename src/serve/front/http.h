@@ -3,7 +3,8 @@
  * a job for the workers and the job's events into the answer): one JSON body, or an SSE
  * stream flushed per token. A connection gets its own thread; a client that goes away
  * cancels its sequences at once. Deadlines on reading a request, the connection limit and
- * the drain's refusals are http_conns.h's. */
+ * the drain's refusals are http_conns.h's. It keeps the rolling view of the traffic (recent.h)
+ * that GET /v1/dyad/status reports (status.h) and GET /dashboard draws. */
 #ifndef DYAD_HTTP_H
 #define DYAD_HTTP_H
 
@@ -34,6 +35,7 @@ typedef struct {
     dy_loadwin *loadwin;      /* NULL: no planner watches the traffic */
     dy_autoscale *autoscale;  /* NULL: the pools are fixed (no /v1/admin/pools) */
     int64_t started;          /* unix time, for /v1/models */
+    double slo_ttft_s, slo_tpot_s; /* --slo's objectives, for the status page; 0: none */
 } dy_http_config;
 
 typedef struct dy_http dy_http;
