@@ -20,7 +20,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server, run_tests  # noqa: E402
+from dyad_http import MODEL, Server, run_tests, skip  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 KEY = "dash-test-key"
@@ -174,9 +174,8 @@ def figure_in_or_none(dom, name):
 
 def main():
     if not CHROMIUM:
-        print("SKIP: serve_dashboard_test needs Chromium (Debian: apt-get install chromium; "
-              "scripts/install-deps.sh installs it)")
-        sys.exit(77)
+        skip("serve_dashboard_test needs Chromium (Debian: apt-get install chromium; "
+             "scripts/install-deps.sh installs it)")
     run_tests(globals(), [
         Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1",
                "--slo", "ttft_ms=50,itl_ms=1"),  # near this model's latencies: drawn

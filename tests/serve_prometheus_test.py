@@ -27,7 +27,7 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import Server, run_tests  # noqa: E402
+from dyad_http import Server, run_tests, skip  # noqa: E402
 
 DYAD, SRC = sys.argv[1], os.path.abspath(sys.argv[2])
 PROMETHEUS, PROMTOOL = shutil.which("prometheus"), shutil.which("promtool")
@@ -408,9 +408,8 @@ def test_dashboard_queries_run(s, prom):
 
 def main():
     if not PROMETHEUS or not PROMTOOL:
-        print("SKIP: serve_prometheus_test needs Debian's prometheus package (prometheus and "
-              "promtool on PATH; scripts/install-deps.sh installs it)")
-        sys.exit(77)
+        skip("serve_prometheus_test needs Debian's prometheus package (prometheus and "
+             "promtool on PATH; scripts/install-deps.sh installs it)")
     log = tempfile.NamedTemporaryFile("r", prefix="dyad-prom-", suffix=".jsonl")
     # disaggregated (the KV-transfer and router figures carry values), resizable within 2
     # cores with a reactive planner whose objectives are never met (its figures are shown,
