@@ -149,7 +149,7 @@ def xfer_seeds():
 
 # ---------------------------------------------------------------- fuzz_wire: frames
 
-WIRE_MAGIC, WIRE_VERSION = 0x44415944, 5
+WIRE_MAGIC, WIRE_VERSION = 0x44415944, 6
 
 
 def wire_frame(mtype, payload):

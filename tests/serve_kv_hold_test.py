@@ -7,10 +7,12 @@ into the host tier; then:
   next turn is due, which then finds them there (no load at its arrival);
 - without a hint, an answer that called a tool teaches the frontend that tool's duration, and
   the next call of it is prefetched on that estimate;
+- a hold expected back later than --kv-hold-disk-after waits on disk and comes up from there;
 - --kv-hold pin keeps the blocks in the KV cache instead; a hold past --kv-hold-ttl is let go.
 Bad hints are 400s naming the parameter. Standard library only; prints 'N passed, N failed'."""
 import os
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +62,15 @@ def settle(s, name, want):
     raise AssertionError(f"{name} = {counter(s, name)}, not {want}")
 
 
+def at_least(s, name, want, tries=100):
+    """Waits (bounded) for a worker counter or gauge reported by STATS to reach `want`."""
+    for _ in range(tries):
+        if counter(s, name) >= want:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{name} = {counter(s, name)}, not >= {want}")
+
+
 def until(t0, seconds):
     time.sleep(max(0.0, t0 + seconds - time.monotonic()))
 
@@ -70,7 +81,7 @@ def test_hinted_hold_is_prefetched_before_the_next_turn():
         t0 = time.monotonic()
         first = complete(s, STORY, session="a", hold={"expected_ms": 2500})
         settle(s, "dyad_kv_hold_sessions", 1)  # (STATS follow the answer by a moment)
-        assert counter(s, "dyad_kv_hold_pinned") >= 3  # its host-tier copies
+        at_least(s, "dyad_kv_hold_pinned", 3)  # its host-tier copies, as their copies end
         push_out(s)
         if time.monotonic() - t0 < 2.0:  # (a slow build may be past it already)
             assert counter(s, "dyad_kv_hold_prefetched_blocks_total") == 0  # not due yet
@@ -89,6 +100,33 @@ def test_hinted_hold_is_prefetched_before_the_next_turn():
         assert kv_tier(later) and kv_tier(later)["outcome"] == "loaded", later["dyad"]
     finally:
         assert s.stop() == 0
+
+
+def test_long_wait_is_parked_on_disk():
+    """A hold expected back later than --kv-hold-disk-after waits on disk: its host copies
+    are let go (other prompts then push them out of a 1 MiB host tier), its blocks come back
+    up from disk ahead of the next turn, which finds them in the KV cache."""
+    with tempfile.TemporaryDirectory() as d:
+        s = Server("--workers", "1", "--kv-blocks", "24", "--kv-host-mem", "1",
+                   "--kv-disk-dir", d, "--kv-hold-disk-after", "1")
+        try:
+            t0 = time.monotonic()
+            first = complete(s, STORY, session="p", hold={"expected_ms": 4000})
+            settle(s, "dyad_kv_hold_sessions", 1)
+            at_least(s, "dyad_kv_hold_parked_blocks_total", 3)
+            at_least(s, "dyad_kv_hold_pinned", 3)  # now disk slots
+            disk_out = 'dyad_kv_tier_copies_total{worker="0",tier="disk",direction="out"}'
+            before = s.metrics().get(disk_out, 0)
+            push_out(s, 16)  # the host tier's unpinned slots are reclaimed
+            assert time.monotonic() - t0 < 3.0, "too slow to test the timing"
+            until(t0, 4.0)
+            at_least(s, "dyad_kv_hold_prefetched_blocks_total", 3, 40)  # copies end a moment later
+            assert s.metrics().get(disk_out, 0) - before >= 1  # (some) came up from disk
+            again = complete(s, STORY + first["choices"][0]["text"], session="p")
+            assert kv_tier(again) is None, again["dyad"]
+            assert again["usage"]["prompt_tokens_details"]["cached_tokens"] >= 48, again["usage"]
+        finally:
+            assert s.stop() == 0
 
 
 def chat(s, messages, **kw):

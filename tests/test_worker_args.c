@@ -210,7 +210,7 @@ static void test_serve_share(void **state)
                           "block-size", "max-batch-tokens", "max-running", "no-prefix-cache",
                           "no-kv-events", "kv-host-mem", "kv-disk-dir", "kv-disk-mem",
                           "kv-offload", "kv-disk-min-uses", "kv-hold", "kv-hold-ttl",
-                          "kv-hold-margin", "kv-hold-share"};
+                          "kv-hold-margin", "kv-hold-share", "kv-hold-disk-after"};
     assert_int_equal(n, sizeof want / sizeof want[0]);
     for (int i = 0; i < n; i++)
         assert_string_equal(opts[i].name, want[i]);

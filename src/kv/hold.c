@@ -101,17 +101,32 @@ const dy_hold *dy_holds_find(const dy_holds *h, uint64_t key)
     return i < 0 ? NULL : &h->h[i];
 }
 
-int dy_holds_due(dy_holds *h, double now, double s_per_block, const dy_hold **out, int cap)
+int dy_holds_due(dy_holds *h, double now, double s_host, double s_disk, const dy_hold **out,
+                 int cap)
 {
     int k = 0;
     for (int i = 0; i < h->n && k < cap; i++) {
         dy_hold *x = &h->h[i];
         if (x->prefetched || x->return_at < 0)
             continue;
+        double s_per_block = x->parked ? s_disk : s_host;
         if (x->return_at - x->n * s_per_block - h->cfg.margin_s <= now) {
             x->prefetched = true;
             out[k++] = x;
         }
+    }
+    return k;
+}
+
+int dy_holds_long(dy_holds *h, double now, double after_s, const dy_hold **out, int cap)
+{
+    int k = 0;
+    for (int i = 0; i < h->n && k < cap; i++) {
+        dy_hold *x = &h->h[i];
+        if (x->parked || x->prefetched || x->return_at < 0 || x->return_at - now < after_s)
+            continue;
+        x->parked = true;
+        out[k++] = x;
     }
     return k;
 }

@@ -7,8 +7,9 @@
  * its KV — the full blocks of the prompt and the answer, by chained hash — is held. Its
  * expected return is set by the request's hint (`dyad.hold.expected_ms`) or, once the answer
  * turned out to be a tool call, by the frontend's estimate for that tool. The prefetch is due
- * at return − (blocks × seconds per block) − margin. The next turn's arrival ends the hold,
- * and so does the TTL. */
+ * at return − (blocks × seconds per block) − margin. A hold whose return is far off is parked:
+ * its blocks go to disk to wait there. The next turn's arrival ends the hold, and so does the
+ * TTL. */
 #ifndef DYAD_KV_HOLD_H
 #define DYAD_KV_HOLD_H
 
@@ -27,6 +28,7 @@ typedef struct {
     int n;
     double began, return_at; /* return_at < 0: not expected at any time yet */
     bool prefetched;
+    bool parked;      /* a long wait: its blocks were sent to disk (dy_holds_long) */
 } dy_hold;
 
 typedef struct dy_holds dy_holds;
@@ -46,8 +48,15 @@ bool dy_holds_expect(dy_holds *h, uint64_t key, double return_at);
 const dy_hold *dy_holds_find(const dy_holds *h, uint64_t key);
 
 /* The holds whose prefetch is due at `now` (return_at − n × s_per_block − margin ≤ now) and
- * not yet started; each is marked started. Up to cap into out; returns how many. */
-int dy_holds_due(dy_holds *h, double now, double s_per_block, const dy_hold **out, int cap);
+ * not yet started; each is marked started. s_per_block is s_host, or s_disk for a parked
+ * hold (its blocks come up from disk). Up to cap into out; returns how many. */
+int dy_holds_due(dy_holds *h, double now, double s_host, double s_disk, const dy_hold **out,
+                 int cap);
+/* The holds whose wait is long: expected back at least after_s from `now`, not parked and
+ * not prefetched yet; each is marked parked (the caller sends its blocks to disk, where
+ * they wait without holding host memory). Up to cap into out; returns how many. A later
+ * return (dy_holds_expect) does not park a hold twice. */
+int dy_holds_long(dy_holds *h, double now, double after_s, const dy_hold **out, int cap);
 /* The next hold to end: the session's next turn arrived, or `now` is past some hold's TTL.
  * Ends one hold per call, copying it into *out (its hashes stay valid until the next call);
  * false when there is none. */

@@ -303,6 +303,7 @@ static double hold_n(const dy_worker_info *w) { return w->stats.hold_sessions; }
 static double hold_pin(const dy_worker_info *w) { return w->stats.hold_pinned; }
 static double hold_pf(const dy_worker_info *w) { return (double)w->stats.hold_prefetched_blocks; }
 static double hold_exp(const dy_worker_info *w) { return (double)w->stats.hold_expired; }
+static double hold_park(const dy_worker_info *w) { return (double)w->stats.hold_parked_blocks; }
 
 static void hold_metrics(dy_buf *t, const dy_worker_info *w, int n)
 {
@@ -317,6 +318,9 @@ static void hold_metrics(dy_buf *t, const dy_worker_info *w, int n)
                 w, n, hold_pf);
     worker_each(t, "dyad_kv_hold_expired_total", "counter",
                 "Holds let go at --kv-hold-ttl, the next turn never having come.", w, n, hold_exp);
+    worker_each(t, "dyad_kv_hold_parked_blocks_total", "counter",
+                "Held blocks sent to disk for a long wait (--kv-hold-disk-after).", w, n,
+                hold_park);
 }
 
 static double routed(const dy_worker_info *w) { return (double)w->routed; }

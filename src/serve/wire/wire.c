@@ -196,6 +196,7 @@ bool dy_wire_stats(dy_buf *b, const dy_msg_stats *m)
     put_u32(b, m->hold_pinned);
     put_u64(b, m->hold_prefetched_blocks);
     put_u64(b, m->hold_expired);
+    put_u64(b, m->hold_parked_blocks);
     return end_frame(b, at);
 }
 
@@ -682,6 +683,7 @@ bool dy_wire_decode_stats(const uint8_t *p, size_t n, dy_msg_stats *m, char *err
     m->hold_pinned = get_u32(&r);
     m->hold_prefetched_blocks = get_u64(&r);
     m->hold_expired = get_u64(&r);
+    m->hold_parked_blocks = get_u64(&r);
     if (!r.bad && !(m->step_seconds >= 0 && isfinite(m->step_seconds)))
         return bad(&r, "bad step time");
     return finish(&r);

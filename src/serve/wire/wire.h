@@ -14,7 +14,7 @@
 #include "util/buf.h"
 
 #define DY_WIRE_MAGIC 0x44415944u /* "DYAD" as little-endian bytes */
-#define DY_WIRE_VERSION 5
+#define DY_WIRE_VERSION 6
 #define DY_WIRE_HEADER 12
 #define DY_WIRE_MAX_PAYLOAD (16u << 20)
 #define DY_WIRE_MAX_STOPS 8
@@ -218,6 +218,7 @@ typedef struct {
     uint32_t hold_sessions, hold_pinned;  /* conversations held; blocks or slots pinned for them */
     uint64_t hold_prefetched_blocks, hold_expired; /* brought up ahead of a turn; holds let go
                                     * at their TTL */
+    uint64_t hold_parked_blocks;   /* held blocks sent to disk for a long wait */
 } dy_msg_stats;
 
 /* KV events. Each KV_EVENTS batch takes the next sequence number (the first is 1); a snapshot

@@ -81,6 +81,11 @@ static int describe(dy_worker_config *c, worker_opt *out)
           .help = "the share of the host tier (prefetch) or of the KV cache (pin) that held "
                   "conversations may pin, and the most of the KV cache one prefetch fills",
           .min = 0, .max = 1, .def = 0.5}, "kv-hold-share"},
+        {{.name = "kv-hold-disk-after", .kind = DY_OPT_DOUBLE, .dst = &c->kv_hold_disk_after_s,
+          .meta = "S", .help = "prefetch with a disk tier: a held conversation expected back "
+                               "at least S seconds later waits on disk, its host-tier copies "
+                               "let go; 0 = never", .min = 0, .max = 86400, .def = 30},
+         "kv-hold-disk-after"},
         {{.name = "fd", .kind = DY_OPT_INT, .dst = &c->fd, .meta = "N",
           .help = "connected socket to the frontend", .min = 0, .max = 1 << 20, .def = -1,
           .shown_default = ""}, NULL},

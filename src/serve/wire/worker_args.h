@@ -35,7 +35,7 @@ typedef struct {
     int kv_disk_min_uses;
     int kv_hold;           /* dy_hold_policy */
     bool kv_hold_given;    /* on the command line (holds need the tiers) */
-    double kv_hold_ttl_s, kv_hold_margin_ms, kv_hold_share;
+    double kv_hold_ttl_s, kv_hold_margin_ms, kv_hold_share, kv_hold_disk_after_s;
 } dy_worker_config;
 
 typedef enum {

@@ -20,6 +20,7 @@ enum {
     JOB_DOWN_DISK,   /* host slot a → disk slot b */
     JOB_UP,          /* tier slot a → primary block b, for load `id` */
     JOB_PREFETCH,    /* tier slot a → primary block b, published under hash `id` once there */
+    JOB_PARK,        /* host slot a → disk slot b, for held session `id` (a long wait) */
 };
 #define T_HOST 0     /* index into st[] */
 #define T_DISK 1
@@ -31,11 +32,16 @@ enum {
 /* Conversations held at once; past that the oldest hold ends. */
 #define HOLDS_MAX 256
 
-/* What a held session has pinned: host slots (prefetch) or primary blocks (pin). */
+/* What a held session has pinned, per block of the hold (ids[i] for its hashes[i]; -1: not
+ * pinned): host slots (prefetch; disk slots where on_disk[i], once a long wait parked them)
+ * or primary blocks (pin). A block whose host copy was still being written when the hold
+ * began is pinned once it is there (pin_missing). */
 typedef struct {
     uint64_t key;
     int32_t *ids;
-    int n;
+    bool *on_disk;
+    int n, n_pinned;
+    uint64_t tried_at; /* host_fills when pin_missing last ran for it */
 } hold_pins;
 
 typedef struct {
@@ -78,7 +84,8 @@ struct dy_kv_tiers {
     dy_holds *holds;
     hold_pins *pins;         /* one per held session, in no order */
     int n_pins, pins_cap, pinned; /* pinned: ids over all of them */
-    uint64_t prefetched_blocks, holds_expired;
+    uint64_t prefetched_blocks, holds_expired, parked_blocks;
+    uint64_t host_fills;     /* copies into the host tier ended: new slots holds may pin */
 };
 
 /* ---------------------------------------------------------------- setup */
@@ -508,6 +515,7 @@ static void account(dy_msg_tier_stats *in, dy_msg_tier_stats *out, const dy_kv_m
 static void down_host_done(dy_kv_tiers *t, const dy_kv_move *j)
 {
     t->down_in_flight--;
+    t->host_fills++;
     dy_kv_tier_filled(t->host, j->b, j->ok, 0);
     if (j->id)
         dy_kv_cache_unpin_oldest(t->kv, j->a);
@@ -583,22 +591,61 @@ static void unpin_session(dy_kv_tiers *t, uint64_t key)
     if (!p)
         return;
     for (int i = 0; i < p->n; i++) {
+        if (p->ids[i] < 0)
+            continue;
         if (t->cfg.hold == DY_HOLD_PIN)
             dy_kv_cache_release(t->kv, p->ids[i]);
-        else
+        else if (!p->on_disk[i])
             dy_kv_tier_unpin(t->host, p->ids[i]);
+        else if (disk_usable(t)) /* a disk switched off has dropped its slots and pins */
+            dy_kv_tier_unpin(t->disk, p->ids[i]);
     }
-    t->pinned -= p->n;
+    t->pinned -= p->n_pinned;
     free(p->ids);
+    free(p->on_disk);
     *p = t->pins[--t->n_pins];
+}
+
+/* Pins the blocks of p not pinned yet that are there to pin, within the holds' share. */
+static void pin_missing(dy_kv_tiers *t, hold_pins *p, const uint64_t *hashes)
+{
+    const bool primary = t->cfg.hold == DY_HOLD_PIN;
+    int room = (int)(t->cfg.hold_share * (primary ? t->pool->n_blocks : dy_kv_tier_slots(t->host)));
+    p->tried_at = t->host_fills;
+    for (int i = 0; i < p->n && t->pinned < room; i++) {
+        if (p->ids[i] >= 0)
+            continue;
+        int32_t id = primary ? dy_kv_cache_find(t->kv, hashes[i]) : dy_kv_tier_find(t->host, hashes[i]);
+        if (id < 0)
+            continue;
+        if (primary)
+            dy_kv_cache_pin(t->kv, id);
+        else
+            dy_kv_tier_pin(t->host, id);
+        p->ids[i] = id;
+        p->n_pinned++;
+        t->pinned++;
+    }
+}
+
+/* Once copies into the host tier have ended: the held sessions' blocks that were not there
+ * when their hold began are pinned now. */
+static void pin_arrivals(dy_kv_tiers *t)
+{
+    for (int k = 0; k < t->n_pins; k++) {
+        hold_pins *p = &t->pins[k];
+        const dy_hold *h;
+        if (p->n_pinned == p->n || p->tried_at == t->host_fills ||
+            !(h = dy_holds_find(t->holds, p->key)))
+            continue;
+        pin_missing(t, p, h->hashes);
+    }
 }
 
 /* Pins what the policy keeps of a held session, within its share: the blocks still in the KV
  * cache (pin), or their host-tier copies (prefetch). */
 static void pin_session(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, int n)
 {
-    const bool primary = t->cfg.hold == DY_HOLD_PIN;
-    int room = (int)(t->cfg.hold_share * (primary ? t->pool->n_blocks : dy_kv_tier_slots(t->host)));
     if (t->n_pins == t->pins_cap) {
         int cap = t->pins_cap ? 2 * t->pins_cap : 16;
         hold_pins *p = realloc(t->pins, sizeof *p * (size_t)cap);
@@ -608,21 +655,17 @@ static void pin_session(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, in
         t->pins_cap = cap;
     }
     hold_pins *p = &t->pins[t->n_pins];
-    *p = (hold_pins){.key = key, .ids = malloc(sizeof *p->ids * (size_t)(n > 0 ? n : 1))};
-    if (!p->ids)
+    *p = (hold_pins){.key = key, .ids = malloc(sizeof *p->ids * (size_t)(n > 0 ? n : 1)),
+                     .on_disk = calloc((size_t)(n > 0 ? n : 1), sizeof *p->on_disk), .n = n};
+    if (!p->ids || !p->on_disk) {
+        free(p->ids);
+        free(p->on_disk);
         return;
-    t->n_pins++;
-    for (int i = 0; i < n && t->pinned < room; i++) {
-        int32_t id = primary ? dy_kv_cache_find(t->kv, hashes[i]) : dy_kv_tier_find(t->host, hashes[i]);
-        if (id < 0)
-            continue;
-        if (primary)
-            dy_kv_cache_pin(t->kv, id);
-        else
-            dy_kv_tier_pin(t->host, id);
-        p->ids[p->n++] = id;
-        t->pinned++;
     }
+    for (int i = 0; i < n; i++)
+        p->ids[i] = -1;
+    t->n_pins++;
+    pin_missing(t, p, hashes);
 }
 
 void dy_kv_tiers_hold_begin(dy_kv_tiers *t, uint64_t key, const uint64_t *hashes, int n,
@@ -656,6 +699,62 @@ void dy_kv_tiers_hold_frame(dy_kv_tiers *t, const dy_msg_hold *m)
         dy_kv_tiers_hold_end(t, m->session);
     else if (m->expected_ms != DY_WIRE_NO_HOLD)
         dy_holds_expect(t->holds, m->session, dy_now() + m->expected_ms / 1e3);
+}
+
+/* A long wait: the held session's host-tier copies go to disk, where they wait pinned, and
+ * their host slots are let go, free for traffic that needs them sooner. A block already on
+ * disk only moves its pin. */
+static void park(dy_kv_tiers *t, const dy_hold *h)
+{
+    hold_pins *p = pins_of(t, h->key);
+    for (int i = 0; p && i < p->n && disk_usable(t); i++) {
+        if (p->ids[i] < 0 || p->on_disk[i])
+            continue;
+        int32_t hs = p->ids[i];
+        uint64_t hash = dy_kv_tier_hash(t->host, hs);
+        int32_t ds = dy_kv_tier_find(t->disk, hash);
+        if (ds >= 0) {
+            dy_kv_tier_pin(t->disk, ds);
+            dy_kv_tier_unpin(t->host, hs);
+            p->ids[i] = ds;
+            p->on_disk[i] = true;
+            continue;
+        }
+        if (t->down_in_flight >= DOWN_CAP)
+            return;
+        ds = dy_kv_tier_reserve(t->disk, hash, dy_kv_tier_parent(t->host, hs),
+                                dy_kv_tier_uses(t->host, hs));
+        if (ds < 0)
+            return;
+        dy_kv_move j = {.kind = DY_MOVE_TO_FILE, .src = host_slot(t, hs), .fd = t->disk_fd,
+                        .off = (off_t)ds * (off_t)t->block_bytes, .bytes = t->block_bytes,
+                        .purpose = JOB_PARK, .a = hs, .b = ds, .id = h->key};
+        dy_kv_tier_pin(t->host, hs); /* for the copy, beside the session's own pin */
+        if (!submit(t, &j)) {
+            dy_kv_tier_unpin(t->host, hs);
+            dy_kv_tier_filled(t->disk, ds, false, 0);
+            return;
+        }
+        t->down_in_flight++;
+    }
+}
+
+/* A parked block is on disk: if its session still holds the host slot, the pin moves down. */
+static void park_done(dy_kv_tiers *t, const dy_kv_move *j)
+{
+    down_disk_done(t, j);
+    hold_pins *p = pins_of(t, j->id);
+    if (!j->ok || !p || !disk_usable(t))
+        return;
+    for (int i = 0; i < p->n; i++)
+        if (p->ids[i] == j->a && !p->on_disk[i]) {
+            dy_kv_tier_pin(t->disk, j->b);
+            dy_kv_tier_unpin(t->host, j->a);
+            p->ids[i] = j->b;
+            p->on_disk[i] = true;
+            t->parked_blocks++;
+            return;
+        }
 }
 
 /* Brings a held session's blocks up into the KV cache ahead of its next turn, as far as its
@@ -707,9 +806,18 @@ static void tend_holds(dy_kv_tiers *t)
     }
     if (t->cfg.hold != DY_HOLD_PREFETCH)
         return;
+    pin_arrivals(t);
     const dy_hold *due[16];
-    dy_kv_rate up = rate_up(t, DY_KV_TIER_HOST);
-    int n = dy_holds_due(t->holds, now, up.n ? up.mean : 0, due, 16);
+    int n;
+    if (disk_usable(t) && t->cfg.hold_disk_after_s > 0) {
+        n = dy_holds_long(t->holds, now, t->cfg.hold_disk_after_s, due, 16);
+        for (int i = 0; i < n; i++)
+            park(t, due[i]);
+    }
+    dy_kv_rate up = rate_up(t, DY_KV_TIER_HOST), disk = rate_up(t, DY_KV_TIER_DISK);
+    /* no disk load timed yet: a parked hold is assumed to come up at the host's rate */
+    double s_host = up.n ? up.mean : 0, s_disk = disk.n ? disk.mean : s_host;
+    n = dy_holds_due(t->holds, now, s_host, s_disk, due, 16);
     for (int i = 0; i < n; i++)
         prefetch(t, due[i]);
 }
@@ -727,6 +835,7 @@ void dy_kv_tiers_tick(dy_kv_tiers *t)
             case JOB_DOWN_DISK: down_disk_done(t, j); break;
             case JOB_UP: up_done(t, j); break;
             case JOB_PREFETCH: prefetch_done(t, j); break;
+            case JOB_PARK: park_done(t, j); break;
             }
         }
     tend_holds(t);
@@ -756,7 +865,7 @@ void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m)
     memset(m->tiers, 0, sizeof m->tiers);
     m->tier_loads = m->tier_recomputes = m->tier_load_failures = 0;
     m->hold_sessions = m->hold_pinned = 0;
-    m->hold_prefetched_blocks = m->hold_expired = 0;
+    m->hold_prefetched_blocks = m->hold_expired = m->hold_parked_blocks = 0;
     if (!t)
         return;
     m->tiers[T_HOST] = t->st[T_HOST];
@@ -769,5 +878,6 @@ void dy_kv_tiers_stats(const dy_kv_tiers *t, dy_msg_stats *m)
     m->hold_sessions = t->holds ? (uint32_t)dy_holds_count(t->holds) : 0;
     m->hold_pinned = (uint32_t)t->pinned;
     m->hold_prefetched_blocks = t->prefetched_blocks;
+    m->hold_parked_blocks = t->parked_blocks;
     m->hold_expired = t->holds_expired;
 }

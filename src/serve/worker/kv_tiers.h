@@ -48,6 +48,8 @@ typedef struct {
     double hold_ttl_s;       /* a held conversation is let go this long after its turn */
     double hold_margin_s;    /* the prefetch is due this much before the expected return */
     double hold_share;       /* of the host tier (prefetch) or the pool (pin) that holds may pin */
+    double hold_disk_after_s; /* prefetch: a hold expected back at least this late waits on
+                               * disk, its host copies unpinned (0: never) */
 } dy_kv_tiers_config;
 
 /* A request's dealings with the lower tiers, as its DONE reports them. */

@@ -647,7 +647,8 @@ static int setup_tiers(worker *w, char *err, size_t errlen)
     const dy_worker_config *c = &w->cfg;
     dy_kv_tiers_config tc = {c->kv_host_mib, c->kv_disk_dir, c->kv_disk_gib, c->kv_offload,
                              c->kv_disk_min_uses, c->worker_id, c->kv_hold, c->kv_hold_ttl_s,
-                             c->kv_hold_margin_ms / 1e3, c->kv_hold_share};
+                             c->kv_hold_margin_ms / 1e3, c->kv_hold_share,
+                             c->kv_hold_disk_after_s};
     w->tiers = dy_kv_tiers_new(&tc, w->kv, w->sched, err, errlen);
     if (!w->tiers)
         return err[0] ? -1 : 0;
