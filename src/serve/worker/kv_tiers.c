@@ -203,8 +203,10 @@ void dy_kv_tiers_free(dy_kv_tiers *t)
         close(t->disk_fd);
     dy_kv_tier_free(t->host);
     dy_kv_tier_free(t->disk);
-    for (int i = 0; i < t->n_pins; i++)
+    for (int i = 0; i < t->n_pins; i++) {
         free(t->pins[i].ids);
+        free(t->pins[i].on_disk);
+    }
     free(t->pins);
     dy_holds_free(t->holds);
     free(t->loads);
