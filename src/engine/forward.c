@@ -440,6 +440,12 @@ void dy_engine_free(dy_engine *e)
     free(e);
 }
 
+dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t)
+{
+    const dy_hparams *hp = &m->hp;
+    return (dy_kv_shape){block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim, hp->head_dim, t};
+}
+
 int dy_engine_max_step_tokens(const dy_engine *e) { return e->max_tokens; }
 int dy_engine_threads(const dy_engine *e) { return dy_pool_size(e->pool); }
 dy_simd dy_engine_simd(const dy_engine *e) { return e->simd; }
