@@ -127,18 +127,28 @@ static int expected_block(dy_xfer_rx *rx, uint64_t seq_id, int32_t dst, int *e)
     return -1;
 }
 
-/* Accepts a header: the block must be one its sequence expects and not yet received. */
+/* Accepts a header: a block of this pool's type and size that its sequence expects and has
+ * not yet received. */
 static bool accept_header(dy_xfer_rx *rx, conn *k)
 {
-    if (k->hdr.magic != DY_XFER_MAGIC || k->hdr.nbytes != dy_kv_block_bytes(rx->pool))
+    if (k->hdr.magic != DY_XFER_MAGIC)
         return false;
+    if (k->hdr.kv_type != (uint32_t)rx->pool->type ||
+        k->hdr.nbytes != dy_kv_block_bytes(rx->pool)) {
+        const char *t = dy_kv_type_name((dy_kv_type)k->hdr.kv_type);
+        fprintf(stderr, "dyad worker: KV receiver: refusing a %s block of %u bytes: this pool "
+                "holds %s blocks of %zu bytes (every worker of a deployment needs the same "
+                "--kv-type and --block-size)\n", t ? t : "unknown-type", k->hdr.nbytes,
+                dy_kv_type_name(rx->pool->type), dy_kv_block_bytes(rx->pool));
+        return false;
+    }
     int e;
     pthread_mutex_lock(&rx->mu);
     int b = expected_block(rx, k->hdr.seq_id, k->hdr.dst, &e);
     pthread_mutex_unlock(&rx->mu);
     if (b < 0)
         return false;
-    k->dst = (uint8_t *)dy_kv_keys(rx->pool, k->hdr.dst, 0);
+    k->dst = dy_kv_block_data(rx->pool, k->hdr.dst);
     k->body_got = 0;
     return true;
 }
