@@ -31,6 +31,13 @@ for m in bin gguf; do
   grep -q "kv: f16" "$tmp/e16" && passes=$((passes+1)) ||
     { echo "FAIL: $m: stderr names the KV type"; fails=$((fails+1)); }
 done
+# `dyad bench kv`: an f32 cache against itself differs nowhere; f16 keeps every greedy choice
+# of the bundled model over 256 tokens, with a logit error above zero.
+kvq() { "$dyad" bench kv --kv-type "$1" --tokens 256 | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
+[ "$(kvq f32 'd["max_logit_error"] == 0 and d["top1_agreement"] == 1')" = True ] &&
+  passes=$((passes+1)) || { echo "FAIL: bench kv f32 against f32"; fails=$((fails+1)); }
+[ "$(kvq f16 'd["first_disagreement"] == -1 and 0 < d["max_logit_error"] < 0.05 * d["max_abs_logit"]')" = True ] &&
+  passes=$((passes+1)) || { echo "FAIL: bench kv f16"; fails=$((fails+1)); }
 # q8_0 KV runs to the end; an unknown type is refused by name.
 "$dyad" run --kv-type q8_0 --temperature 0 --max-tokens 64 >"$tmp/q8" 2>"$tmp/eq8" &&
   grep -q "kv: q8_0" "$tmp/eq8" && [ -s "$tmp/q8" ] && passes=$((passes+1)) ||

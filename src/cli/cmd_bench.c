@@ -414,8 +414,8 @@ static int bench_engine(int argc, char **argv)
     return rc;
 }
 
-/* `dyad bench engine` measures the engine in-process, `dyad bench xfer` the KV transfer
- * backends, `dyad bench grammar` structured outputs' masks, `dyad bench agentic` agent sessions
+/* `dyad bench engine` measures the engine in-process, `dyad bench kv` a quantized KV cache's
+ * logits against the f32 cache's, `dyad bench xfer` the KV transfer backends, `dyad bench grammar` structured outputs' masks, `dyad bench agentic` agent sessions
  * with tool calls against a server; every other `dyad bench` is the HTTP load generator
  * (src/bench/). */
 int cmd_bench(int argc, char **argv)
@@ -424,6 +424,8 @@ int cmd_bench(int argc, char **argv)
         return bench_engine(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "xfer"))
         return cmd_bench_xfer(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "kv"))
+        return cmd_bench_kv(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "grammar"))
         return cmd_bench_grammar(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "router"))
