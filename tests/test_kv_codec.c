@@ -1,7 +1,7 @@
 /* test_kv_codec.c — the KV element types: the bytes of a block of each type, the row layout of
  * kv/kv_pool.h, and the store/load round trip within each format's bound (f16: within 2^-11
  * relative in its normal range; q8_0: within max|x| / 254 of the head at that position, exact
- * zeros for a zero head), read back with the same bits at every kernel level the CPU has; the
+ * zeros for a zero head), block copies of each type, read back with the same bits at every kernel level the CPU has; the
  * shared-memory pool's descriptor. */
 #include "testutil.h"
 #include "engine/kv_codec.h"
@@ -33,6 +33,16 @@ static void test_block_bytes(void **st)
         assert_int_equal(p->row_bytes, 3 * dy_kv_head_bytes((dy_kv_type)t, 8));
         assert_int_equal(dy_kv_block_data(p, 2) - dy_kv_block_data(p, 0), 2 * want[t]);
         assert_int_equal(dy_kv_value_rows(p, 0, 1) - dy_kv_key_rows(p, 0, 1), 16 * p->row_bytes);
+        /* a block copy (forked samples) moves the whole block and nothing past it */
+        for (size_t i = 0; i < p->data_bytes; i++)
+            ((uint8_t *)p->data)[i] = (uint8_t)(i * 7u + 1);
+        uint8_t *after = malloc(want[t]);
+        assert_non_null(after);
+        memcpy(after, dy_kv_block_data(p, 2), want[t]);
+        dy_kv_copy_block(p, 1, 0);
+        assert_memory_equal(dy_kv_block_data(p, 1), dy_kv_block_data(p, 0), want[t]);
+        assert_memory_equal(dy_kv_block_data(p, 2), after, want[t]);
+        free(after);
         dy_kv_pool_free(p);
     }
     assert_string_equal(dy_kv_type_name(DY_KV_Q8_0), "q8_0");
