@@ -493,7 +493,7 @@ static dy_msg_stats current_stats(const worker *w)
         .preemptions = dy_sched_total_preemptions(w->sched),
         .steps = w->steps,
         .step_seconds = w->step_seconds,
-        .shm_bytes = (w->pool->shm_name[0] ? w->pool->map_bytes : 0) + dy_disagg_mapped_bytes(w),
+        .shm_bytes = (w->pool->shm_name[0] ? w->pool->data_bytes : 0) + dy_disagg_mapped_bytes(w),
     };
 }
 
