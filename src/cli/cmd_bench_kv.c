@@ -4,7 +4,9 @@
  * forcing). At each generated position it compares the two engines' logits: the largest and
  * the root-mean-square difference, and whether their top tokens agree. Until the first
  * disagreement both engines have seen the same tokens, so that position is also where free
- * greedy generation with the quantized cache would first leave the f32 text. A benchmark of
+ * greedy generation with the quantized cache would first leave the f32 text; the f32 cache's
+ * margin there (its top logit minus its logit of the other cache's top token) says how close a
+ * call it was. A benchmark of
  * numbers, not of time: prints, asserts nothing. */
 #include "cli/commands.h"
 #include "cli/parse.h"
@@ -89,6 +91,7 @@ typedef struct {
     double max_err, sum_sq, max_abs;
     long n_values;
     int agree, first_diff;
+    double first_margin; /* there: f32's logit of its top token minus of the other's top */
 } quality;
 
 static void compare(quality *q, const float *ref, const float *got, int V, int k)
@@ -100,10 +103,13 @@ static void compare(quality *q, const float *ref, const float *got, int V, int k
         q->sum_sq += d * d;
     }
     q->n_values += V;
-    if (argmax(ref, V) == argmax(got, V))
+    const int a = argmax(ref, V), b = argmax(got, V);
+    if (a == b)
         q->agree++;
-    else if (q->first_diff < 0)
+    else if (q->first_diff < 0) {
         q->first_diff = k;
+        q->first_margin = (double)ref[a] - ref[b];
+    }
 }
 
 static int run(const kv_opts *o, dy_model *m, quality *q, char *err, size_t errlen)
@@ -151,6 +157,8 @@ static void print_json(const kv_opts *o, const dy_model *m, const quality *q)
     json_object_set_new(j, "generated_tokens", json_integer(o->tokens));
     json_object_set_new(j, "top1_agreement", json_real((double)q->agree / o->tokens));
     json_object_set_new(j, "first_disagreement", json_integer(q->first_diff));
+    if (q->first_diff >= 0)
+        json_object_set_new(j, "first_disagreement_f32_margin", json_real(q->first_margin));
     json_object_set_new(j, "max_logit_error", json_real(q->max_err));
     json_object_set_new(j, "rms_logit_error", json_real(sqrt(q->sum_sq / (double)q->n_values)));
     json_object_set_new(j, "max_abs_logit", json_real(q->max_abs));
