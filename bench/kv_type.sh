@@ -2,7 +2,8 @@
 # bench/kv_type.sh [DYAD] — what the KV cache's element type costs and buys (docs/engine.md,
 # "KV types"): for each model and each --kv-type, decode ms/token at context 512 and 2048
 # (`dyad bench engine --decode-context 2048`) and KV bytes per token; then, against the f32
-# cache, the logit error and greedy agreement over a long generation (`dyad bench kv`).
+# cache, the logit error and greedy agreement over a long generation (`dyad bench kv`: top-1
+# agreement, the first differing token and the f32 margin there, max and RMS logit error).
 # Writes OUT (default docs/bench/kv_type.log) starting with the usual header; `dyad bench
 # engine` runs in full per model and type (its other figures are in its own report).
 # Environment: MODELS (default: the bundled stories260K and generated 15m/110m q8_0 models,
@@ -43,14 +44,14 @@ print("%-22s %-5s %10d %14s %14s" % (d["model"][:22], d["kv_type"], d["kv_bytes_
 ' "$long"
     done
   done
-  printf '\n%-22s %-5s %8s %10s %12s %12s %10s\n' model kv top1 first-diff max-err rms-err max-logit
+  printf '\n%-22s %-5s %8s %10s %8s %12s %12s %10s\n' model kv top1 first-diff margin max-err rms-err max-logit
   for m in $models; do
     for t in f16 q8_0; do
       "$dyad" bench kv --model "$m" --kv-type "$t" --tokens "$tokens" --threads "$threads" |
         python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print("%-22s %-5s %8.4f %10d %12.4g %12.4g %10.4g" % (d["model"].split("/")[-1][:22], d["kv_type"], d["top1_agreement"], d["first_disagreement"], d["max_logit_error"], d["rms_logit_error"], d["max_abs_logit"]))'
+print("%-22s %-5s %8.4f %10d %8.3g %12.4g %12.4g %10.4g" % (d["model"].split("/")[-1][:22], d["kv_type"], d["top1_agreement"], d["first_disagreement"], d.get("first_disagreement_f32_margin", float("nan")), d["max_logit_error"], d["rms_logit_error"], d["max_abs_logit"]))'
     done
   done
 } | tee "$log"
