@@ -22,7 +22,30 @@ for m in bin gguf; do
   "$dyad" run "${args[@]}" --temperature 0 --prompt "Once upon a time" --max-tokens 60 \
     >"$tmp/b" 2>/dev/null
   check "$m greedy prompt" "$golden/stories260K_t0_n64_prompt.txt" "$tmp/b"
+  # An f16 KV cache leaves the greedy text unchanged (docs/engine.md, "KV types").
+  "$dyad" run "${args[@]}" --kv-type f16 --temperature 0 --max-tokens 256 >"$tmp/a16" 2>"$tmp/e16"
+  check "$m greedy empty prompt, f16 KV" "$golden/stories260K_t0_n256.txt" "$tmp/a16"
+  "$dyad" run "${args[@]}" --kv-type f16 --temperature 0 --prompt "Once upon a time" \
+    --max-tokens 60 >"$tmp/b16" 2>/dev/null
+  check "$m greedy prompt, f16 KV" "$golden/stories260K_t0_n64_prompt.txt" "$tmp/b16"
+  grep -q "kv: f16" "$tmp/e16" && passes=$((passes+1)) ||
+    { echo "FAIL: $m: stderr names the KV type"; fails=$((fails+1)); }
 done
+# `dyad bench kv`: an f32 cache against itself differs nowhere; f16 keeps every greedy choice
+# of the bundled model over 256 tokens, with a logit error above zero.
+kvq() { "$dyad" bench kv --kv-type "$1" --tokens 256 | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
+[ "$(kvq f32 'd["max_logit_error"] == 0 and d["top1_agreement"] == 1')" = True ] &&
+  passes=$((passes+1)) || { echo "FAIL: bench kv f32 against f32"; fails=$((fails+1)); }
+[ "$(kvq f16 'd["first_disagreement"] == -1 and 0 < d["max_logit_error"] < 0.05 * d["max_abs_logit"]')" = True ] &&
+  passes=$((passes+1)) || { echo "FAIL: bench kv f16"; fails=$((fails+1)); }
+# q8_0 KV runs to the end; an unknown type is refused by name.
+"$dyad" run --kv-type q8_0 --temperature 0 --max-tokens 64 >"$tmp/q8" 2>"$tmp/eq8" &&
+  grep -q "kv: q8_0" "$tmp/eq8" && [ -s "$tmp/q8" ] && passes=$((passes+1)) ||
+  { echo "FAIL: q8_0 KV run"; fails=$((fails+1)); }
+if "$dyad" run --kv-type q4 --max-tokens 4 >/dev/null 2>"$tmp/ebad"; then
+  echo "FAIL: --kv-type q4 accepted"; fails=$((fails+1))
+elif grep -q "kv-type" "$tmp/ebad"; then passes=$((passes+1)); else
+  echo "FAIL: --kv-type q4 message: $(cat "$tmp/ebad")"; fails=$((fails+1)); fi
 # The default model is the bundled one.
 "$dyad" run --temperature 0 --max-tokens 256 >"$tmp/c" 2>/dev/null
 check "default model" "$golden/stories260K_t0_n256.txt" "$tmp/c"

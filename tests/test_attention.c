@@ -2,8 +2,11 @@
  * softmax and weighted sum in double) on random data: scattered block tables, grouped-query
  * heads, head dimensions and lengths that are not multiples of 8 or 16, blocks longer than a
  * chunk, several sequences and prefill runs in one step, peaked and flat softmaxes. Scalar and
- * AVX2 give the same bits, and so does any split of the work over threads. */
+ * AVX2 give the same bits, and so does any split of the work over threads. The same keys and
+ * values stored as f16 or q8_0 give the f32 result within each format's bound, at every kernel
+ * level the CPU has, each level with the same bits. */
 #include "engine/attention.h"
+#include "engine/kv_codec.h"
 #include "testutil.h"
 
 #include <math.h>
@@ -101,8 +104,8 @@ static void free_setup(setup *s)
     dy_kv_pool_free(s->kv);
 }
 
-/* Runs layer 1's attention split over nth "threads" (called one after another). */
-static float *run_attention(const setup *s, dy_simd simd, int nth)
+/* Runs layer 1's attention over kv split over nth "threads" (called one after another). */
+static float *run_attention_on(const setup *s, const dy_kv_pool *kv, dy_simd simd, int nth)
 {
     const attn_case *c = s->c;
     const size_t n = (size_t)s->T * c->n_heads * c->head_dim;
@@ -112,12 +115,37 @@ static float *run_attention(const setup *s, dy_simd simd, int nth)
     assert_true(out && scratch);
     for (size_t i = 0; i < n; i++)
         out[i] = NAN; /* every output must be written */
-    dy_attn a = {s->kv, 1, c->n_heads, c->n_kv_heads, c->head_dim, s->T, s->slots, s->q,
+    dy_attn a = {kv, 1, c->n_heads, c->n_kv_heads, c->head_dim, s->T, s->slots, s->q,
                  out, scratch, sf, simd};
     for (int ith = 0; ith < nth; ith++)
         dy_attention(&a, ith, nth);
     free(scratch);
     return out;
+}
+
+static float *run_attention(const setup *s, dy_simd simd, int nth)
+{
+    return run_attention_on(s, s->kv, simd, nth);
+}
+
+/* The setup's f32 pool, every row of every block and layer stored in type t. */
+static dy_kv_pool *typed_copy(const setup *s, dy_kv_type t)
+{
+    const attn_case *c = s->c;
+    const dy_kv_pool *f = s->kv;
+    const dy_kv_shape shape = {f->block_size, f->n_layers, f->kv_dim, c->head_dim, t};
+    dy_kv_pool *p = dy_kv_pool_make(f->n_blocks, &shape, NULL);
+    assert_non_null(p);
+    for (int b = 0; b < f->n_blocks; b++)
+        for (int l = 0; l < f->n_layers; l++)
+            for (int r = 0; r < f->block_size; r++) {
+                const size_t off = (size_t)r * f->kv_dim;
+                dy_kv_encode_row(t, dy_kv_keys(f, b, l) + off, f->kv_dim, c->head_dim,
+                                 dy_kv_key_rows(p, b, l) + (size_t)r * p->row_bytes);
+                dy_kv_encode_row(t, dy_kv_values(f, b, l) + off, f->kv_dim, c->head_dim,
+                                 dy_kv_value_rows(p, b, l) + (size_t)r * p->row_bytes);
+            }
+    return p;
 }
 
 /* The f64 reference for every (token, head), compared with out. */
@@ -238,12 +266,88 @@ static void test_identical_bits(void **st)
     }
 }
 
+/* Attention over an f16 or q8_0 copy of the keys and values against the f32 result, at every
+ * kernel level up to the CPU's: within bound × q_scale × max |v| at each output, and the same
+ * bits at every level and thread split. A key's error moves its score in proportion to |q|
+ * (the case's q_scale), and a more peaked softmax passes that on more strongly, hence the
+ * factor. bound: 1e-3 for f16 (keys and values within 2^-11 relative); 1.5e-2 for q8_0 (within
+ * max|x| / 254 of their head at their position). */
+static void check_typed(dy_kv_type t, double bound)
+{
+    const dy_simd top = dy_simd_detect();
+    for (size_t i = 0; i < N_CASES; i++) {
+        setup s;
+        make_setup(&s, &cases[i]);
+        dy_kv_pool *typed = typed_copy(&s, t);
+        const size_t n = (size_t)s.T * cases[i].n_heads * cases[i].head_dim;
+        float *ref = run_attention(&s, DY_SIMD_SCALAR, 1);
+        float *first = run_attention_on(&s, typed, DY_SIMD_SCALAR, 1);
+        double vmax = 0, worst = 0;
+        for (int b = 0; b < s.kv->n_blocks; b++)
+            for (int j = 0; j < s.kv->block_size * s.kv->kv_dim; j++)
+                vmax = fmax(vmax, fabs(dy_kv_values(s.kv, b, 1)[j]));
+        for (size_t j = 0; j < n; j++) {
+            const double err = fabs((double)first[j] - ref[j]) / vmax;
+            if (!(err <= bound * cases[i].q_scale))
+                fail_msg("%s, %s KV: output %zu is %.9g, f32 gives %.9g", cases[i].name,
+                         dy_kv_type_name(t), j, first[j], ref[j]);
+            worst = fmax(worst, err);
+        }
+        print_message("%-28s %s KV: worst difference %.2g of max |v|\n", cases[i].name,
+                      dy_kv_type_name(t), worst);
+        for (int lv = DY_SIMD_SCALAR; lv <= (int)top; lv++)
+            for (int nth = 1; nth <= 3; nth++) {
+                float *o = run_attention_on(&s, typed, (dy_simd)lv, nth);
+                if (memcmp(o, first, sizeof(float) * n) != 0)
+                    fail_msg("%s, %s KV: level %s with %d threads differs from scalar",
+                             cases[i].name, dy_kv_type_name(t), dy_simd_name((dy_simd)lv), nth);
+                free(o);
+            }
+        free(ref);
+        free(first);
+        dy_kv_pool_free(typed);
+        free_setup(&s);
+    }
+}
+
+static void test_f16_kv(void **st)
+{
+    (void)st;
+    check_typed(DY_KV_F16, 1e-3);
+}
+
+static void test_q8_0_kv(void **st)
+{
+    (void)st;
+    check_typed(DY_KV_Q8_0, 1.5e-2);
+}
+
+/* An f32 pool of dy_kv_pool_make reads exactly as one of dy_kv_pool_new. */
+static void test_f32_kv_make(void **st)
+{
+    (void)st;
+    setup s;
+    make_setup(&s, &cases[1]);
+    dy_kv_pool *made = typed_copy(&s, DY_KV_F32);
+    const size_t n = (size_t)s.T * cases[1].n_heads * cases[1].head_dim;
+    float *a = run_attention(&s, dy_simd_detect(), 2);
+    float *b = run_attention_on(&s, made, dy_simd_detect(), 2);
+    assert_memory_equal(a, b, sizeof(float) * n);
+    free(a);
+    free(b);
+    dy_kv_pool_free(made);
+    free_setup(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reference_scalar),
         cmocka_unit_test(test_reference_avx2),
         cmocka_unit_test(test_identical_bits),
+        cmocka_unit_test(test_f16_kv),
+        cmocka_unit_test(test_q8_0_kv),
+        cmocka_unit_test(test_f32_kv_make),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

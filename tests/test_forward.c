@@ -2,12 +2,15 @@
  * step gives the logits of P one-token steps; B sequences decoded in one step give the
  * logits each gets alone; a prompt split into chunks at any boundary gives the logits of
  * one chunk; scattered KV blocks give the logits of contiguous ones; scalar and SIMD
- * kernels agree. Run on the bundled f32 model and on llama.cpp-quantized files. */
+ * kernels agree. Run on the bundled f32 model and on llama.cpp-quantized files. With an f16 or
+ * q8_0 KV cache: the same logits at every kernel level, logits near the f32 cache's, and with
+ * f16 the greedy ids of llama.cpp's files unchanged. */
 #include "testutil.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +25,12 @@ typedef struct {
     int V;
 } fixture;
 
-static fixture *open_fixture_abs(const char *path, int n_blocks, int threads);
+static fixture *open_fixture_kv(const char *path, int n_blocks, int threads, dy_kv_type t);
+
+static fixture *open_fixture_abs(const char *path, int n_blocks, int threads)
+{
+    return open_fixture_kv(path, n_blocks, threads, DY_KV_F32);
+}
 
 static fixture *open_fixture(const char *rel, int n_blocks, int threads)
 {
@@ -37,7 +45,7 @@ static const char *tu_path2(const char *fmt, const char *arg)
     return tu_path(rel);
 }
 
-static fixture *open_fixture_abs(const char *path, int n_blocks, int threads)
+static fixture *open_fixture_kv(const char *path, int n_blocks, int threads, dy_kv_type t)
 {
     char err[512];
     fixture *f = calloc(1, sizeof *f);
@@ -45,7 +53,8 @@ static fixture *open_fixture_abs(const char *path, int n_blocks, int threads)
     if (!f->m)
         fail_msg("%s", err);
     f->V = f->m->hp.vocab_size;
-    f->kv = dy_kv_pool_new(n_blocks, BS, f->m->hp.n_layers, f->m->hp.n_kv_heads * f->m->hp.head_dim);
+    const dy_kv_shape shape = dy_model_kv_shape(f->m, BS, t);
+    f->kv = dy_kv_pool_make(n_blocks, &shape, NULL);
     assert_non_null(f->kv);
     f->e = dy_engine_new(f->m, f->kv, threads, 256, err, sizeof err);
     if (!f->e)
@@ -280,10 +289,10 @@ static const char *bf16_model(void)
     return path;
 }
 
-/* llama.cpp's greedy ids on each of its quantized files (tests/data/quant/README.md). */
-static void test_llamacpp_greedy_quant(void **st)
+/* llama.cpp's greedy ids on each of its quantized files (tests/data/quant/README.md), with
+ * the KV cache in type kv. */
+static void check_llamacpp_greedy(dy_kv_type kv)
 {
-    (void)st;
     const char *types[] = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
         char model[512], ref[256];
@@ -300,7 +309,7 @@ static void test_llamacpp_greedy_quant(void **st)
         assert_int_equal(np, 5);
         assert_int_equal(ng, 64);
         free(json);
-        fixture *f = open_fixture_abs(model, 8, 2);
+        fixture *f = open_fixture_kv(model, 8, 2, kv);
         int32_t blocks[5] = {0, 1, 2, 3, 4};
         float *logits = malloc(sizeof(float) * f->V);
         dy_span s = {prompt, np, 0, blocks, 5, 1};
@@ -311,13 +320,105 @@ static void test_llamacpp_greedy_quant(void **st)
                 if (logits[v] > logits[next])
                     next = v;
             if (next != want[k])
-                fail_msg("%s: token %d is %d, llama.cpp gives %d", types[i], k, next, want[k]);
+                fail_msg("%s, %s KV: token %d is %d (logit %.6g), llama.cpp gives %d (%.6g)",
+                         types[i], dy_kv_type_name(kv), k, next, logits[next], want[k],
+                         logits[want[k]]);
             dy_span d = {&next, 1, np + k, blocks, 5, 1};
             step_ok(f, &d, 1, logits);
         }
         free(logits);
         close_fixture(f);
     }
+}
+
+static void test_llamacpp_greedy_quant(void **st)
+{
+    (void)st;
+    check_llamacpp_greedy(DY_KV_F32);
+}
+
+static void test_llamacpp_greedy_f16_kv(void **st)
+{
+    (void)st;
+    check_llamacpp_greedy(DY_KV_F16);
+}
+
+/* Logits of a 40-token prompt (every position) and 8 decode steps with the KV cache in type t,
+ * at kernel level simd. */
+static float *kv_type_logits(const char *rel, dy_kv_type t, bool scalar, int *n_out, int *V)
+{
+    fixture *f = open_fixture_kv(tu_path(rel), 4, 2, t);
+    if (scalar)
+        dy_engine_set_simd(f->e, DY_SIMD_SCALAR);
+    enum { P = 40, D = 8 };
+    int32_t ids[P + D], blocks[4] = {3, 0, 2, 1};
+    prompt_ids(ids, P + D, f->V, 3);
+    float *out = malloc(sizeof(float) * (size_t)(P + D) * f->V);
+    dy_span s = {ids, P, 0, blocks, 4, P};
+    step_ok(f, &s, 1, out);
+    for (int k = 0; k < D; k++) {
+        dy_span d = {&ids[P + k], 1, P + k, blocks, 4, 1};
+        step_ok(f, &d, 1, out + (size_t)(P + k) * f->V);
+    }
+    *n_out = P + D;
+    *V = f->V;
+    close_fixture(f);
+    return out;
+}
+
+/* An f16 or q8_0 cache: the scalar and SIMD levels give the same bits (decoding a row is
+ * exact), and the logits stay near the f32 cache's: the largest difference over every
+ * position, relative to the largest |logit|, within bound, and the top token the same at all
+ * but max_other_top positions. The bounds are end to end, through every layer (and, for the
+ * q8_0 model, through activations re-quantised after attention, where a small change can flip
+ * a rounding): 1e-2 for f16 (an 11-bit mantissa), 1e-1 for q8_0 (a step of max|x| / 127 per
+ * head and position). */
+static void check_kv_type_logits(const char *rel, dy_kv_type t, double bound, int max_other_top)
+{
+    int n, V;
+    float *ref = kv_type_logits(rel, DY_KV_F32, false, &n, &V);
+    float *simd = kv_type_logits(rel, t, false, &n, &V);
+    float *scalar = kv_type_logits(rel, t, true, &n, &V);
+    assert_memory_equal(simd, scalar, sizeof(float) * (size_t)n * V);
+    double maxdiff = 0, maxabs = 0;
+    int same_top = 0;
+    for (int p = 0; p < n; p++) {
+        const float *a = simd + (size_t)p * V, *b = ref + (size_t)p * V;
+        int ta = 0, tb = 0;
+        for (int v = 0; v < V; v++) {
+            maxdiff = fmax(maxdiff, fabs((double)a[v] - b[v]));
+            maxabs = fmax(maxabs, fabs((double)b[v]));
+            ta = a[v] > a[ta] ? v : ta;
+            tb = b[v] > b[tb] ? v : tb;
+        }
+        same_top += ta == tb;
+    }
+    print_message("%s, %s KV: largest logit difference %.3g of max |logit| %.3g; the same top "
+                  "token at %d of %d positions\n", rel, dy_kv_type_name(t), maxdiff, maxabs,
+                  same_top, n);
+    if (!(maxdiff <= bound * maxabs))
+        fail_msg("%s, %s KV: logits differ from the f32 cache's by %.3g (bound %.3g)", rel,
+                 dy_kv_type_name(t), maxdiff, bound * maxabs);
+    if (n - same_top > max_other_top)
+        fail_msg("%s, %s KV: another top token at %d positions (at most %d)", rel,
+                 dy_kv_type_name(t), n - same_top, max_other_top);
+    free(ref);
+    free(simd);
+    free(scalar);
+}
+
+static void test_kv_f16_logits(void **st)
+{
+    (void)st;
+    check_kv_type_logits("models/stories260K.bin", DY_KV_F16, 1e-2, 0);
+    check_kv_type_logits("tests/data/quant/model-q8_0.gguf", DY_KV_F16, 1e-2, 0);
+}
+
+static void test_kv_q8_0_logits(void **st)
+{
+    (void)st;
+    check_kv_type_logits("models/stories260K.bin", DY_KV_Q8_0, 1e-1, 4);
+    check_kv_type_logits("tests/data/quant/model-q8_0.gguf", DY_KV_Q8_0, 1e-1, 4);
 }
 
 int main(void)
@@ -334,6 +435,9 @@ int main(void)
         cmocka_unit_test(test_scalar_matches_simd),
         cmocka_unit_test(test_bad_spans),
         cmocka_unit_test(test_llamacpp_greedy_quant),
+        cmocka_unit_test(test_llamacpp_greedy_f16_kv),
+        cmocka_unit_test(test_kv_f16_logits),
+        cmocka_unit_test(test_kv_q8_0_logits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,7 @@ static void assert_same(const dy_worker_config *a, const dy_worker_config *b)
     assert_int_equal(a->kv_blocks, b->kv_blocks);
     assert_int_equal(a->kv_mem_mib, b->kv_mem_mib);
     assert_int_equal(a->block_size, b->block_size);
+    assert_int_equal(a->kv_type, b->kv_type);
     assert_int_equal(a->max_batch_tokens, b->max_batch_tokens);
     assert_int_equal(a->max_running, b->max_running);
     assert_int_equal(a->no_prefix_cache, b->no_prefix_cache);
@@ -88,6 +89,7 @@ static void test_defaults(void **state)
     assert_null(c.kv_disk_dir);
     assert_true(c.kv_disk_gib == 4);
     assert_int_equal(c.kv_offload, 0);
+    assert_int_equal(c.kv_type, 0); /* f32 */
     assert_int_equal(c.kv_disk_min_uses, 2);
     assert_int_equal(c.kv_hold, 0);
     assert_true(c.kv_hold_ttl_s == 300 && c.kv_hold_margin_ms == 20 && c.kv_hold_share == 0.5);
@@ -110,7 +112,7 @@ static void test_round_trips(void **state)
     c.tokenizer = "/models/tok512.bin";
     round_trip(&c);
     c = (dy_worker_config){.model = "m.gguf", .fd = 0, .worker_id = 1 << 20, .threads = 256,
-                           .kv_blocks = 2, .kv_mem_mib = 1 << 20, .block_size = 256,
+                           .kv_blocks = 2, .kv_mem_mib = 1 << 20, .block_size = 256, .kv_type = 2,
                            .max_batch_tokens = 65536, .max_running = 4096,
                            .no_prefix_cache = true, .no_kv_events = true,
                            .role = DY_ROLE_DECODE, .kv_listen = "10.0.0.2:0",
@@ -124,6 +126,7 @@ static void test_round_trips(void **state)
     c.tokenizer = "a path with spaces/tok.bin";
     c.threads = 1;
     c.kv_blocks = 0;
+    c.kv_type = 1;
     round_trip(&c);
 }
 
@@ -162,6 +165,8 @@ static void test_bad_values(void **state)
     rejects("--threads: 'x' is not an integer in [1, 256]", 3,
             (char *[]){"worker", "--threads", "x", NULL});
     rejects("--threads", 3, (char *[]){"worker", "--threads", "0", NULL});
+    rejects("--kv-type: 'q4_0' is not f32, f16 or q8_0", 3,
+            (char *[]){"worker", "--kv-type", "q4_0", NULL});
     rejects("--kv-blocks", 3, (char *[]){"worker", "--kv-blocks", "1", NULL});
     rejects("--block-size", 3, (char *[]){"worker", "--block-size", "257", NULL});
     rejects("--fd", 3, (char *[]){"worker", "--fd", "-1", NULL});
@@ -207,7 +212,7 @@ static void test_serve_share(void **state)
     dy_opt opts[DY_WORKER_MAX_OPTS];
     int n = dy_worker_args_opts(&c, DY_WORKER_OPTS_SHARED, opts);
     const char *want[] = {"model", "tokenizer", "threads-per-worker", "kv-mem", "kv-blocks",
-                          "block-size", "max-batch-tokens", "max-running", "no-prefix-cache",
+                          "block-size", "kv-type", "max-batch-tokens", "max-running", "no-prefix-cache",
                           "no-kv-events", "kv-host-mem", "kv-disk-dir", "kv-disk-mem",
                           "kv-offload", "kv-disk-min-uses", "kv-hold", "kv-hold-ttl",
                           "kv-hold-margin", "kv-hold-share", "kv-hold-disk-after"};

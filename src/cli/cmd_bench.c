@@ -21,7 +21,8 @@
 static const char bench_usage[] = "usage: dyad bench engine [options]\n";
 static const char bench_epilog[] =
     "Models whose context is shorter than the largest measured position are run with the\n"
-    "context raised to 1024 (RoPE extends; the figures measure cost, not text quality).\n"
+    "context raised to 1024, or to what --decode-context needs (RoPE extends; the figures\n"
+    "measure cost, not text quality).\n"
     "On a terminal, stderr shows a progress line (figures measured of all).\n";
 
 #define N_PREFILL 6
@@ -36,6 +37,8 @@ static const int batch_b[N_BATCH] = {1, 2, 4, 8, 16, 32, 64};
 
 typedef struct {
     int threads, reps;
+    int kv_type;     /* dy_kv_type of the KV cache */
+    int extra_ctx;   /* one more decode point at this context (0: none) */
     bool json, quick;
     const char *models[MAX_MODELS];
     int n_models;
@@ -44,7 +47,7 @@ typedef struct {
 
 typedef struct {
     double prefill_ms[N_PREFILL];
-    double decode_ms[N_DECODE];
+    double decode_ms[N_DECODE + 1]; /* the last: at --decode-context */
     double batch_ms[N_BATCH];
     double fit_a, fit_b, fit_r2;
     int ctx_used;
@@ -71,7 +74,13 @@ typedef struct {
 /* The figures of one model, and of the machine (read bandwidth and FMA peak). */
 static int model_points(const bench_opts *o)
 {
-    return o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH;
+    return (o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH) + (o->extra_ctx > 0);
+}
+
+/* The context of decode point i (N_DECODE: --decode-context's). */
+static int decode_context(const bench_opts *o, int i)
+{
+    return i < N_DECODE ? decode_ctx[i] : o->extra_ctx;
 }
 #define MACHINE_POINTS 2
 
@@ -161,7 +170,9 @@ static int measure(bench_ctx *b, const bench_opts *o, results *r)
 {
     int np = o->quick ? 5 : N_PREFILL, nd = o->quick ? 3 : N_DECODE, nb = o->quick ? 5 : N_BATCH;
     for (int i = 0; i < N_PREFILL; i++)
-        r->prefill_ms[i] = r->decode_ms[i < N_DECODE ? i : 0] = -1;
+        r->prefill_ms[i] = -1;
+    for (int i = 0; i <= N_DECODE; i++)
+        r->decode_ms[i] = -1;
     for (int i = 0; i < N_BATCH; i++)
         r->batch_ms[i] = -1;
     const char *name = base_name(b->m->path);
@@ -171,10 +182,13 @@ static int measure(bench_ctx *b, const bench_opts *o, results *r)
             return -1;
         point_done(b->progress, name);
     }
-    for (int i = 0; i < nd; i++) {
-        if (prefill_to(b, decode_ctx[i]) != 0)
+    for (int i = 0; i <= N_DECODE; i++) {
+        const int ctx = decode_context(o, i);
+        if ((i < N_DECODE && i >= nd) || (i == N_DECODE && ctx <= 0))
+            continue;
+        if (prefill_to(b, ctx) != 0)
             return -1;
-        dy_span s = {b->tokens + decode_ctx[i], 1, decode_ctx[i], b->blocks, b->n_blocks, 1};
+        dy_span s = {b->tokens + ctx, 1, ctx, b->blocks, b->n_blocks, 1};
         if ((r->decode_ms[i] = time_step(b, &s, 1, o->reps)) < 0)
             return -1;
         point_done(b->progress, name);
@@ -208,6 +222,13 @@ typedef struct {
     double bw_gbps, fma_gflops;
 } machine;
 
+/* Bytes of KV one position of m takes in the chosen type (every layer, keys and values). */
+static size_t kv_bytes_per_token(const bench_opts *o, const dy_model *m)
+{
+    const dy_kv_shape s = dy_model_kv_shape(m, 1, (dy_kv_type)o->kv_type);
+    return dy_kv_shape_block_bytes(&s);
+}
+
 static void print_report(const bench_opts *o, const dy_model *m, const results *r,
                          const machine *mc, dy_simd simd)
 {
@@ -219,19 +240,20 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
     double ratio = r->decode_ms[2] > 0 ? r->decode_ms[2] / (r->prefill_ms[4] / 128) : -1;
     if (o->json) {
         printf("{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"kernels\":\"%s\",\"reps\":%d,"
-               "\"context\":%d,\"batch_context\":%d,\"kv_bytes_per_token\":%zu,\"prefill\":[",
+               "\"context\":%d,\"batch_context\":%d,\"kv_type\":\"%s\",\"kv_bytes_per_token\":%zu,"
+               "\"prefill\":[",
                base_name(m->path), dy_type_name(dy_model_weight_type(m)), o->threads,
                dy_simd_name(simd), o->reps, r->ctx_used, BATCH_CTX,
-               dy_kv_bytes_per_block(1, m->hp.n_layers, m->hp.n_kv_heads * m->hp.head_dim));
+               dy_kv_type_name((dy_kv_type)o->kv_type), kv_bytes_per_token(o, m));
         for (int i = 0, k = 0; i < N_PREFILL; i++)
             if (r->prefill_ms[i] > 0)
                 printf("%s{\"p\":%d,\"ms\":%.4f,\"us_per_token\":%.3f}", k++ ? "," : "",
                        prefill_p[i], r->prefill_ms[i], r->prefill_ms[i] * 1e3 / prefill_p[i]);
         printf("],\"decode\":[");
-        for (int i = 0, k = 0; i < N_DECODE; i++)
+        for (int i = 0, k = 0; i <= N_DECODE; i++)
             if (r->decode_ms[i] > 0)
-                printf("%s{\"context\":%d,\"ms_per_token\":%.4f}", k++ ? "," : "", decode_ctx[i],
-                       r->decode_ms[i]);
+                printf("%s{\"context\":%d,\"ms_per_token\":%.4f}", k++ ? "," : "",
+                       decode_context(o, i), r->decode_ms[i]);
         printf("],\"read_write_ratio\":%.3f,\"batch\":[", ratio);
         for (int i = 0, k = 0; i < N_BATCH; i++)
             if (r->batch_ms[i] > 0)
@@ -245,18 +267,19 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
         return;
     }
     printf("\n== %s (%s weights, %.1f MB read per decode step), %d threads, %s kernels, "
-           "min of %d reps, context %d\n", base_name(m->path),
+           "min of %d reps, context %d, %s KV (%zu bytes per token)\n", base_name(m->path),
            dy_type_name(dy_model_weight_type(m)), wbytes / 1e6, o->threads, dy_simd_name(simd),
-           o->reps, r->ctx_used);
+           o->reps, r->ctx_used, dy_kv_type_name((dy_kv_type)o->kv_type),
+           kv_bytes_per_token(o, m));
     printf("prefill:  P     ms      us/token  tokens/s\n");
     for (int i = 0; i < N_PREFILL; i++)
         if (r->prefill_ms[i] > 0)
             printf("          %-4d  %-7.3f %-9.2f %.1f\n", prefill_p[i], r->prefill_ms[i],
                    r->prefill_ms[i] * 1e3 / prefill_p[i], prefill_p[i] * 1e3 / r->prefill_ms[i]);
     printf("decode:   ctx   ms/token  tokens/s\n");
-    for (int i = 0; i < N_DECODE; i++)
+    for (int i = 0; i <= N_DECODE; i++)
         if (r->decode_ms[i] > 0)
-            printf("          %-4d  %-9.3f %.1f\n", decode_ctx[i], r->decode_ms[i],
+            printf("          %-4d  %-9.3f %.1f\n", decode_context(o, i), r->decode_ms[i],
                    1e3 / r->decode_ms[i]);
     if (ratio > 0)
         printf("a generated token costs %.1f× a prompt token (decode at ctx 128 / prefill P=128)\n",
@@ -281,11 +304,13 @@ static int bench_model(const char *path, const bench_opts *o, const machine *mc,
     if (!(b.m = dy_model_load(path, NULL, b.err, sizeof b.err)))
         goto out;
     int need = (o->quick ? 128 : 512) + 16;
-    r.ctx_used = b.m->hp.ctx_len < need ? 1024 : b.m->hp.ctx_len;
+    need = o->extra_ctx + 16 > need ? o->extra_ctx + 16 : need;
+    r.ctx_used = b.m->hp.ctx_len >= need ? b.m->hp.ctx_len : need > 1024 ? need : 1024;
     b.m->hp.ctx_len = r.ctx_used;
     const int bs = 16;
     b.n_blocks = (r.ctx_used + bs - 1) / bs + 64; /* the long sequence + 64 private blocks */
-    b.kv = dy_kv_pool_new(b.n_blocks, bs, b.m->hp.n_layers, b.m->hp.n_kv_heads * b.m->hp.head_dim);
+    const dy_kv_shape shape = dy_model_kv_shape(b.m, bs, (dy_kv_type)o->kv_type);
+    b.kv = dy_kv_pool_make(b.n_blocks, &shape, NULL);
     b.blocks = malloc(sizeof(int32_t) * (size_t)b.n_blocks);
     b.tokens = malloc(sizeof(int32_t) * (size_t)r.ctx_used);
     b.logits = malloc(sizeof(float) * (size_t)b.m->hp.vocab_size * 64);
@@ -343,6 +368,12 @@ static int bench_engine(int argc, char **argv)
         {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
          .help = "repetitions per figure; the minimum is reported", .min = 1, .max = 1000,
          .def = 3},
+        {.name = "kv-type", .kind = DY_OPT_ENUM, .dst = &o.kv_type, .meta = "T",
+         .help = "element type of the KV cache: f32, f16 or q8_0 (docs/engine.md, \"KV types\")",
+         .names = dy_kv_type_names(), .def = DY_KV_F32},
+        {.name = "decode-context", .kind = DY_OPT_INT, .dst = &o.extra_ctx, .meta = "N",
+         .help = "also measure decode at context N (e.g. 2048)", .min = 1, .max = 65536,
+         .shown_default = ""},
         {.name = "quick", .kind = DY_OPT_FLAG, .dst = &o.quick,
          .help = "fewer points (P ≤ 128, B ≤ 16) for smoke tests"},
         {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
@@ -383,8 +414,8 @@ static int bench_engine(int argc, char **argv)
     return rc;
 }
 
-/* `dyad bench engine` measures the engine in-process, `dyad bench xfer` the KV transfer
- * backends, `dyad bench grammar` structured outputs' masks, `dyad bench agentic` agent sessions
+/* `dyad bench engine` measures the engine in-process, `dyad bench kv` a quantized KV cache's
+ * logits against the f32 cache's, `dyad bench xfer` the KV transfer backends, `dyad bench grammar` structured outputs' masks, `dyad bench agentic` agent sessions
  * with tool calls against a server; every other `dyad bench` is the HTTP load generator
  * (src/bench/). */
 int cmd_bench(int argc, char **argv)
@@ -393,6 +424,8 @@ int cmd_bench(int argc, char **argv)
         return bench_engine(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "xfer"))
         return cmd_bench_xfer(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "kv"))
+        return cmd_bench_kv(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "grammar"))
         return cmd_bench_grammar(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "router"))

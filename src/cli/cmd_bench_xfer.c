@@ -2,7 +2,7 @@
  * plain memcpy (the floor), through the shared-memory backend, and over TCP on loopback, and
  * prints GB/s for each; with --listen / --connect the TCP sender and receiver run in separate
  * processes (on separate hosts or network namespaces). Block size follows a model shape
- * (16 positions × layers × 2 × KV width × 4 bytes). With --tiers it measures the lower KV tiers
+ * (16 positions × layers × 2 × KV width × the --kv-type's bytes per value). With --tiers it measures the lower KV tiers
  * instead (docs/kv-tiers.md): the worker's mover thread copying blocks primary → host → disk and
  * back, per block size. A benchmark: prints, asserts nothing. */
 #include "cli/commands.h"
@@ -24,17 +24,19 @@ static const char xfer_usage[] =
     "       dyad bench xfer --listen HOST:PORT [--shape S] [--mib N]   (receiver)\n"
     "       dyad bench xfer --connect HOST:PORT [--shape S] [--mib N]  (sender)\n"
     "       dyad bench xfer --tiers [--disk-dir DIR] [--shape S] [--mib N] [--reps N]\n"
+    "Every form takes --kv-type f32|f16|q8_0 (the blocks' element type; default f32).\n"
     "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP; with --tiers,\n"
     "between the KV cache, the host tier and the disk tier, for blocks of 16, 32 and 64\n"
     "positions. On a terminal, stderr shows a progress line.\n";
 
 typedef struct {
     const char *name;
-    int layers, kv_dim;
+    int layers, kv_dim, head_dim;
 } shape;
 
 #define N_SHAPES 3
-static const shape shapes[N_SHAPES] = {{"15m", 6, 288}, {"110m", 12, 768}, {"1b", 22, 256}};
+static const shape shapes[N_SHAPES] = {
+    {"15m", 6, 288, 48}, {"110m", 12, 768, 64}, {"1b", 22, 256, 64}};
 
 typedef struct {
     const shape *sh;
@@ -43,14 +45,22 @@ typedef struct {
     bool tiers;
     const char *disk_dir;
     int shape_index;
+    int kv_type; /* dy_kv_type */
     const char *shape_names[N_SHAPES + 1];
     bool json;
 } xopts;
 
+/* The KV shape of blocks of `positions` positions of the chosen model shape and type. */
+static dy_kv_shape kv_shape(const xopts *o, int positions)
+{
+    return (dy_kv_shape){positions, o->sh->layers, o->sh->kv_dim, o->sh->head_dim,
+                         (dy_kv_type)o->kv_type};
+}
+
 static dy_kv_pool *make_pool(const xopts *o, const char *shm)
 {
-    dy_kv_pool *p = shm ? dy_kv_pool_new_shared(o->n, 16, o->sh->layers, o->sh->kv_dim, shm)
-                        : dy_kv_pool_new(o->n, 16, o->sh->layers, o->sh->kv_dim);
+    const dy_kv_shape s = kv_shape(o, 16);
+    dy_kv_pool *p = dy_kv_pool_make(o->n, &s, shm);
     if (p)
         memset(p->data, 1, p->data_bytes); /* touch every page before timing */
     return p;
@@ -98,11 +108,11 @@ static void report_json(const xopts *o, size_t bb, double total, double mem, dou
                         double tcp, double one_shm, double one_tcp)
 {
     double g_shm = total / shm / 1e9, g_tcp = total / tcp / 1e9;
-    printf("{\"shape\":\"%s\",\"block_bytes\":%zu,\"bytes_per_token\":%zu,\"bytes\":%.0f,"
+    printf("{\"shape\":\"%s\",\"kv_type\":\"%s\",\"block_bytes\":%zu,\"bytes_per_token\":%zu,\"bytes\":%.0f,"
            "\"reps\":%d,\"backends\":[{\"backend\":\"memcpy\",\"gbps\":%.3f},"
            "{\"backend\":\"shm\",\"gbps\":%.3f,\"latency_us\":%.2f},"
            "{\"backend\":\"tcp\",\"gbps\":%.3f,\"latency_us\":%.2f}]}\n",
-           o->sh->name, bb, bb / 16, total, o->reps, total / mem / 1e9, g_shm,
+           o->sh->name, dy_kv_type_name((dy_kv_type)o->kv_type), bb, bb / 16, total, o->reps, total / mem / 1e9, g_shm,
            latency_us(one_shm, (double)bb, g_shm), g_tcp, latency_us(one_tcp, (double)bb, g_tcp));
 }
 
@@ -120,9 +130,11 @@ static int run_local(const xopts *o)
         ids[i] = i;
     const size_t bb = dy_kv_block_bytes(src);
     double total = (double)bb * o->n, best_mem = 1e9, best_shm = 1e9, best_tcp = 1e9;
-    dy_xfer_peer *shm = dy_xfer_open(DY_XFER_SHM, name, bb, err, sizeof err);
+    dy_xfer_peer *shm = dy_xfer_open(DY_XFER_SHM, name, src->type, bb, err, sizeof err);
     dy_xfer_rx *rx = dy_xfer_rx_start(dst, "127.0.0.1", 0, err, sizeof err);
-    dy_xfer_peer *tcp = rx ? dy_xfer_open(DY_XFER_TCP, dy_xfer_rx_addr(rx), bb, err, sizeof err) : NULL;
+    dy_xfer_peer *tcp = rx ? dy_xfer_open(DY_XFER_TCP, dy_xfer_rx_addr(rx), src->type, bb, err,
+                                          sizeof err)
+                           : NULL;
     if (!shm || !tcp) {
         fprintf(stderr, "dyad bench xfer: %s\n", err);
         return 1;
@@ -135,7 +147,7 @@ static int run_local(const xopts *o)
     for (int r = 0; r < o->reps; r++) {
         double t0 = dy_now();
         for (int i = 0; i < o->n; i++)
-            memcpy(dy_kv_keys(dst, i, 0), dy_kv_keys(src, i, 0), bb);
+            memcpy(dy_kv_block_data(dst, i), dy_kv_block_data(src, i), bb);
         double t1 = dy_now();
         dy_progress_update(pg, total * (3 * r + 1), "memcpy", t1);
         double t1s = dy_now(); /* the line's drawing is timed with nothing */
@@ -160,8 +172,9 @@ static int run_local(const xopts *o)
         one_block_times(o, shm, tcp, rx, src, &one_shm, &one_tcp);
         report_json(o, bb, total, best_mem, best_shm, best_tcp, one_shm, one_tcp);
     } else {
-        printf("shape %s: %zu bytes per block of 16 positions (%zu per token); min of %d reps\n",
-               o->sh->name, bb, bb / 16, o->reps);
+        printf("shape %s, %s KV: %zu bytes per block of 16 positions (%zu per token); min of %d "
+               "reps\n", o->sh->name, dy_kv_type_name((dy_kv_type)o->kv_type), bb, bb / 16,
+               o->reps);
         report("memcpy (floor)", total, best_mem);
         report("shared memory (dyad)", total, best_shm);
         report("TCP loopback (dyad)", total, best_tcp);
@@ -231,7 +244,8 @@ typedef struct {
 
 static int tier_rates(const xopts *o, int positions, int fd, dy_kv_mover *m, tier_progress *tp)
 {
-    size_t bb = dy_kv_bytes_per_block(positions, o->sh->layers, o->sh->kv_dim);
+    const dy_kv_shape ks = kv_shape(o, positions);
+    size_t bb = dy_kv_shape_block_bytes(&ks);
     int n = (int)(((size_t)o->mib << 20) / bb);
     n = n < 1 ? 1 : n;
     size_t bytes = (size_t)n * bb;
@@ -296,8 +310,8 @@ static int run_tiers(const xopts *o)
         fprintf(stderr, "dyad bench xfer: cannot start the mover thread\n");
         return 1;
     }
-    printf("shape %s: the KV tiers' mover thread, %d MiB per copy, fastest of %d reps%s%s\n",
-           o->sh->name, o->mib, o->reps, fd >= 0 ? "; disk in " : " (no --disk-dir: no disk)",
+    printf("shape %s, %s KV: the KV tiers' mover thread, %d MiB per copy, fastest of %d reps%s%s\n",
+           o->sh->name, dy_kv_type_name((dy_kv_type)o->kv_type), o->mib, o->reps, fd >= 0 ? "; disk in " : " (no --disk-dir: no disk)",
            fd >= 0 ? o->disk_dir : "");
     int rc = 0;
     const int sizes[] = {16, 32, 64};
@@ -350,7 +364,8 @@ static int run_remote(const xopts *o)
         report("TCP receive", total, dy_now() - t0);
         dy_xfer_rx_stop(rx);
     } else {
-        dy_xfer_peer *p = dy_xfer_open(DY_XFER_TCP, o->connect, dy_kv_block_bytes(pool), err, sizeof err);
+        dy_xfer_peer *p = dy_xfer_open(DY_XFER_TCP, o->connect, pool->type,
+                                       dy_kv_block_bytes(pool), err, sizeof err);
         uint64_t bytes;
         double t0 = dy_now();
         if (!p || dy_xfer_send(p, 1, pool, ids, ids, o->n, &bytes, err, sizeof err) != 0) {
@@ -374,6 +389,9 @@ int cmd_bench_xfer(int argc, char **argv)
         {.name = "shape", .kind = DY_OPT_ENUM, .dst = &o.shape_index, .meta = "15m|110m|1b",
          .help = "the model shape whose KV blocks move", .names = o.shape_names,
          .def = 1 /* 110m */},
+        {.name = "kv-type", .kind = DY_OPT_ENUM, .dst = &o.kv_type, .meta = "T",
+         .help = "element type of the blocks: f32, f16 or q8_0 (as the workers' --kv-type)",
+         .names = dy_kv_type_names(), .def = DY_KV_F32},
         {.name = "mib", .kind = DY_OPT_INT, .dst = &o.mib, .meta = "N",
          .help = "MiB of KV blocks to move", .min = 1, .max = 65536, .def = 256},
         {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
@@ -397,7 +415,8 @@ int cmd_bench_xfer(int argc, char **argv)
     if (rc != CLI_GO)
         return rc;
     o.sh = &shapes[o.shape_index];
-    size_t bb = dy_kv_bytes_per_block(16, o.sh->layers, o.sh->kv_dim);
+    const dy_kv_shape ks = kv_shape(&o, 16);
+    size_t bb = dy_kv_shape_block_bytes(&ks);
     o.n = (int)(((size_t)o.mib << 20) / bb);
     if (o.n < 1)
         o.n = 1;

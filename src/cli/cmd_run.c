@@ -28,6 +28,7 @@ static const char run_epilog[] =
 typedef struct {
     const char *model, *tokenizer, *prompt;
     int max_tokens, threads, chunk;
+    int kv_type; /* dy_kv_type */
     bool no_echo, ignore_eos, seeded;
     dy_sampling sampling;
     const char *stops[DY_MAX_STOPS];
@@ -79,6 +80,10 @@ static int parse(int argc, char **argv, run_opts *o)
          .help = "engine threads", .min = 1, .max = 256, .def = 2},
         {.name = "chunk", .kind = DY_OPT_INT, .dst = &o->chunk, .meta = "N",
          .help = "prefill chunk size in tokens", .min = 1, .max = 65536, .def = 512},
+        {.name = "kv-type", .kind = DY_OPT_ENUM, .dst = &o->kv_type, .meta = "T",
+         .help = "element type of the KV cache: f32, f16 (half the bytes) or q8_0 (int8 with a "
+                 "scale per position and head: about a quarter); docs/engine.md, \"KV types\"",
+         .names = dy_kv_type_names(), .def = DY_KV_F32},
         {.name = "no-echo", .kind = DY_OPT_FLAG, .dst = &o->no_echo,
          .help = "do not print the prompt"},
         {.name = "ignore-eos", .kind = DY_OPT_FLAG, .dst = &o->ignore_eos,
@@ -179,8 +184,8 @@ static int setup(run_state *s, const run_opts *o, int n_prompt, char *err, size_
 {
     const int bs = 16, len = s->model->hp.ctx_len;
     int n_blocks = (len + bs - 1) / bs;
-    s->kv = dy_kv_pool_new(n_blocks, bs, s->model->hp.n_layers,
-                           s->model->hp.n_kv_heads * s->model->hp.head_dim);
+    const dy_kv_shape shape = dy_model_kv_shape(s->model, bs, (dy_kv_type)o->kv_type);
+    s->kv = dy_kv_pool_make(n_blocks, &shape, NULL);
     s->blocks = malloc(sizeof(int32_t) * (size_t)n_blocks);
     s->sampler = dy_sampler_new(s->model->hp.vocab_size);
     s->logits = malloc(sizeof(float) * (size_t)s->model->hp.vocab_size);
@@ -291,10 +296,11 @@ static int generate(run_state *s, const run_opts *o, int n_prompt, char *err, si
     double t2 = 1e3 * dy_now();
     int decoded = generated > 1 ? generated - 1 : 0; /* steps after the prefill */
     fprintf(stderr, "prompt tokens: %d, prefill: %.2f ms (%.1f tokens/s), generated: %d, "
-            "decode: %.3f ms/token (%.1f tokens/s), threads: %d, kernels: %s\n",
+            "decode: %.3f ms/token (%.1f tokens/s), threads: %d, kernels: %s, kv: %s\n",
             n_prompt, t1 - t0, n_prompt / ((t1 - t0) / 1e3), generated,
             decoded ? (t2 - t1) / decoded : 0.0, decoded ? decoded / ((t2 - t1) / 1e3) : 0.0,
-            dy_engine_threads(s->engine), dy_simd_name(dy_engine_simd(s->engine)));
+            dy_engine_threads(s->engine), dy_simd_name(dy_engine_simd(s->engine)),
+            dy_kv_type_name(s->kv->type));
     return 0;
 }
 

@@ -3,8 +3,15 @@
  * walks its sequence's keys and values a chunk at a time (a chunk lies within one KV block)
  * and folds each chunk into every one of its queries with an online softmax (vec.h). So each
  * key and value row is read from memory once per unit and used for up to UNIT_QUERIES queries
- * from L1, and no scratch grows with the context. */
+ * from L1, and no scratch grows with the context.
+ *
+ * An f16 or q8_0 pool is read a chunk at a time too: the unit's head's rows of the chunk are
+ * decoded into the thread's scratch (2 × DY_ATTN_CHUNK × head_dim floats, in L1/L2) and the
+ * f32 chunk kernel runs on them. Memory traffic is the pool's bytes (a half or about a
+ * quarter of f32's); the decode is a few instructions per value, once per unit, shared by
+ * the unit's queries, and it is exact, so all kernel levels still give the same bits. */
 #include "engine/attention.h"
+#include "engine/kv_codec.h"
 #include "engine/vec.h"
 
 #include <math.h>
@@ -17,8 +24,8 @@
 size_t dy_attention_scratch_floats(int max_len, int head_dim)
 {
     (void)max_len;
-    (void)head_dim;
-    return UNIT_QUERIES; /* the per-thread scratch is unused: state lives on the stack */
+    /* a decoded chunk of keys and one of values (quantised pools; f32 pools read in place) */
+    return 2 * (size_t)DY_ATTN_CHUNK * (size_t)head_dim;
 }
 
 /* Does token t continue the run that token t-1 is in (same sequence, next position)? */
@@ -30,9 +37,10 @@ static int continues(const dy_attn *a, int t)
 
 /* Tokens [t0, t0+nt) (one sequence, consecutive positions) × heads [h0, h0+nh) (one KV
  * head). */
-static void attend_unit(const dy_attn *a, int t0, int nt, int h0, int nh)
+static void attend_unit(const dy_attn *a, float *scratch, int t0, int nt, int h0, int nh)
 {
-    const int hd = a->head_dim, kvd = a->n_kv_heads * hd, bs = a->kv->block_size;
+    const int hd = a->head_dim, bs = a->kv->block_size;
+    const size_t row = a->kv->row_bytes;
     const int kvh = h0 / (a->n_heads / a->n_kv_heads);
     const size_t qstride = (size_t)a->n_heads * hd;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -58,15 +66,24 @@ static void attend_unit(const dy_attn *a, int t0, int nt, int h0, int nh)
         if (n > last + 1 - p)
             n = last + 1 - p;
         const int32_t b = blocks[p / bs];
-        const size_t off = (size_t)in_block * kvd + (size_t)kvh * hd;
+        const size_t off = (size_t)in_block * row + (size_t)kvh * dy_kv_head_bytes(a->kv->type, hd);
         for (int t = 0; t < nt; t++) {
             int vis = pos0 + t + 1 - p; /* keys p … pos are visible to the token at pos */
             vis = vis < 0 ? 0 : vis > n ? n : vis;
             for (int h = 0; h < nh; h++)
                 qs[t * nh + h].nvalid = vis;
         }
-        dy_attn_chunk(a->simd, qs, nq, dy_kv_keys(a->kv, b, a->layer) + off,
-                      dy_kv_values(a->kv, b, a->layer) + off, (size_t)kvd, n, hd, scale);
+        const uint8_t *k = dy_kv_key_rows(a->kv, b, a->layer) + off;
+        const uint8_t *v = dy_kv_value_rows(a->kv, b, a->layer) + off;
+        if (a->kv->type == DY_KV_F32) {
+            dy_attn_chunk(a->simd, qs, nq, (const float *)(const void *)k,
+                          (const float *)(const void *)v, row / sizeof(float), n, hd, scale);
+        } else {
+            float *kf = scratch, *vf = scratch + (size_t)DY_ATTN_CHUNK * hd;
+            dy_kv_decode_head(a->simd, a->kv->type, k, row, n, hd, kf);
+            dy_kv_decode_head(a->simd, a->kv->type, v, row, n, hd, vf);
+            dy_attn_chunk(a->simd, qs, nq, kf, vf, (size_t)hd, n, hd, scale);
+        }
         p += n;
     }
     for (int i = 0; i < nq; i++) {
@@ -96,7 +113,8 @@ void dy_attention(const dy_attn *a, int ith, int nth)
                 const int round = u / nth, slot = u % nth;
                 u++;
                 if ((round % 2 == 0 ? slot : nth - 1 - slot) == ith)
-                    attend_unit(a, t0, nt, h0, h0 + nh <= hend ? nh : hend - h0);
+                    attend_unit(a, a->scratch + (size_t)ith * a->scratch_floats, t0, nt, h0,
+                                h0 + nh <= hend ? nh : hend - h0);
                 t0 += nt;
             }
     }

@@ -23,7 +23,7 @@ typedef struct {
     const dy_tok_slot *slots;   /* T entries */
     const float *q;             /* [T][n_heads × head_dim], RoPE applied */
     float *out;                 /* [T][n_heads × head_dim] */
-    float *scratch;             /* per thread: dy_attention_scratch_floats() floats each (unused) */
+    float *scratch;             /* per thread: dy_attention_scratch_floats() floats each */
     size_t scratch_floats;
     dy_simd simd;
 } dy_attn;

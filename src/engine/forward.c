@@ -3,6 +3,7 @@
  * dy_engine_step, which is the whole transformer in one screen. */
 #include "engine/forward.h"
 #include "engine/attention.h"
+#include "engine/kv_codec.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -210,16 +211,18 @@ static void attn_phase(void *ctx, int ith, int nth)
     dy_attention(ctx, ith, nth);
 }
 
-/* Writes the step's new keys and values into each token's slot of its block table. */
+/* Writes the step's new keys and values into each token's slot of its block table, in the
+ * pool's element type. */
 static void store_kv(dy_engine *e, int layer, int T)
 {
-    const int kvd = e->m->hp.n_kv_heads * e->m->hp.head_dim, bs = e->kv->block_size;
+    const int hd = e->m->hp.head_dim, kvd = e->m->hp.n_kv_heads * hd, bs = e->kv->block_size;
+    const dy_kv_type type = e->kv->type;
     for (int t = 0; t < T; t++) {
         const dy_tok_slot *s = &e->slots[t];
         int32_t b = s->blocks[s->pos / bs];
-        size_t off = (size_t)(s->pos % bs) * kvd;
-        memcpy(dy_kv_keys(e->kv, b, layer) + off, e->k + (size_t)t * kvd, sizeof(float) * kvd);
-        memcpy(dy_kv_values(e->kv, b, layer) + off, e->v + (size_t)t * kvd, sizeof(float) * kvd);
+        size_t off = (size_t)(s->pos % bs) * e->kv->row_bytes;
+        dy_kv_encode_row(type, e->k + (size_t)t * kvd, kvd, hd, dy_kv_key_rows(e->kv, b, layer) + off);
+        dy_kv_encode_row(type, e->v + (size_t)t * kvd, kvd, hd, dy_kv_value_rows(e->kv, b, layer) + off);
     }
 }
 
@@ -365,7 +368,8 @@ dy_engine *dy_engine_new(const dy_model *m, dy_kv_pool *kv, int n_threads, int m
 {
     const dy_hparams *hp = &m->hp;
     const int kvd = hp->n_kv_heads * hp->head_dim, qd = hp->n_heads * hp->head_dim;
-    if (kv->n_layers != hp->n_layers || kv->kv_dim != kvd) {
+    if (kv->n_layers != hp->n_layers || kv->kv_dim != kvd ||
+        (kv->type != DY_KV_F32 && kv->head_dim != hp->head_dim)) {
         snprintf(err, errlen, "KV pool shape (%d layers × %d) does not match the model (%d × %d)",
                  kv->n_layers, kv->kv_dim, hp->n_layers, kvd);
         return NULL;
@@ -434,6 +438,12 @@ void dy_engine_free(dy_engine *e)
     free(e->inv_freq);
     free(e->slots);
     free(e);
+}
+
+dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t)
+{
+    const dy_hparams *hp = &m->hp;
+    return (dy_kv_shape){block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim, hp->head_dim, t};
 }
 
 int dy_engine_max_step_tokens(const dy_engine *e) { return e->max_tokens; }

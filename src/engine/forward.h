@@ -24,6 +24,10 @@ typedef struct {
 
 typedef struct dy_engine dy_engine;
 
+/* The KV shape of model m with blocks of block_size positions of element type t: what a pool
+ * for an engine of m is made with (dy_kv_pool_make). */
+dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t);
+
 /* An engine computes steps of up to max_step_tokens tokens for model m on n_threads threads,
  * with keys and values in kv (which must match the model's layers and KV width). */
 dy_engine *dy_engine_new(const dy_model *m, dy_kv_pool *kv, int n_threads, int max_step_tokens,

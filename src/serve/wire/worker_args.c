@@ -1,6 +1,7 @@
 /* worker_args.c — see worker_args.h. */
 #include "serve/wire/worker_args.h"
 
+#include "kv/kv_pool.h"
 #include "serve/wire/wire.h"
 
 #include <stdio.h>
@@ -34,6 +35,11 @@ static int describe(dy_worker_config *c, worker_opt *out)
           .max = 1 << 24, .shown_default = ""}, "kv-blocks"},
         {{.name = "block-size", .kind = DY_OPT_INT, .dst = &c->block_size, .meta = "N",
           .help = "positions per KV block", .min = 1, .max = 256, .def = 16}, "block-size"},
+        {{.name = "kv-type", .kind = DY_OPT_ENUM, .dst = &c->kv_type, .meta = "T",
+          .help = "element type of the KV cache, its transfers and its tiers: f32, f16 (half "
+                  "the bytes) or q8_0 (int8 with a scale per position and head: about a "
+                  "quarter); docs/engine.md, \"KV types\"",
+          .names = dy_kv_type_names(), .def = DY_KV_F32}, "kv-type"},
         {{.name = "max-batch-tokens", .kind = DY_OPT_INT, .dst = &c->max_batch_tokens,
           .meta = "N", .help = "token budget of one engine step", .min = 1, .max = 65536,
           .def = 512}, "max-batch-tokens"},

@@ -19,6 +19,7 @@ typedef struct {
     int kv_blocks;        /* 0: derive from kv_mem_mib */
     int kv_mem_mib;
     int block_size;
+    int kv_type;          /* dy_kv_type (kv/kv_pool.h): one for every worker of a deployment */
     int max_batch_tokens;
     int max_running;
     bool no_prefix_cache;

@@ -240,7 +240,7 @@ static char *host_slot(const dy_kv_tiers *t, int32_t slot)
 
 static char *primary_block(const dy_kv_tiers *t, int32_t block)
 {
-    return (char *)dy_kv_keys(t->pool, block, 0);
+    return (char *)dy_kv_block_data(t->pool, block);
 }
 
 static bool disk_usable(const dy_kv_tiers *t)

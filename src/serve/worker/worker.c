@@ -670,9 +670,9 @@ static int setup(worker *w, char *err, size_t errlen)
         snprintf(err, errlen, "%s has no tokenizer (pass --tokenizer)", c->model);
         return -1;
     }
+    const dy_kv_shape shape = dy_model_kv_shape(w->model, c->block_size, (dy_kv_type)c->kv_type);
     const dy_hparams *hp = &w->model->hp;
-    const int kvd = hp->n_kv_heads * hp->head_dim;
-    size_t block_bytes = dy_kv_bytes_per_block(c->block_size, hp->n_layers, kvd);
+    size_t block_bytes = dy_kv_shape_block_bytes(&shape);
     int blocks = c->kv_blocks ? c->kv_blocks : (int)(((size_t)c->kv_mem_mib << 20) / block_bytes);
     if (blocks < 2) {
         snprintf(err, errlen, "the KV cache of %d MiB holds fewer than 2 blocks of %zu bytes",
@@ -684,7 +684,7 @@ static int setup(worker *w, char *err, size_t errlen)
          * switchable worker may become a decode worker later, so it starts with one too). */
         char name[64];
         snprintf(name, sizeof name, "/" DY_KV_SHM_NAME, (int)getpid(), c->worker_id);
-        w->pool = dy_kv_pool_new_shared(blocks, c->block_size, hp->n_layers, kvd, name);
+        w->pool = dy_kv_pool_make(blocks, &shape, name);
         if (!w->pool) {
             snprintf(err, errlen, "cannot allocate %d KV blocks (%zu MiB) in shared memory "
                      "(/dev/shm full or too small? lower --kv-mem)", blocks,
@@ -692,7 +692,7 @@ static int setup(worker *w, char *err, size_t errlen)
             return -1;
         }
     } else
-        w->pool = dy_kv_pool_new(blocks, c->block_size, hp->n_layers, kvd);
+        w->pool = dy_kv_pool_make(blocks, &shape, NULL);
     if (w->pool && c->kv_listen) {
         char host[DY_WIRE_MAX_PEER + 1];
         snprintf(host, sizeof host, "%s", c->kv_listen);

@@ -77,7 +77,8 @@ static dy_xfer_peer *peer_for(worker *w, uint8_t kind, const char *name, char *e
     for (int i = 0; i < w->n_peers; i++)
         if (!strcmp(dy_xfer_peer_name(w->peers[i]), name))
             return w->peers[i];
-    dy_xfer_peer *p = dy_xfer_open((dy_xfer_kind)kind, name, dy_kv_block_bytes(w->pool), err, errlen);
+    dy_xfer_peer *p = dy_xfer_open((dy_xfer_kind)kind, name, w->pool->type,
+                                   dy_kv_block_bytes(w->pool), err, errlen);
     if (!p)
         return NULL;
     if (w->n_peers == (int)(sizeof w->peers / sizeof *w->peers))

@@ -26,6 +26,7 @@
 struct dy_xfer_peer {
     dy_xfer_kind kind;
     char name[DY_WIRE_MAX_PEER + 1];
+    dy_kv_type type;
     size_t block_bytes;
     /* shm */
     uint8_t *map;
@@ -64,7 +65,22 @@ static int open_shm(dy_xfer_peer *p, char *err, size_t errlen)
             close(fd);
         return -1;
     }
-    p->map_size = (size_t)st.st_size;
+    dy_kv_shm_desc d;
+    char why[128];
+    if (!dy_kv_shm_read_desc(fd, (size_t)st.st_size, &d, why, sizeof why)) {
+        snprintf(err, errlen, "shared memory '%s': %s", p->name, why);
+        close(fd);
+        return -1;
+    }
+    if (d.type != (uint32_t)p->type || d.block_bytes != p->block_bytes) {
+        snprintf(err, errlen, "shared memory '%s' holds %s KV blocks of %llu bytes; this worker's "
+                 "are %s blocks of %zu bytes (every worker of a deployment needs the same "
+                 "--kv-type and --block-size)", p->name, dy_kv_type_name((dy_kv_type)d.type),
+                 (unsigned long long)d.block_bytes, dy_kv_type_name(p->type), p->block_bytes);
+        close(fd);
+        return -1;
+    }
+    p->map_size = (size_t)(d.n_blocks * d.block_bytes); /* the blocks, not the descriptor */
     void *m = mmap(NULL, p->map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -110,8 +126,8 @@ static int open_tcp(dy_xfer_peer *p, char *err, size_t errlen)
     return 0;
 }
 
-dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, size_t block_bytes, char *err,
-                           size_t errlen)
+dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, dy_kv_type type,
+                           size_t block_bytes, char *err, size_t errlen)
 {
     dy_xfer_peer *p = calloc(1, sizeof *p);
     if (!p) {
@@ -121,6 +137,7 @@ dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, size_t block_byt
     p->kind = kind;
     p->fd = -1;
     atomic_init(&p->stop, false);
+    p->type = type;
     p->block_bytes = block_bytes;
     snprintf(p->name, sizeof p->name, "%s", peer);
     int rc = kind == DY_XFER_SHM ? open_shm(p, err, errlen) : open_tcp(p, err, errlen);
@@ -176,13 +193,14 @@ int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const 
 {
     const size_t bb = p->block_bytes;
     *bytes = 0;
-    if (bb != dy_kv_block_bytes(src)) {
-        snprintf(err, errlen, "block size mismatch: %zu bytes here, %zu at %s",
-                 dy_kv_block_bytes(src), bb, p->name);
+    if (bb != dy_kv_block_bytes(src) || p->type != src->type) {
+        snprintf(err, errlen, "KV block mismatch: %s blocks of %zu bytes here, %s of %zu opened "
+                 "for %s", dy_kv_type_name(src->type), dy_kv_block_bytes(src),
+                 dy_kv_type_name(p->type), bb, p->name);
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        const void *from = dy_kv_keys(src, src_ids[i], 0);
+        const void *from = dy_kv_block_data(src, src_ids[i]);
         if (dst_ids[i] < 0 || (size_t)(dst_ids[i] + 1) * bb > (p->kind == DY_XFER_SHM ? p->map_size : SIZE_MAX)) {
             snprintf(err, errlen, "destination block %d is outside %s", dst_ids[i], p->name);
             return -1;
@@ -190,7 +208,8 @@ int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const 
         if (p->kind == DY_XFER_SHM) {
             memcpy(p->map + (size_t)dst_ids[i] * bb, from, bb);
         } else {
-            dy_xfer_frame f = {DY_XFER_MAGIC, (uint32_t)bb, seq_id, dst_ids[i], 0};
+            dy_xfer_frame f = {DY_XFER_MAGIC, (uint32_t)bb, seq_id, dst_ids[i],
+                               (uint32_t)p->type};
             if (!send_all(p->fd, &f, sizeof f) || !send_all(p->fd, from, bb)) {
                 snprintf(err, errlen, "sending to %s: %s", p->name, strerror(errno));
                 return -1;

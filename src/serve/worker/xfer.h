@@ -24,9 +24,11 @@
 
 typedef struct dy_xfer_peer dy_xfer_peer;
 
-/* Opens (maps or connects to) a decode worker's pool. block_bytes must match the peer's. */
-dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, size_t block_bytes, char *err,
-                           size_t errlen);
+/* Opens (maps or connects to) a decode worker's pool, to send it blocks of type `type` of
+ * block_bytes bytes. A shared-memory pool of another type or block size is refused here, with
+ * both named in err; a TCP receiver refuses such blocks when they arrive (and says so). */
+dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, dy_kv_type type,
+                           size_t block_bytes, char *err, size_t errlen);
 void dy_xfer_close(dy_xfer_peer *p);
 /* Copies n blocks: src pool block src[i] → the peer's block dst[i]. *bytes gets the bytes
  * moved. -1 with a message on failure (the peer then needs reopening). */

@@ -127,18 +127,34 @@ static int expected_block(dy_xfer_rx *rx, uint64_t seq_id, int32_t dst, int *e)
     return -1;
 }
 
-/* Accepts a header: the block must be one its sequence expects and not yet received. */
+/* Accepts a header: a block of this pool's type and size that its sequence expects and has
+ * not yet received. */
 static bool accept_header(dy_xfer_rx *rx, conn *k)
 {
-    if (k->hdr.magic != DY_XFER_MAGIC || k->hdr.nbytes != dy_kv_block_bytes(rx->pool))
+    if (k->hdr.magic != DY_XFER_MAGIC) {
+        fprintf(stderr, "dyad worker: KV receiver: a frame without the KV magic; closing the "
+                "connection\n");
         return false;
+    }
+    if (k->hdr.kv_type != (uint32_t)rx->pool->type ||
+        k->hdr.nbytes != dy_kv_block_bytes(rx->pool)) {
+        const char *t = dy_kv_type_name((dy_kv_type)k->hdr.kv_type);
+        fprintf(stderr, "dyad worker: KV receiver: refusing a %s block of %u bytes: this pool "
+                "holds %s blocks of %zu bytes (every worker of a deployment needs the same "
+                "--kv-type and --block-size); closing the connection\n", t ? t : "unknown-type", k->hdr.nbytes,
+                dy_kv_type_name(rx->pool->type), dy_kv_block_bytes(rx->pool));
+        return false;
+    }
     int e;
     pthread_mutex_lock(&rx->mu);
     int b = expected_block(rx, k->hdr.seq_id, k->hdr.dst, &e);
     pthread_mutex_unlock(&rx->mu);
-    if (b < 0)
+    if (b < 0) {
+        fprintf(stderr, "dyad worker: KV receiver: unexpected block %d for sequence %llu; "
+                "closing the connection\n", k->hdr.dst, (unsigned long long)k->hdr.seq_id);
         return false;
-    k->dst = (uint8_t *)dy_kv_keys(rx->pool, k->hdr.dst, 0);
+    }
+    k->dst = dy_kv_block_data(rx->pool, k->hdr.dst);
     k->body_got = 0;
     return true;
 }
@@ -164,11 +180,8 @@ static bool read_conn(dy_xfer_rx *rx, conn *k)
         ssize_t n;
         if (!k->dst) {
             n = recv(k->fd, (uint8_t *)&k->hdr + k->hdr_got, sizeof k->hdr - k->hdr_got, MSG_DONTWAIT);
-            if (n > 0 && (k->hdr_got += (size_t)n) == sizeof k->hdr && !accept_header(rx, k)) {
-                fprintf(stderr, "dyad worker: KV receiver: unexpected block %d for sequence %llu; "
-                        "closing the connection\n", k->hdr.dst, (unsigned long long)k->hdr.seq_id);
-                return false;
-            }
+            if (n > 0 && (k->hdr_got += (size_t)n) == sizeof k->hdr && !accept_header(rx, k))
+                return false; /* accept_header said why */
         } else {
             n = recv(k->fd, k->dst + k->body_got, k->hdr.nbytes - k->body_got, MSG_DONTWAIT);
             if (n > 0 && (k->body_got += (size_t)n) == k->hdr.nbytes)
