@@ -75,11 +75,22 @@ def check_error_object(raw):
         raise Outcome("not an OpenAI error object: " + raw[:200]) from None
     if not (isinstance(err, dict) and err.get("message") and err.get("type")):
         raise Outcome("an error without message or type: " + raw[:200])
+    return err["message"]
 
 
-def ask(s, kind, prompt, stream, want, max_tokens=48):
-    """'complete', 'http_500', 'http_503' or 'stream_error'; raises Outcome on anything else
-    (wrong text, a malformed answer, a stream without [DONE]) and socket.timeout on a hang."""
+def why(message):
+    """An error message's gist, for the counts: its reason (after "...now: "), first clause."""
+    reason = message.split(": ", 1)[-1]
+    return re.split(r"[.;(]", reason)[0].strip()[:90]
+
+
+def ask(s, kind, prompt, stream, want, max_tokens=48, messages=None):
+    """'complete', 'http_500', 'http_503' or 'stream_error' (an error's message is counted in
+    `messages` when given); raises Outcome on anything else (wrong text, a malformed answer,
+    a stream without [DONE]) and socket.timeout on a hang."""
+    def note(message):
+        if messages is not None:
+            messages[why(message)] = messages.get(why(message), 0) + 1
     c = s.conn(timeout=CLIENT_TIMEOUT)
     try:
         c.request("POST", "/v1/chat/completions" if kind == "chat" else "/v1/completions",
@@ -92,7 +103,7 @@ def ask(s, kind, prompt, stream, want, max_tokens=48):
     if r.status != 200:
         if r.status not in (500, 503):
             raise Outcome(f"HTTP {r.status}: {raw[:200]}")
-        check_error_object(raw)
+        note(check_error_object(raw))
         return f"http_{r.status}"
     if not stream:
         ch = json.loads(raw)["choices"][0]
@@ -113,6 +124,7 @@ def ask(s, kind, prompt, stream, want, max_tokens=48):
             raise Outcome("an error event without a message: " + raw[-300:])
         if not want.startswith(text):  # a duplicated or wrong token before the error
             raise Outcome(f"stream before its error is no prefix: {text!r} / {want!r}")
+        note(parts[-1]["error"]["message"])
         return "stream_error"
     if text != want:
         raise Outcome(f"streamed deltas differ: {text!r} != {want!r}")
@@ -155,7 +167,7 @@ class Load:
 
     def __init__(self, s, jobs, want, seed):
         self.s, self.jobs, self.want = s, jobs, want
-        self.counts, self.problems, self.stop = {}, [], False
+        self.counts, self.messages, self.problems, self.stop = {}, {}, [], False
         self.mu = threading.Lock()
         self.threads = [threading.Thread(target=self.client, args=(random.Random(seed + i),))
                         for i in range(CLIENTS)]
@@ -163,16 +175,21 @@ class Load:
             t.start()
 
     def client(self, rnd):
+        mine = {}  # error messages, merged at the end
         while not self.stop:
             kind, prompt, stream = rnd.choice(self.jobs)
             try:
-                got = ask(self.s, kind, prompt, stream, self.want[(kind, prompt)])
+                got = ask(self.s, kind, prompt, stream, self.want[(kind, prompt)],
+                          messages=mine)
             except Exception as e:  # noqa: BLE001 — Outcome, a timeout, a reset
                 got = None
                 with self.mu:
                     self.problems.append((kind, prompt[:24], stream, repr(e)[:400]))
             with self.mu:
                 self.counts[got or "problem"] = self.counts.get(got or "problem", 0) + 1
+        with self.mu:
+            for k, v in mine.items():
+                self.messages[k] = self.messages.get(k, 0) + v
 
     def finish(self):
         self.stop = True
@@ -282,15 +299,19 @@ def run_deployment(label, args, roles, seed):
                                  "/v1/completions", job_body(k, p, False, 200))
             ch = r["choices"][0]
             long_want[(k, p)] = ch["message"]["content"] if k == "chat" else ch["text"]
-        drained, drain_problems = {}, []
+        drained, drain_messages, drain_problems, mu = {}, {}, [], threading.Lock()
 
         def drain_client(k, p, st):
+            mine = {}
             try:
-                got = ask(s, k, p, st, long_want[(k, p)], 200)
+                got = ask(s, k, p, st, long_want[(k, p)], 200, mine)
             except Exception as e:  # noqa: BLE001
                 got = "problem"
                 drain_problems.append((k, p[:24], st, repr(e)[:400]))
-            drained[got] = drained.get(got, 0) + 1
+            with mu:
+                drained[got] = drained.get(got, 0) + 1
+                for m, v in mine.items():
+                    drain_messages[m] = drain_messages.get(m, 0) + v
 
         threads = [threading.Thread(target=drain_client, args=j) for j in jobs[:8] * 2]
         for t in threads:
@@ -310,12 +331,13 @@ def run_deployment(label, args, roles, seed):
 
         errors = {k: v for k, v in counts.items() if k != "complete"}
         print(f"{label}: {sum(counts.values())} requests under chaos, "
-              f"{counts.get('complete', 0)} complete, errors {errors or 'none'}; "
+              f"{counts.get('complete', 0)} complete, errors {errors or 'none'} "
+              f"{load.messages}; "
               f"{ev['kills']} kills, {ev['short_stops']} short stops (< --worker-timeout), "
               f"{ev['long_stops']} long stops (killed as hung); {restarts} restarts; "
               f"frontend fds {base_fds} -> {fds}, RSS "
               f"{base_rss >> 20} -> {(base_rss + grown) >> 20} MiB; drain: {len(threads)} "
-              f"requests, {drained}")
+              f"requests, {drained} {drain_messages}")
     finally:
         for p in seen:
             try:
