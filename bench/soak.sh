@@ -53,10 +53,12 @@ if [ -n "${RATE:-}" ]; then
   rate=$RATE
   echo "rate: $rate requests/s (given)"
 else
-  sat=$(b --concurrency "$sat_conc" --duration "$sat_s" --requests 1000000000 --warmup "$sat_conc" \
-    --seed 1 --json | python3 -c 'import json, sys; print(json.loads(sys.stdin.read())["request_throughput"])')
+  sat=$(b --concurrency "$sat_conc" --duration "$sat_s" --requests 1000000000 \
+    --warmup "$sat_conc" --seed 1 --json |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["request_throughput"])')
   rate=$(python3 -c "print(round(0.9 * $sat, 2))")
-  echo "saturation: $sat requests/s (closed loop, concurrency $sat_conc, $sat_s s); rate: $rate requests/s (90 %)"
+  echo "saturation: $sat requests/s (closed loop, concurrency $sat_conc, $sat_s s);" \
+       "rate: $rate requests/s (90 %)"
 fi
 
 python3 bench/soak_sample.py sample "$url" "$server" "$out/soak.csv" "$interval" &

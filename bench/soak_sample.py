@@ -108,9 +108,10 @@ def plot(path, svg_path):
            f'height="{4 * (h + 10) + 60}" font-family="sans-serif" font-size="10">',
            f'<text x="{m}" y="16" font-size="12">Soak: per process over {span:.0f} s '
            f'(flat lines are the target)</text>']
-    for k, (col, title, unit, div) in enumerate((("rss_kib", "RSS", "MiB", 1024),
-                                                 ("shmem_kib", "shared memory (RssShmem)", "MiB", 1024),
-                                                 ("fds", "open file descriptors", "fds", 1))):
+    memory = (("rss_kib", "RSS", "MiB", 1024),
+              ("shmem_kib", "shared memory (RssShmem)", "MiB", 1024),
+              ("fds", "open file descriptors", "fds", 1))
+    for k, (col, title, unit, div) in enumerate(memory):
         series = [(p, colour[p], [(float(r["t_s"]), int(r[col]) / div) for r in by[p]])
                   for p in procs]
         panel(out, 26 + k * (h + 10), h, m, pw, span, title, series, unit)
@@ -123,7 +124,8 @@ def plot(path, svg_path):
                f'</text></svg>')
     with open(svg_path, "w") as f:
         f.write("\n".join(out) + "\n")
-    print("process    pid      RSS MiB first -> last   RssShmem MiB first -> last   fds first -> last")
+    print("process    pid      RSS MiB first -> last   RssShmem MiB first -> last   "
+          "fds first -> last")
     for p in procs:
         a, b = by[p][0], by[p][-1]
         mib = lambda r, k: int(r[k]) / 1024  # noqa: E731

@@ -83,7 +83,8 @@ typedef struct {
     int n_fl, cap_fl;
     uint64_t restarts;
     /* The heartbeat: when its last STATS or HELLO came (dy_now), and whether the janitor
-     * found it silent past --worker-timeout and killed it (until its replacement's HELLO). */
+     * found this incarnation silent past --worker-timeout (or not loaded within
+     * --startup-timeout) and killed it. */
     double last_heard;
     double spawned_at;        /* when this incarnation was started (dy_now) */
     bool hung;

@@ -1,8 +1,8 @@
 /* fleet_proc.c — the worker processes of the fleet (fleet_impl.h): spawning them, one reader
  * thread per worker that turns its frames into calls to the other fleet files, noticing a
  * death (or a silence past --worker-timeout, or no HELLO within --startup-timeout, which are
- * made deaths) and starting a new worker in its place, starting and stopping the whole fleet, and the snapshots of its state for
- * /health and /metrics. */
+ * made deaths) and starting a new worker in its place, starting and stopping the whole fleet,
+ * and the snapshots of its state for /health and /metrics. */
 #include "serve/front/fleet_impl.h"
 #include "serve/wire/wire_io.h"
 #include "util/clock.h"
