@@ -36,6 +36,8 @@ from dyad_http import MODEL, Server, run_tests  # noqa: E402
 DYAD = sys.argv[1]
 TIMEOUT = 2  # --worker-timeout for the hung-worker tests
 SLACK = 8    # detection (50 ms janitor), kill, reap, a new worker loading the model
+LOAD_TIMEOUT = 6  # --startup-timeout for the tests of workers that never load: the first
+                  # start, on a loaded machine or under the sanitizers, must fit in it too
 LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
 _fresh = [0]
 
@@ -349,7 +351,7 @@ def test_replacement_that_never_loads_is_replaced():
     waited forever.)"""
     with tempfile.TemporaryDirectory() as tmp:
         s = Server(DYAD, "--decode-workers", "2", "--router", "round-robin",
-                   "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(TIMEOUT),
+                   "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(LOAD_TIMEOUT),
                    "--decode-launcher", hanging_launcher(tmp))
         try:
             prompts = [f"Tale {i}. Once upon a time" for i in range(6)]
@@ -374,10 +376,10 @@ def test_replacement_that_never_loads_is_replaced():
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(TIMEOUT + SLACK + 5)
+                t.join(LOAD_TIMEOUT + SLACK + 5)
             assert not errors, errors
             assert [results.get(i) for i in range(len(prompts))] == want
-            assert time.time() - t0 < TIMEOUT + SLACK, time.time() - t0
+            assert time.time() - t0 < LOAD_TIMEOUT + SLACK, time.time() - t0
             # some were placed on the hung replacement, and ran elsewhere after its kill
             assert s.metrics()['dyad_router_worker_decisions_total{worker="1"}'] > before
             assert s.wait_for(lambda: replaced(s, 1, hung), SLACK)
@@ -393,7 +395,7 @@ def test_only_worker_that_never_loads():
     ends with a 503 once it is killed (it is not placed on a worker that failed to load until
     that worker loads), and the third replacement serves."""
     with tempfile.TemporaryDirectory() as tmp:
-        s = Server(DYAD, "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(TIMEOUT),
+        s = Server(DYAD, "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(LOAD_TIMEOUT),
                    "--decode-launcher", hanging_launcher(tmp))
         try:
             p = fresh()
@@ -403,7 +405,7 @@ def test_only_worker_that_never_loads():
             os.kill(pid, signal.SIGKILL)
             assert s.wait_for(lambda: health(s)["workers"][1]["pid"] != pid, SLACK)
             t0 = time.time()
-            c = s.conn(TIMEOUT + SLACK)
+            c = s.conn(LOAD_TIMEOUT + SLACK)
             c.request("POST", "/v1/completions", body=json.dumps(body(p)),
                       headers={"Content-Type": "application/json"})
             r = c.getresponse()
@@ -411,9 +413,9 @@ def test_only_worker_that_never_loads():
             c.close()
             assert r.status == 503, (r.status, err)
             assert "error" in err and err["error"]["message"], err
-            assert time.time() - t0 < TIMEOUT + SLACK, time.time() - t0
+            assert time.time() - t0 < LOAD_TIMEOUT + SLACK, time.time() - t0
             # two hung starts, a back-off after each, then one that loads
-            assert s.wait_for(lambda: health(s)["workers"][1]["up"], 2 * TIMEOUT + 3 * SLACK)
+            assert s.wait_for(lambda: health(s)["workers"][1]["up"], 2 * LOAD_TIMEOUT + 3 * SLACK)
             assert s.metrics()['dyad_worker_hangs_total{worker="1"}'] == 2
             assert starts(tmp) == 4
             assert ask(s, p)["choices"][0]["text"] == want
