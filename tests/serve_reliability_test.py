@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 
@@ -35,6 +36,8 @@ from dyad_http import MODEL, Server, run_tests  # noqa: E402
 DYAD = sys.argv[1]
 TIMEOUT = 2  # --worker-timeout for the hung-worker tests
 SLACK = 8    # detection (50 ms janitor), kill, reap, a new worker loading the model
+LOAD_TIMEOUT = 6  # --startup-timeout for the tests of workers that never load: the first
+                  # start, on a loaded machine or under the sanitizers, must fit in it too
 LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " * 6
 _fresh = [0]
 
@@ -307,6 +310,117 @@ def test_worker_timeout_off():
         assert ask(s, "Once upon a time")["usage"]["completion_tokens"] == 40
     finally:
         assert s.stop() == 0
+
+
+LAUNCHER = """#!/bin/sh
+# Runs a decode worker, records the start in $1/start.PID, and hangs instead (a launcher that
+# never runs the worker) when it can take one of the tokens $1/hang.* (mv is atomic, so each
+# token is taken by one start).
+dir=$1
+shift
+touch "$dir/start.$$"
+for t in "$dir"/hang.*; do
+    case $t in *.taken) continue ;; esac
+    mv "$t" "$t.taken" 2>/dev/null && exec sleep 3600
+done
+exec "$@"
+"""
+
+
+def hanging_launcher(tmp):
+    path = os.path.join(tmp, "launch.sh")
+    with open(path, "w") as f:
+        f.write(LAUNCHER)
+    return f"sh {path} {tmp}"
+
+
+def hang_next_starts(tmp, n):
+    for i in range(n):
+        open(os.path.join(tmp, f"hang.{i}"), "w").close()
+
+
+def starts(tmp):
+    return sum(name.startswith("start.") for name in os.listdir(tmp))
+
+
+def test_replacement_that_never_loads_is_replaced():
+    """A decode worker's replacement hangs before HELLO (its launcher never runs it): once
+    silent past --startup-timeout it is killed and started again (after a back-off), and the
+    requests placed on it while it hung run on the other decode worker, each with the same
+    text as before. (Before: --worker-timeout applied only after HELLO, so those requests
+    waited forever.)"""
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Server(DYAD, "--decode-workers", "2", "--router", "round-robin",
+                   "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(LOAD_TIMEOUT),
+                   "--decode-launcher", hanging_launcher(tmp))
+        try:
+            prompts = [f"Tale {i}. Once upon a time" for i in range(6)]
+            want = [ask(s, p)["choices"][0]["text"] for p in prompts]
+            pid = health(s)["workers"][1]["pid"]
+            hang_next_starts(tmp, 1)
+            os.kill(pid, signal.SIGKILL)
+            assert s.wait_for(lambda: health(s)["workers"][1]["pid"] != pid, SLACK)
+            hung = health(s)["workers"][1]["pid"]
+            assert not health(s)["workers"][1]["up"]  # started, not loaded: not up
+            before = s.metrics()['dyad_router_worker_decisions_total{worker="1"}']
+            results, errors = {}, []
+
+            def one(i):
+                try:
+                    results[i] = ask(s, prompts[i])["choices"][0]["text"]
+                except Exception as e:  # noqa: BLE001
+                    errors.append(e)
+
+            t0 = time.time()
+            threads = [threading.Thread(target=one, args=(i,)) for i in range(len(prompts))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(LOAD_TIMEOUT + SLACK + 5)
+            assert not errors, errors
+            assert [results.get(i) for i in range(len(prompts))] == want
+            assert time.time() - t0 < LOAD_TIMEOUT + SLACK, time.time() - t0
+            # some were placed on the hung replacement, and ran elsewhere after its kill
+            assert s.metrics()['dyad_router_worker_decisions_total{worker="1"}'] > before
+            assert s.wait_for(lambda: replaced(s, 1, hung), SLACK)
+            assert s.metrics()['dyad_worker_hangs_total{worker="1"}'] == 1
+            assert starts(tmp) == 4  # two at first, the hung one, its replacement
+            assert [ask(s, p)["choices"][0]["text"] for p in prompts] == want
+        finally:
+            assert s.stop() == 0
+
+
+def test_only_worker_that_never_loads():
+    """The only decode worker's replacement hangs before HELLO twice: a request queued on it
+    ends with a 503 once it is killed (it is not placed on a worker that failed to load until
+    that worker loads), and the third replacement serves."""
+    with tempfile.TemporaryDirectory() as tmp:
+        s = Server(DYAD, "--worker-timeout", str(TIMEOUT), "--startup-timeout", str(LOAD_TIMEOUT),
+                   "--decode-launcher", hanging_launcher(tmp))
+        try:
+            p = fresh()
+            want = ask(s, p)["choices"][0]["text"]
+            pid = health(s)["workers"][1]["pid"]
+            hang_next_starts(tmp, 2)
+            os.kill(pid, signal.SIGKILL)
+            assert s.wait_for(lambda: health(s)["workers"][1]["pid"] != pid, SLACK)
+            t0 = time.time()
+            c = s.conn(LOAD_TIMEOUT + SLACK)
+            c.request("POST", "/v1/completions", body=json.dumps(body(p)),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            err = json.loads(r.read())
+            c.close()
+            assert r.status == 503, (r.status, err)
+            assert "error" in err and err["error"]["message"], err
+            assert time.time() - t0 < LOAD_TIMEOUT + SLACK, time.time() - t0
+            # two hung starts, a back-off after each, then one that loads
+            assert s.wait_for(lambda: health(s)["workers"][1]["up"], 2 * LOAD_TIMEOUT + 3 * SLACK)
+            assert s.metrics()['dyad_worker_hangs_total{worker="1"}'] == 2
+            assert starts(tmp) == 4
+            assert ask(s, p)["choices"][0]["text"] == want
+        finally:
+            assert s.stop() == 0
 
 
 def mapped_pools(pid):

@@ -115,6 +115,12 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
          .meta = "S", .help = "a worker that sends nothing for S seconds (they report every "
                               "0.1 s) is reported down, killed and replaced; 0 = never",
          .min = 0, .max = 86400, .def = 10},
+        {.name = "startup-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.startup_timeout_s,
+         .meta = "S", .help = "a worker must have loaded its model within S seconds of its "
+                              "start: at the server's start it fails to start; a worker "
+                              "started later is killed and started again, with a growing "
+                              "pause; 0 = never",
+         .min = 0, .max = 86400, .def = 120},
         {.name = "prefill-launcher", .kind = DY_OPT_STR, .dst = &o->w.prefill_launcher,
          .meta = "CMD", .help = "run prefill workers as `CMD dyad worker ...` (e.g. 'ip netns "
                                 "exec hostA' for another network namespace)"},

@@ -29,6 +29,8 @@ typedef struct {
     /* Workers may switch roles while serving (ROLE): each is started --switchable. */
     bool switchable;
     int max_queue;          /* sequences waiting for their first token, over all workers */
+    /* A worker must say HELLO (have loaded its model) within this long of its start: at the
+     * first start the fleet fails to start; a later one is killed and started again. */
     double startup_timeout_s;
     /* A worker that has said HELLO and then sends no frame for this long (workers report
      * every 100 ms, even inside a long step) is hung: it is killed and replaced. 0: never. */
@@ -69,13 +71,15 @@ typedef struct {
 typedef struct dy_fleet dy_fleet;
 
 typedef struct {
-    int alive;                  /* its process runs and is not silent past the timeout */
+    int alive;                  /* its process runs, has loaded (HELLO) and is not silent past
+                                 * the timeout */
     int role;                   /* dy_worker_role */
     int state;                  /* dy_slot_state (plan/actuate.h) */
     int next_role;              /* draining: the role it switches to, or -1 when it stops */
     pid_t pid;
     uint64_t restarts;
-    uint64_t hangs;             /* times it was found silent past the timeout and killed */
+    uint64_t hangs;             /* times it was found silent past the timeout (or not loaded
+                                 * within the startup timeout) and killed */
     int in_flight;              /* sequences assigned to it now */
     dy_msg_stats stats;         /* its latest report, with counters summed over restarts */
     dy_msg_hello hello;

@@ -79,8 +79,11 @@ static dy_place_view place_view(dy_fleet *w)
 {
     for (int i = 0; i < w->cfg.n_workers; i++) {
         const slot *s = &w->slots[i];
-        /* Starting, draining and parked workers take no new sequences. */
-        w->view[i] = (dy_place_worker){.alive = s->alive && s->state == DY_SLOT_ACTIVE,
+        /* Starting, draining and parked workers take no new sequences, nor a restarted one
+         * whose last incarnation failed to load, until this one has. */
+        const bool candidate = s->alive && s->state == DY_SLOT_ACTIVE &&
+                               (s->hello_seen || s->load_failures == 0);
+        w->view[i] = (dy_place_worker){.alive = candidate,
                                        .pool = dy_fleet_pool_of_role(s->role),
                                        .kv_blocks = (int)s->hello.kv_blocks};
     }

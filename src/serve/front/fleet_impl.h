@@ -83,10 +83,16 @@ typedef struct {
     int n_fl, cap_fl;
     uint64_t restarts;
     /* The heartbeat: when its last STATS or HELLO came (dy_now), and whether the janitor
-     * found it silent past --worker-timeout and killed it (until its replacement's HELLO). */
+     * found this incarnation silent past --worker-timeout (or not loaded within
+     * --startup-timeout) and killed it. */
     double last_heard;
+    double spawned_at;        /* when this incarnation was started (dy_now) */
     bool hung;
     uint64_t hangs;
+    /* Its incarnations in a row that died or hung before HELLO (0 once one loads): the
+     * back-off before the next start grows with it, and while it is > 0 the slot takes no
+     * new sequences until its worker loads. */
+    int load_failures;
     int role;                 /* dy_worker_role */
     dy_msg_hello hello;
     snapshot_rx snap;
@@ -116,8 +122,9 @@ struct dy_fleet {
 int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen);
 /* Writes one frame to the worker (takes its write lock; mu need not be held). */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b);
-/* Kills the workers silent past --worker-timeout; their readers then see the end of their
- * streams and handle them as any death (called by the janitor). */
+/* Kills the workers silent past --worker-timeout, and those that have not said HELLO within
+ * --startup-timeout of their start; their readers then see the end of their streams and
+ * handle them as any death (called by the janitor). */
 void dy_fleet_kill_silent(dy_fleet *w, double now);
 
 /* ---- fleet_flights.c */

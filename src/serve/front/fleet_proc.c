@@ -1,8 +1,8 @@
 /* fleet_proc.c — the worker processes of the fleet (fleet_impl.h): spawning them, one reader
  * thread per worker that turns its frames into calls to the other fleet files, noticing a
- * death (or a silence past --worker-timeout, which is made a death) and starting a new worker
- * in its place, starting and stopping the whole fleet, and the snapshots of its state for
- * /health and /metrics. */
+ * death (or a silence past --worker-timeout, or no HELLO within --startup-timeout, which are
+ * made deaths) and starting a new worker in its place, starting and stopping the whole fleet,
+ * and the snapshots of its state for /health and /metrics. */
 #include "serve/front/fleet_impl.h"
 #include "serve/wire/wire_io.h"
 #include "util/clock.h"
@@ -24,6 +24,8 @@
  * and the tool names whose durations it learns. */
 #define SESSIONS_MAX 65536
 #define SESSION_TOOLS_MAX 1024
+/* The longest pause before starting again a worker that keeps failing to load. */
+#define LOAD_BACKOFF_MAX_S 30
 
 /* ---------------------------------------------------------------- processes */
 
@@ -95,7 +97,8 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     s->fd = sv[0];
     s->alive = true;
     s->hello_seen = false;
-    s->last_heard = dy_now();
+    s->hung = false; /* a new incarnation: judged afresh (up only once it says HELLO) */
+    s->last_heard = s->spawned_at = dy_now();
     return 0;
 }
 
@@ -133,6 +136,7 @@ static void on_hello(dy_fleet *w, slot *s, const dy_msg_hello *m)
     s->hello_seen = true;
     s->last_heard = dy_now();
     s->hung = false;
+    s->load_failures = 0;
     if (s->role != m->role || s->state != DY_SLOT_ACTIVE)
         fprintf(stderr, "dyad serve: worker %d serves as %s\n", s->index,
                 m->role == DY_ROLE_PREFILL ? "a prefill worker"
@@ -240,6 +244,21 @@ static void rerun_orphans(dy_fleet *w, flight *fl, int n)
     free(fl);
 }
 
+/* A worker that died or hung while loading is started again after a pause that doubles with
+ * each such failure in a row (1 s, 2 s, 4 s ... up to LOAD_BACKOFF_MAX_S), so one that can
+ * never load does not spin. Call with mu; returns early when the fleet stops. */
+static void load_backoff(dy_fleet *w, const slot *s)
+{
+    double pause = 1;
+    for (int k = 1; k < s->load_failures && pause < LOAD_BACKOFF_MAX_S; k++)
+        pause *= 2;
+    if (pause > LOAD_BACKOFF_MAX_S)
+        pause = LOAD_BACKOFF_MAX_S;
+    const double until = dy_now() + pause;
+    while (!w->stopping && dy_now() < until)
+        dy_cond_wait_until(&w->changed, &w->mu, until);
+}
+
 static void *reader_main(void *arg)
 {
     slot *s = arg;
@@ -280,8 +299,16 @@ static void *reader_main(void *arg)
             s->state = DY_SLOT_STARTING;
         }
         s->to_stop = s->drain_sent = false;
-        if (stop || park)
+        /* Died or hung while loading: the next incarnation takes no new sequences until it
+         * has loaded, so this one's run elsewhere now (or fail) rather than wait on it. */
+        const bool load_failed = !had_hello;
+        if (load_failed)
+            s->load_failures++;
+        if (stop || park || load_failed) {
             rerun_orphans(w, orphans, n_orphans);
+            orphans = NULL;
+            n_orphans = 0;
+        }
         pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
         dy_conn_free(&conn);
@@ -289,10 +316,10 @@ static void *reader_main(void *arg)
             fprintf(stderr, "dyad serve: worker %d stopped\n", s->index);
         if (stop || park)
             return NULL;
-        if (!had_hello)
-            sleep(1); /* it died while loading: do not spin */
         fprintf(stderr, "dyad serve: worker %d exited; starting a new one\n", s->index);
         pthread_mutex_lock(&w->mu);
+        if (load_failed)
+            load_backoff(w, s);
         char e[256];
         int rc = w->stopping ? -1 : dy_fleet_spawn(w, s, e, sizeof e);
         if (rc == 0) {
@@ -318,6 +345,14 @@ static bool silent(const dy_fleet *w, const slot *s, double now)
            now - s->last_heard > w->cfg.worker_timeout_s;
 }
 
+/* Not loaded: started, and no HELLO within --startup-timeout (a worker stopped or stuck while
+ * loading, a launcher that never runs it). The first start is wait_for_hellos's to judge. */
+static bool not_loaded(const dy_fleet *w, const slot *s, double now)
+{
+    return w->cfg.startup_timeout_s > 0 && s->alive && !s->hello_seen &&
+           now - s->spawned_at > w->cfg.startup_timeout_s;
+}
+
 /* SIGKILL ends even a stopped process; shutting the socket down as well makes its reader see
  * the end of the stream even if something else holds the worker's end open (a launcher's
  * child), so its flights are handled as a death's in every case. */
@@ -325,10 +360,16 @@ void dy_fleet_kill_silent(dy_fleet *w, double now)
 {
     for (int i = 0; i < w->cfg.n_workers; i++) {
         slot *s = &w->slots[i];
-        if (s->hung || !silent(w, s, now))
+        const bool loading = not_loaded(w, s, now);
+        if (s->hung || !(loading || silent(w, s, now)))
             continue;
-        fprintf(stderr, "dyad serve: worker %d (pid %d) sent nothing for %.1f s; killing it and "
-                "starting a new one\n", i, (int)s->pid, now - s->last_heard);
+        if (loading)
+            fprintf(stderr, "dyad serve: worker %d (pid %d) has not loaded within "
+                    "--startup-timeout (%.1f s); killing it and starting a new one\n", i,
+                    (int)s->pid, w->cfg.startup_timeout_s);
+        else
+            fprintf(stderr, "dyad serve: worker %d (pid %d) sent nothing for %.1f s; killing "
+                    "it and starting a new one\n", i, (int)s->pid, now - s->last_heard);
         s->hung = true;
         s->hangs++;
         kill(s->pid, SIGKILL);
@@ -363,7 +404,7 @@ static bool wait_for_hellos(dy_fleet *w, int n, char *err, size_t errlen)
                 pthread_mutex_unlock(&w->mu);
                 return false;
             }
-        if (dy_now() > deadline) {
+        if (w->cfg.startup_timeout_s > 0 && dy_now() > deadline) {
             snprintf(err, errlen, "workers did not start within %.0f s", w->cfg.startup_timeout_s);
             pthread_mutex_unlock(&w->mu);
             return false;
@@ -497,6 +538,7 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
 {
     pthread_mutex_lock(&w->mu);
     w->stopping = true;
+    pthread_cond_broadcast(&w->changed); /* a reader pausing before a restart gives up */
     double deadline = dy_now() + timeout_s;
     /* Flights end with a broadcast; the recheck each second only bounds a missed one. */
     while (dy_fleet_total_flights(w) > 0 && dy_now() < deadline)
@@ -574,8 +616,8 @@ int dy_fleet_info(dy_fleet *w, dy_worker_info *out, int cap)
         st.steps += s->base.steps;
         st.step_seconds += s->base.step_seconds;
         const dy_kv_index *x = dy_router_index(w->router);
-        /* Hung and killed, it stays down until its replacement has loaded. */
-        bool up = s->alive && !s->hung && !silent(w, s, now);
+        /* Up once loaded; hung and killed, it stays down until its replacement has loaded. */
+        bool up = s->alive && s->hello_seen && !s->hung && !silent(w, s, now);
         out[i] = (dy_worker_info){up, s->role, s->state,
                                   s->state == DY_SLOT_DRAINING && !s->to_stop ? s->next_role
                                                                               : -1,
