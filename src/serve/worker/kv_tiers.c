@@ -630,8 +630,10 @@ static void pin_missing(dy_kv_tiers *t, hold_pins *p, const uint64_t *hashes)
     }
 }
 
+static void park(dy_kv_tiers *t, const dy_hold *h);
+
 /* Once copies into the host tier have ended: the held sessions' blocks that were not there
- * when their hold began are pinned now. */
+ * when their hold began are pinned now (and sent on to disk if their hold is parked). */
 static void pin_arrivals(dy_kv_tiers *t)
 {
     for (int k = 0; k < t->n_pins; k++) {
@@ -640,7 +642,10 @@ static void pin_arrivals(dy_kv_tiers *t)
         if (p->n_pinned == p->n || p->tried_at == t->host_fills ||
             !(h = dy_holds_find(t->holds, p->key)))
             continue;
+        int before = p->n_pinned;
         pin_missing(t, p, h->hashes);
+        if (h->parked && p->n_pinned > before)
+            park(t, h);
     }
 }
 
