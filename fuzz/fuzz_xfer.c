@@ -6,8 +6,8 @@
  * handled.
  *
  * Beyond "no crash, no leak": the receiver must count exactly the blocks the framing rules
- * admit — read in order, each header needs the magic, the pool's block size and a block its
- * sequence expects and has not received, and the first header that breaks a rule ends the
+ * admit — read in order, each header needs the magic, the pool's block size and KV type and a
+ * block its sequence expects and has not received, and the first header that breaks a rule ends the
  * connection — and each block it counts must hold the bytes sent for it.
  *   ./build-fuzz/fuzz_xfer -max_total_time=600 build-fuzz/corpus-xfer fuzz/corpus-xfer */
 #include "harness.h"
@@ -95,7 +95,8 @@ static int expected_index(uint64_t seq, int32_t block)
 
 /* The blocks the rules admit, each with the offset of its bytes in the stream (where[i], -1
  * for a block not received). */
-static int admitted_blocks(const uint8_t *data, size_t size, size_t block_bytes, long where[N_EXPECTED])
+static int admitted_blocks(const uint8_t *data, size_t size, size_t block_bytes,
+                           dy_kv_type pool_type, long where[N_EXPECTED])
 {
     int count = 0;
     for (int i = 0; i < N_EXPECTED; i++)
@@ -104,7 +105,8 @@ static int admitted_blocks(const uint8_t *data, size_t size, size_t block_bytes,
         dy_xfer_frame h;
         memcpy(&h, data + off, sizeof h);
         int i = expected_index(h.seq_id, h.dst);
-        if (h.magic != DY_XFER_MAGIC || h.nbytes != block_bytes || i < 0 || where[i] >= 0)
+        if (h.magic != DY_XFER_MAGIC || h.nbytes != block_bytes ||
+            h.kv_type != (uint32_t)pool_type || i < 0 || where[i] >= 0)
             break;
         off += sizeof h;
         if (size - off < block_bytes)
@@ -125,7 +127,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     send_stream(r, data, size);
 
     long where[N_EXPECTED];
-    int want = admitted_blocks(data, size, block_bytes, where);
+    int want = admitted_blocks(data, size, block_bytes, r->pool->type, where);
     int got = dy_xfer_rx_received(r->rx, 7) + dy_xfer_rx_received(r->rx, 9);
     fz_check(got == want, "the receiver counted %d blocks; the framing admits %d", got, want);
     for (int i = 0; i < N_EXPECTED; i++)

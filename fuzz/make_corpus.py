@@ -127,8 +127,8 @@ XFER_MAGIC = 0x564B5944
 BLOCK = 16  # the target's pool: 1 position x 1 layer x (keys, values) x 2 floats
 
 
-def xfer_frame(seq, dst, nbytes=BLOCK, magic=XFER_MAGIC, body=None):
-    hdr = struct.pack("<IIQiI", magic, nbytes, seq, dst, 0)
+def xfer_frame(seq, dst, nbytes=BLOCK, magic=XFER_MAGIC, body=None, kv_type=0):
+    hdr = struct.pack("<IIQiI", magic, nbytes, seq, dst, kv_type)  # kv_type 0: f32
     return hdr + (body if body is not None else bytes([dst & 0xff]) * nbytes)
 
 
@@ -145,6 +145,7 @@ def xfer_seeds():
     write("xfer", "duplicate", xfer_frame(7, 3) + xfer_frame(7, 3))
     write("xfer", "other_seq", xfer_frame(8, 1) + xfer_frame(9, 5))
     write("xfer", "negative_dst", xfer_frame(7, -1))
+    write("xfer", "other_kv_type", xfer_frame(7, 1, kv_type=1) + xfer_frame(9, 5))
 
 
 # ---------------------------------------------------------------- fuzz_wire: frames
