@@ -393,6 +393,13 @@ static dy_end guided_cut(const wreq *r)
 }
 
 /* Sends the token (its text released through the stop filter) or finishes the request. */
+/* The request ends here with an error its client gets; its sequence and blocks are freed. */
+static void end_with_error(worker *w, wreq *r, const char *msg)
+{
+    dy_worker_send_error(w, r->id, msg);
+    dy_worker_drop_req(w, r);
+}
+
 static void deliver(worker *w, const sample_out *o)
 {
     wreq *r = o->req;
@@ -402,8 +409,7 @@ static void deliver(worker *w, const sample_out *o)
     char text[2 * DY_WIRE_MAX_TEXT];
     size_t text_len = 0;
     if (o->dead) {
-        dy_worker_send_error(w, r->id, "the answer's grammar admits no token here");
-        dy_worker_drop_req(w, r);
+        end_with_error(w, r, "the answer's grammar admits no token here");
         return;
     }
     if (!r->ignore_eos && dy_tokenizer_is_eog(w->model->tok, o->token)) {
@@ -417,16 +423,14 @@ static void deliver(worker *w, const sample_out *o)
         char why[128];
         if (r->guide.e &&
             !dy_guide_advance(&r->guide, o->token, piece, (size_t)n, why, sizeof why)) {
-            dy_worker_send_error(w, r->id, why);
-            dy_worker_drop_req(w, r);
+            end_with_error(w, r, why);
             return;
         }
         const char *out;
         size_t out_len;
         bool stopped = dy_stop_feed(&r->stop, piece, (size_t)n, &out, &out_len);
         if (r->stop.failed) { /* the piece is lost: the answer would have a hole */
-            dy_worker_send_error(w, r->id, "out of memory");
-            dy_worker_drop_req(w, r);
+            end_with_error(w, r, "out of memory");
             return;
         }
         if (stopped)
@@ -449,8 +453,7 @@ static void deliver(worker *w, const sample_out *o)
     if (!r->stop.stopped)
         dy_stop_flush(&r->stop, &rest, &rest_len);
     if (r->stop.failed) {
-        dy_worker_send_error(w, r->id, "out of memory");
-        dy_worker_drop_req(w, r);
+        end_with_error(w, r, "out of memory");
         return;
     }
     memcpy(text, r->hold, (size_t)r->n_hold); /* a dangling partial character is sent as is */
