@@ -1,8 +1,10 @@
 /* cmd_bench.c — `dyad bench engine`: what each phase costs on this machine. For each model:
  * prefill time per prompt token, decode time per generated token at several contexts, decode
  * step time against batch size (with a least-squares fit t = a + b·B), and the roofline
- * measured in the same run (read bandwidth, FMA peak). Every figure is the minimum of --reps
- * repetitions. This is a benchmark: it prints figures, it asserts nothing. */
+ * measured in the same run: read bandwidth from DRAM and from the last-level cache (decode is
+ * compared with the one its weights come from) and the peak of the arithmetic the model's
+ * weights use at the kernel level in use (fp32 FMA or int8 dot products; prefill is compared
+ * with it). Every figure is the minimum of --reps repetitions. This is a benchmark: it prints figures, it asserts nothing. */
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "engine/forward.h"
@@ -34,11 +36,14 @@ static const int batch_b[N_BATCH] = {1, 2, 4, 8, 16, 32, 64};
 #define BATCH_CTX 64 /* every sequence of the batch test has this many positions before it */
 
 #define MAX_MODELS 16
+#define MAX_BATCH_CTX 4 /* --batch-context values */
 
 typedef struct {
     int threads, reps;
     int kv_type;     /* dy_kv_type of the KV cache */
     int extra_ctx;   /* one more decode point at this context (0: none) */
+    int batch_ctx[MAX_BATCH_CTX], n_batch_ctx; /* batch tables with private KV at these */
+    int batch_kv_mib; /* the KV those tables may take; larger B are skipped */
     bool json, quick;
     const char *models[MAX_MODELS];
     int n_models;
@@ -50,6 +55,7 @@ typedef struct {
     double decode_ms[N_DECODE + 1]; /* the last: at --decode-context */
     double batch_ms[N_BATCH];
     double fit_a, fit_b, fit_r2;
+    double batch_at_ms[MAX_BATCH_CTX][N_BATCH]; /* -1: not measured (over the KV budget) */
     int ctx_used;
 } results;
 
@@ -74,7 +80,8 @@ typedef struct {
 /* The figures of one model, and of the machine (read bandwidth and FMA peak). */
 static int model_points(const bench_opts *o)
 {
-    return (o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH) + (o->extra_ctx > 0);
+    return (o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH) + (o->extra_ctx > 0) +
+           o->n_batch_ctx * N_BATCH;
 }
 
 /* The context of decode point i (N_DECODE: --decode-context's). */
@@ -82,7 +89,7 @@ static int decode_context(const bench_opts *o, int i)
 {
     return i < N_DECODE ? decode_ctx[i] : o->extra_ctx;
 }
-#define MACHINE_POINTS 2
+#define MACHINE_POINTS 4
 
 static void point_done(points *pt, const char *what)
 {
@@ -166,6 +173,66 @@ static void fit_line(const int *x, const double *y, int n, double *a, double *b,
     *r2 = ss_tot > 0 ? 1 - ss_res / ss_tot : 1;
 }
 
+/* Decode steps of B sequences at context C, each with its own KV (as B requests with
+ * different prompts are served), for every B of batch_b whose KV fits --batch-kv-mib. One
+ * sequence is prefilled to C and its blocks copied to the others, in a pool and engine of
+ * their own sized for the largest B that fits. */
+static int batch_at_context(bench_ctx *b, const bench_opts *o, int C, double *ms)
+{
+    const int bs = b->kv->block_size, per_seq = C / bs + 1;
+    const dy_kv_shape shape = dy_model_kv_shape(b->m, bs, (dy_kv_type)o->kv_type);
+    const double seq_bytes = (double)per_seq * (double)dy_kv_shape_block_bytes(&shape);
+    int max_b = 0;
+    for (int i = 0; i < N_BATCH; i++) {
+        ms[i] = -1;
+        if (batch_b[i] * seq_bytes <= (double)o->batch_kv_mib * (1 << 20))
+            max_b = batch_b[i];
+    }
+    if (max_b == 0)
+        return 0;
+    int rc = -1;
+    dy_kv_pool *kv = dy_kv_pool_make(max_b * per_seq, &shape, NULL);
+    int32_t *tables = malloc(sizeof(int32_t) * (size_t)max_b * per_seq);
+    dy_span *spans = malloc(sizeof *spans * (size_t)max_b);
+    dy_engine *e = kv ? dy_engine_new(b->m, kv, o->threads, 512, b->err, sizeof b->err) : NULL;
+    if (!kv || !tables || !spans || !e) {
+        if (!e && kv)
+            goto out; /* b->err says why */
+        snprintf(b->err, sizeof b->err, "out of memory for the batch at context %d", C);
+        goto out;
+    }
+    for (int i = 0; i < max_b * per_seq; i++)
+        tables[i] = dy_kv_alloc(kv);
+    bench_ctx bc = *b;
+    bc.kv = kv;
+    bc.e = e;
+    bc.blocks = tables;
+    bc.n_blocks = per_seq;
+    if (prefill_to(&bc, C) != 0) {
+        memcpy(b->err, bc.err, sizeof b->err);
+        goto out;
+    }
+    for (int s = 1; s < max_b; s++)
+        for (int k = 0; k < per_seq; k++)
+            dy_kv_copy_block(kv, tables[s * per_seq + k], tables[k]);
+    for (int s = 0; s < max_b; s++)
+        spans[s] = (dy_span){b->tokens + s, 1, C, tables + s * per_seq, per_seq, 1};
+    for (int i = 0; i < N_BATCH && batch_b[i] <= max_b; i++) {
+        if ((ms[i] = time_step(&bc, spans, batch_b[i], o->reps)) < 0) {
+            memcpy(b->err, bc.err, sizeof b->err);
+            goto out;
+        }
+        point_done(b->progress, base_name(b->m->path));
+    }
+    rc = 0;
+out:
+    dy_engine_free(e);
+    dy_kv_pool_free(kv);
+    free(tables);
+    free(spans);
+    return rc;
+}
+
 static int measure(bench_ctx *b, const bench_opts *o, results *r)
 {
     int np = o->quick ? 5 : N_PREFILL, nd = o->quick ? 3 : N_DECODE, nb = o->quick ? 5 : N_BATCH;
@@ -201,6 +268,9 @@ static int measure(bench_ctx *b, const bench_opts *o, results *r)
         point_done(b->progress, name);
     }
     fit_line(batch_b, r->batch_ms, nb, &r->fit_a, &r->fit_b, &r->fit_r2);
+    for (int c = 0; c < o->n_batch_ctx; c++)
+        if (batch_at_context(b, o, o->batch_ctx[c], r->batch_at_ms[c]) != 0)
+            return -1;
     return 0;
 }
 
@@ -218,9 +288,25 @@ static double prefill_flops(const dy_model *m, int P)
     return per_token * P + 2.0 * (double)m->output.rows * (double)m->output.cols;
 }
 
+/* This machine's ceilings, measured once per run (roofline.h). */
 typedef struct {
-    double bw_gbps, fma_gflops;
+    double dram_gbps, llc_gbps; /* streaming reads from DRAM and from the last-level cache */
+    size_t llc_bytes;           /* 0: the CPU reports no cache size (decode uses DRAM's) */
+    double fma_gflops, int8_gops;
+    int width; /* vector bits of the kernel level whose peaks these are (0: scalar) */
 } machine;
+
+/* Whether a model's weights are multiplied in int8 (every quantized type) or in fp32. */
+static bool int8_weights(const dy_model *m)
+{
+    return dy_act_type(dy_model_weight_type(m)) != DY_F32;
+}
+
+/* Weights that fit in the last-level cache are read from it at every decode step. */
+static bool weights_in_llc(const machine *mc, double wbytes)
+{
+    return mc->llc_bytes > 0 && wbytes <= (double)mc->llc_bytes;
+}
 
 /* Bytes of KV one position of m takes in the chosen type (every layer, keys and values). */
 static size_t kv_bytes_per_token(const bench_opts *o, const dy_model *m)
@@ -233,7 +319,11 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
                          const machine *mc, dy_simd simd)
 {
     double wbytes = (double)dy_model_weight_bytes(m);
-    double ceiling = mc->bw_gbps * 1e9 / wbytes;
+    const bool in_llc = weights_in_llc(mc, wbytes);
+    const double bw = in_llc ? mc->llc_gbps : mc->dram_gbps;
+    double ceiling = bw * 1e9 / wbytes;
+    const bool int8 = int8_weights(m);
+    const double peak = int8 ? mc->int8_gops : mc->fma_gflops;
     double dec_tps = 1e3 / r->decode_ms[0];
     int big = r->prefill_ms[N_PREFILL - 1] > 0 ? N_PREFILL - 1 : N_PREFILL - 2;
     double gflops = prefill_flops(m, prefill_p[big]) / (r->prefill_ms[big] * 1e6);
@@ -259,11 +349,23 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
             if (r->batch_ms[i] > 0)
                 printf("%s{\"b\":%d,\"ms\":%.4f,\"tokens_per_s\":%.1f}", k++ ? "," : "",
                        batch_b[i], r->batch_ms[i], batch_b[i] * 1e3 / r->batch_ms[i]);
+        printf("],\"batch_at\":[");
+        for (int c = 0; c < o->n_batch_ctx; c++) {
+            printf("%s{\"context\":%d,\"batch\":[", c ? "," : "", o->batch_ctx[c]);
+            for (int i = 0, k = 0; i < N_BATCH; i++)
+                if (r->batch_at_ms[c][i] > 0)
+                    printf("%s{\"b\":%d,\"ms\":%.4f,\"tokens_per_s\":%.1f}", k++ ? "," : "",
+                           batch_b[i], r->batch_at_ms[c][i], batch_b[i] * 1e3 / r->batch_at_ms[c][i]);
+            printf("]}");
+        }
         printf("],\"fit_a_ms\":%.4f,\"fit_b_ms\":%.4f,\"fit_r2\":%.4f,\"weight_bytes\":%.0f,"
-               "\"bandwidth_gbps\":%.2f,\"decode_ceiling_tokens_per_s\":%.1f,"
-               "\"decode_tokens_per_s\":%.1f,\"prefill_gflops\":%.2f,\"fma_peak_gflops\":%.1f}\n",
-               r->fit_a, r->fit_b, r->fit_r2, wbytes, mc->bw_gbps, ceiling, dec_tps, gflops,
-               mc->fma_gflops);
+               "\"weights_in_llc\":%s,\"bandwidth_gbps\":%.2f,\"dram_gbps\":%.2f,"
+               "\"llc_gbps\":%.2f,\"llc_bytes\":%zu,\"decode_ceiling_tokens_per_s\":%.1f,"
+               "\"decode_tokens_per_s\":%.1f,\"prefill_gflops\":%.2f,\"fma_peak_gflops\":%.1f,"
+               "\"int8_peak_gops\":%.1f,\"prefill_peak\":\"%s\",\"peak_width_bits\":%d}\n",
+               r->fit_a, r->fit_b, r->fit_r2, wbytes, in_llc ? "true" : "false", bw,
+               mc->dram_gbps, mc->llc_gbps, mc->llc_bytes, ceiling, dec_tps, gflops,
+               mc->fma_gflops, mc->int8_gops, int8 ? "int8" : "fp32_fma", mc->width);
         return;
     }
     printf("\n== %s (%s weights, %.1f MB read per decode step), %d threads, %s kernels, "
@@ -290,10 +392,23 @@ static void print_report(const bench_opts *o, const dy_model *m, const results *
             printf("          %-4d  %-9.3f %.1f\n", batch_b[i], r->batch_ms[i],
                    batch_b[i] * 1e3 / r->batch_ms[i]);
     printf("fit:      t = %.3f + %.4f·B ms, R² = %.4f\n", r->fit_a, r->fit_b, r->fit_r2);
-    printf("roofline: read %.1f GB/s → decode ceiling %.1f tokens/s; achieved %.1f (%.0f%%)\n",
-           mc->bw_gbps, ceiling, dec_tps, 100 * dec_tps / ceiling);
-    printf("          prefill P=%d: %.1f GFLOP/s of %.1f FMA peak (%.0f%%)\n", prefill_p[big],
-           gflops, mc->fma_gflops, 100 * gflops / mc->fma_gflops);
+    for (int c = 0; c < o->n_batch_ctx; c++) {
+        printf("batch:    B     ms/step   tokens/s   (decode at context %d, own KV per sequence)\n",
+               o->batch_ctx[c]);
+        for (int i = 0; i < N_BATCH; i++)
+            if (r->batch_at_ms[c][i] > 0)
+                printf("          %-4d  %-9.3f %.1f\n", batch_b[i], r->batch_at_ms[c][i],
+                       batch_b[i] * 1e3 / r->batch_at_ms[c][i]);
+            else
+                printf("          %-4d  (its KV is over --batch-kv-mib %d)\n", batch_b[i],
+                       o->batch_kv_mib);
+    }
+    printf("roofline: weights %s the %.0f MiB last-level cache → read at %.1f GB/s (%s) → "
+           "decode ceiling %.1f tokens/s; achieved %.1f (%.0f%%)\n",
+           in_llc ? "fit in" : "do not fit in", (double)mc->llc_bytes / (1 << 20), bw,
+           in_llc ? "cache" : "DRAM", ceiling, dec_tps, 100 * dec_tps / ceiling);
+    printf("          prefill P=%d: %.1f G%s/s of the %s peak %.1f (%.0f%%)\n", prefill_p[big],
+           gflops, int8 ? "OP" : "FLOP", int8 ? "int8" : "fp32 FMA", peak, 100 * gflops / peak);
 }
 
 static int bench_model(const char *path, const bench_opts *o, const machine *mc, points *pt)
@@ -305,6 +420,8 @@ static int bench_model(const char *path, const bench_opts *o, const machine *mc,
         goto out;
     int need = (o->quick ? 128 : 512) + 16;
     need = o->extra_ctx + 16 > need ? o->extra_ctx + 16 : need;
+    for (int c = 0; c < o->n_batch_ctx; c++)
+        need = o->batch_ctx[c] + 16 > need ? o->batch_ctx[c] + 16 : need;
     r.ctx_used = b.m->hp.ctx_len >= need ? b.m->hp.ctx_len : need > 1024 ? need : 1024;
     b.m->hp.ctx_len = r.ctx_used;
     const int bs = 16;
@@ -355,6 +472,42 @@ static bool add_model(void *ctx, const char *v, char *err, size_t errlen)
     return true;
 }
 
+/* DRAM is read through a working set of 1 GiB (64 MiB with --quick) — well beyond any
+ * last-level cache of today — and the cache through half of its size (the other half holds
+ * what the reads evict on a shared cache). */
+static machine measure_machine(dy_pool *pool, const bench_opts *o, points *pt)
+{
+    const dy_simd simd = dy_simd_detect();
+    machine mc = {.llc_bytes = dy_llc_bytes(), .width = dy_roofline_width(simd)};
+    mc.dram_gbps = dy_measure_read_gbps(pool, o->quick ? (64u << 20) : (1u << 30), o->reps);
+    point_done(pt, "machine");
+    const size_t llc_set = mc.llc_bytes ? mc.llc_bytes / 2 : (4u << 20);
+    mc.llc_gbps = dy_measure_read_gbps(pool, llc_set, o->reps);
+    point_done(pt, "machine");
+    mc.fma_gflops = dy_measure_fma_gflops(pool, simd, o->reps);
+    point_done(pt, "machine");
+    mc.int8_gops = dy_measure_int8_gops(pool, simd, o->reps);
+    point_done(pt, "machine");
+    return mc;
+}
+
+static bool add_batch_context(void *ctx, const char *v, char *err, size_t errlen)
+{
+    bench_opts *o = ctx;
+    char *end;
+    long c = strtol(v, &end, 10);
+    if (end == v || *end || c < 1 || c > 65536) {
+        snprintf(err, errlen, "a context from 1 to 65536, not '%s'", v);
+        return false;
+    }
+    if (o->n_batch_ctx == MAX_BATCH_CTX) {
+        snprintf(err, errlen, "at most %d contexts", MAX_BATCH_CTX);
+        return false;
+    }
+    o->batch_ctx[o->n_batch_ctx++] = (int)c;
+    return true;
+}
+
 static int bench_engine(int argc, char **argv)
 {
     bench_opts o = {0};
@@ -374,6 +527,12 @@ static int bench_engine(int argc, char **argv)
         {.name = "decode-context", .kind = DY_OPT_INT, .dst = &o.extra_ctx, .meta = "N",
          .help = "also measure decode at context N (e.g. 2048)", .min = 1, .max = 65536,
          .shown_default = ""},
+        {.name = "batch-context", .kind = DY_OPT_CALL, .call = add_batch_context, .ctx = &o,
+         .meta = "N", .help = "also measure the batch table at context N with its own KV per "
+         "sequence (e.g. 256, 512, 2048); repeatable", .shown_default = ""},
+        {.name = "batch-kv-mib", .kind = DY_OPT_INT, .dst = &o.batch_kv_mib, .meta = "MIB",
+         .help = "KV those tables may take; a larger B is skipped", .min = 1, .max = 1 << 20,
+         .def = 4096},
         {.name = "quick", .kind = DY_OPT_FLAG, .dst = &o.quick,
          .help = "fewer points (P ≤ 128, B ≤ 16) for smoke tests"},
         {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
@@ -397,16 +556,15 @@ static int bench_engine(int argc, char **argv)
                                  DY_PROGRESS_COUNT, "figures",
                                  MACHINE_POINTS + o.n_models * model_points(&o), dy_now()), 0};
     dy_progress_update(pt.line, 0, "machine", dy_now());
-    machine mc;
-    mc.bw_gbps = dy_measure_read_gbps(pool, o.quick ? (64u << 20) : (1u << 30), o.reps);
-    point_done(&pt, "machine");
-    mc.fma_gflops = dy_measure_fma_gflops(pool, dy_simd_detect(), o.reps);
-    point_done(&pt, "machine");
+    machine mc = measure_machine(pool, &o, &pt);
     dy_pool_free(pool);
     dy_progress_clear(pt.line);
     if (!o.json)
-        printf("machine: read bandwidth %.1f GB/s, fp32 FMA peak %.1f GFLOP/s (%d threads)\n",
-               mc.bw_gbps, mc.fma_gflops, o.threads);
+        printf("machine: read bandwidth %.1f GB/s from DRAM, %.1f GB/s from the %.0f MiB "
+               "last-level cache; peaks at %d bits (%s kernels): fp32 FMA %.1f GFLOP/s, "
+               "int8 %.1f GOP/s (%d threads)\n",
+               mc.dram_gbps, mc.llc_gbps, (double)mc.llc_bytes / (1 << 20), mc.width,
+               dy_simd_name(dy_simd_detect()), mc.fma_gflops, mc.int8_gops, o.threads);
     rc = 0;
     for (int i = 0; i < o.n_models; i++)
         rc |= bench_model(o.models[i], &o, &mc, &pt);

@@ -3,12 +3,14 @@
 #include "util/clock.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     const uint64_t *buf;
     size_t words;
+    int passes; /* reads of the whole buffer per repetition */
     uint64_t sink[64];
 } read_job;
 
@@ -19,9 +21,10 @@ static void read_phase(void *ctx, int ith, int nth)
     size_t per = j->words / (size_t)nth, w0 = per * (size_t)ith;
     const uint64_t *p = j->buf + w0;
     uint64_t s[8] = {0};
-    for (size_t i = 0; i + 8 <= per; i += 8)
-        for (int k = 0; k < 8; k++)
-            s[k] += p[i + k];
+    for (int pass = 0; pass < j->passes; pass++)
+        for (size_t i = 0; i + 8 <= per; i += 8)
+            for (int k = 0; k < 8; k++)
+                s[k] += p[i + k];
     j->sink[ith % 64] = s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
 }
 
@@ -29,6 +32,8 @@ double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps)
 {
     read_job j = {0};
     j.words = bytes / 8;
+    const size_t gib = (size_t)1 << 30;
+    j.passes = bytes >= gib ? 1 : (int)(gib / (bytes ? bytes : 1));
     uint64_t *buf = malloc(j.words * 8);
     if (!buf)
         return 0.0;
@@ -38,7 +43,7 @@ double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps)
     for (int r = 0; r < reps; r++) {
         double t0 = dy_now();
         dy_pool_run(pool, read_phase, &j);
-        double gbps = (double)(j.words * 8) / (dy_now() - t0) / 1e9;
+        double gbps = (double)(j.words * 8) * j.passes / (dy_now() - t0) / 1e9;
         if (gbps > best)
             best = gbps;
     }
@@ -46,10 +51,61 @@ double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps)
     return best;
 }
 
+/* Parses a sysfs cache size ("32768K", "1M", "512"). */
+static size_t parse_cache_size(const char *s)
+{
+    char *end;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s)
+        return 0;
+    if (*end == 'K')
+        v <<= 10;
+    else if (*end == 'M')
+        v <<= 20;
+    else if (*end == 'G')
+        v <<= 30;
+    return (size_t)v;
+}
+
+size_t dy_llc_bytes(void)
+{
+    size_t best = 0;
+    int best_level = 0;
+    for (int i = 0; i < 8; i++) {
+        char path[96], level[16] = "", size[32] = "";
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        bool ok = fgets(level, sizeof level, f) != NULL;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if (!ok || !(f = fopen(path, "r")))
+            continue;
+        ok = fgets(size, sizeof size, f) != NULL;
+        fclose(f);
+        if (ok && atoi(level) >= best_level) {
+            best_level = atoi(level);
+            best = parse_cache_size(size);
+        }
+    }
+    return best;
+}
+
+int dy_roofline_width(dy_simd simd)
+{
+    switch (simd) {
+    case DY_SIMD_AVX2:
+    case DY_SIMD_AVX512_VNNI: return 256;
+    default: return 0;
+    }
+}
+
 typedef struct {
     dy_simd simd;
     long iters;
     float sink[64];
+    int isink[64];
 } fma_job;
 
 static float fma_loop_scalar(long iters)
@@ -61,25 +117,69 @@ static float fma_loop_scalar(long iters)
     return a[0] + a[7];
 }
 
+static int int8_loop_scalar(long iters)
+{
+    int32_t acc[8] = {0};
+    uint8_t x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    for (long n = 0; n < iters; n++)
+        for (int i = 0; i < 8; i++)
+            acc[i] += x[i] * (int8_t)(3 - i);
+    return acc[0] + acc[7];
+}
+
 static void fma_phase(void *ctx, int ith, int nth)
 {
     (void)nth;
     fma_job *j = ctx;
-    j->sink[ith % 64] = dy_simd_has_avx2(j->simd) ? dy_fma_loop_avx2(j->iters)
-                                                : fma_loop_scalar(j->iters);
+    switch (dy_roofline_width(j->simd)) {
+    case 256: j->sink[ith % 64] = dy_fma_loop_avx2(j->iters); break;
+    default: j->sink[ith % 64] = fma_loop_scalar(j->iters);
+    }
+}
+
+static void int8_phase(void *ctx, int ith, int nth)
+{
+    (void)nth;
+    fma_job *j = ctx;
+    if (j->simd == DY_SIMD_AVX512_VNNI)
+        j->isink[ith % 64] = dy_int8_loop_avx512vnni_256(j->iters);
+    else if (j->simd == DY_SIMD_AVX2)
+        j->isink[ith % 64] = dy_int8_loop_avx2(j->iters);
+    else
+        j->isink[ith % 64] = int8_loop_scalar(j->iters);
+}
+
+/* Runs phase on every thread `reps` times; returns the best rate of `ops_per_thread`. */
+static double best_rate(dy_pool *pool, void (*phase)(void *, int, int), fma_job *j,
+                        double ops_per_thread, int reps)
+{
+    double best = 0.0;
+    for (int r = 0; r < reps; r++) {
+        double t0 = dy_now();
+        dy_pool_run(pool, phase, j);
+        double g = ops_per_thread * dy_pool_size(pool) / (dy_now() - t0) / 1e9;
+        if (g > best)
+            best = g;
+    }
+    return best;
 }
 
 double dy_measure_fma_gflops(dy_pool *pool, dy_simd simd, int reps)
 {
     fma_job j = {.simd = simd, .iters = 20 * 1000 * 1000};
-    double flops_per_thread = dy_simd_has_avx2(simd) ? 2.0 * 8 * 10 * j.iters : 2.0 * 8 * j.iters;
-    double best = 0.0;
-    for (int r = 0; r < reps; r++) {
-        double t0 = dy_now();
-        dy_pool_run(pool, fma_phase, &j);
-        double g = flops_per_thread * dy_pool_size(pool) / (dy_now() - t0) / 1e9;
-        if (g > best)
-            best = g;
+    double per_round;
+    switch (dy_roofline_width(simd)) {
+    case 256: per_round = 2.0 * 8 * 10; break;
+    default: per_round = 2.0 * 8;
     }
-    return best;
+    return best_rate(pool, fma_phase, &j, per_round * j.iters, reps);
+}
+
+double dy_measure_int8_gops(dy_pool *pool, dy_simd simd, int reps)
+{
+    fma_job j = {.simd = simd, .iters = 10 * 1000 * 1000};
+    double per_round = simd == DY_SIMD_AVX512_VNNI ? 2.0 * 32 * 10
+                       : simd == DY_SIMD_AVX2      ? 2.0 * 32 * 8
+                                                   : 2.0 * 8;
+    return best_rate(pool, int8_phase, &j, per_round * j.iters, reps);
 }

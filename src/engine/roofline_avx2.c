@@ -31,3 +31,27 @@ float dy_fma_loop_avx2(long iters)
     _mm256_storeu_ps(out, s);
     return out[0] + out[7];
 }
+
+/* The int8 product of the AVX2 kernels: maddubs (u8 × s8 pairs summed to s16), madd against
+ * ones (to s32), add. The empty asm tells the compiler the inputs change every round, so it
+ * cannot hoist the products out of the loop; it emits no instruction. */
+int dy_int8_loop_avx2(long iters)
+{
+    const __m256i w = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256i x[8], acc[8];
+    for (int k = 0; k < 8; k++) {
+        x[k] = _mm256_set1_epi8((char)(k + 1));
+        acc[k] = _mm256_setzero_si256();
+    }
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++) {
+            __asm__("" : "+x"(x[k]));
+            acc[k] = _mm256_add_epi32(acc[k], _mm256_madd_epi16(_mm256_maddubs_epi16(x[k], w), ones));
+        }
+    }
+    __m256i s = acc[0];
+    for (int k = 1; k < 8; k++)
+        s = _mm256_add_epi32(s, acc[k]);
+    return _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7);
+}

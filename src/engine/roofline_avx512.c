@@ -1,0 +1,57 @@
+/* roofline_avx512.c — the peak loops that need AVX-512 (see roofline.h): int8 dpbusd on 256-
+ * and 512-bit registers, and 512-bit FMA. Enough independent accumulators (10 or 12) cover
+ * the latency × throughput of the cores that have these instructions. */
+#include "engine/roofline.h"
+
+#include <immintrin.h>
+
+int dy_int8_loop_avx512vnni_256(long iters)
+{
+    const __m256i x = _mm256_set1_epi8(1), w = _mm256_set1_epi8(3);
+    __m256i acc[10];
+    for (int k = 0; k < 10; k++)
+        acc[k] = _mm256_set1_epi32(k);
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 10
+        for (int k = 0; k < 10; k++)
+            acc[k] = _mm256_dpbusd_epi32(acc[k], x, w);
+    }
+    __m256i s = acc[0];
+    for (int k = 1; k < 10; k++)
+        s = _mm256_add_epi32(s, acc[k]);
+    return _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7);
+}
+
+int dy_int8_loop_avx512(long iters)
+{
+    const __m512i x = _mm512_set1_epi8(1), w = _mm512_set1_epi8(3);
+    __m512i acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm512_set1_epi32(k);
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = _mm512_dpbusd_epi32(acc[k], x, w);
+    }
+    __m512i s = acc[0];
+    for (int k = 1; k < 12; k++)
+        s = _mm512_add_epi32(s, acc[k]);
+    return _mm512_reduce_add_epi32(s);
+}
+
+float dy_fma_loop_avx512(long iters)
+{
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    __m512 acc[12];
+    for (int k = 0; k < 12; k++)
+        acc[k] = _mm512_set1_ps((float)k);
+    for (long n = 0; n < iters; n++) {
+#pragma GCC unroll 12
+        for (int k = 0; k < 12; k++)
+            acc[k] = _mm512_fmadd_ps(acc[k], m, c);
+    }
+    __m512 s = acc[0];
+    for (int k = 1; k < 12; k++)
+        s = _mm512_add_ps(s, acc[k]);
+    return _mm512_reduce_add_ps(s);
+}
