@@ -27,6 +27,28 @@ def env_header(text=""):
     return out.stdout.strip()
 
 
+def busy_share(window=1.0):
+    """The share of all cores' time spent busy over `window` seconds (from /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return sum(v), v[3] + v[4]  # total, idle + iowait
+    t0, i0 = sample()
+    time.sleep(window)
+    t1, i1 = sample()
+    return 1 - (i1 - i0) / max(1, t1 - t0)
+
+
+def wait_idle(max_busy=0.10, timeout=600):
+    """Waits until the machine's busy share over a second is at most max_busy (or timeout
+    seconds have passed); returns the last share seen, which the caller logs."""
+    deadline = time.monotonic() + timeout
+    while True:
+        share = busy_share()
+        if share <= max_busy or time.monotonic() > deadline:
+            return share
+
+
 def sitting(header):
     """'DATE TREE' of an env_header line: names the run a CSV row came from."""
     fields = header[2:].split(", ")
