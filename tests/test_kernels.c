@@ -1,8 +1,8 @@
-/* test_kernels.c — the matmul: for every weight type and both SIMD levels (AVX2 skipped when the
- * CPU lacks it), random quantised weights against random activations at awkward sizes, checked
- * against an f64 product of the dequantised operands; scalar and AVX2 (with and without its
- * AVX-512 VNNI kernels) give identical bits;
- * activation conversion is identical at both levels; partial row ranges touch only their rows. */
+/* test_kernels.c — the matmul: for every weight type and every SIMD level the CPU has (scalar,
+ * avx2, avx512vnni, avx512), random quantised weights against random activations at awkward
+ * sizes, checked against an f64 product of the dequantised operands and against the
+ * unquantised product within the format's bound; every level gives the scalar level's bits;
+ * activation conversion is identical at every level; partial row ranges touch only their rows. */
 #include "engine/kernels.h"
 #include "testutil.h"
 
@@ -90,6 +90,15 @@ static bool have_avx2(void)
     return dy_simd_has_avx2(dy_simd_detect());
 }
 
+/* The SIMD levels above scalar that this CPU runs, in order (DYAD_SIMD may cap them). */
+static int simd_levels(dy_simd out[3])
+{
+    int n = 0;
+    for (int l = DY_SIMD_AVX2; l <= (int)dy_simd_detect(); l++)
+        out[n++] = (dy_simd)l;
+    return n;
+}
+
 /* Random activations X (B × ldx), converted for W's type at the given SIMD level. */
 static void *convert_acts(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_t cols,
                           int B)
@@ -165,18 +174,31 @@ static void run_case(dy_simd simd, const weights *w, int B, int64_t r0, int64_t 
 
 static void test_matmul_all_types(dy_simd simd)
 {
-    static const int Bs[] = {1, 2, 3, 5, 8, 17, 64, 70};
+    /* 150: more than one 144-row chunk of the 512-bit float kernel, which takes f32 and f16
+     * rows this short only from 128 (f32) or 64 (f16) activation rows on */
+    static const int Bs[] = {1, 2, 3, 5, 8, 17, 64, 70, 150};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         rng_state = 0x1234567ull + t;
         weights w;
         make_weights(&w, weight_types[t], 37, test_cols(weight_types[t]));
         for (size_t i = 0; i < sizeof Bs / sizeof Bs[0]; i++)
-            run_case(simd, &w, Bs[i], 0, w.rows);
+            if (Bs[i] <= 70 || dy_type_block_elems(w.type) == 1)
+                run_case(simd, &w, Bs[i], 0, w.rows);
         /* partial row ranges, as threads call it */
         run_case(simd, &w, 5, 3, 4);
         run_case(simd, &w, 17, 5, 30);
         run_case(simd, &w, 3, 29, 37);
         run_case(simd, &w, 2, 10, 10); /* empty */
+        run_case(simd, &w, 40, 9, 22);
+        free_weights(&w);
+    }
+    /* float rows wider than the 512-bit kernel's 4096-column packing step (its accumulators
+     * spill between steps), and not a multiple of 8 */
+    for (size_t t = 0; t < 3; t++) {
+        rng_state = 0x7654321ull + t;
+        weights w;
+        make_weights(&w, weight_types[t], 11, 4100);
+        run_case(simd, &w, 33, 0, w.rows);
         free_weights(&w);
     }
 }
@@ -187,18 +209,19 @@ static void test_matmul_scalar(void **state)
     test_matmul_all_types(DY_SIMD_SCALAR);
 }
 
-/* The AVX2 level, and the AVX-512 VNNI level where the CPU has it. */
-static void test_matmul_avx2(void **state)
+/* Every level above scalar that the CPU has. */
+static void test_matmul_simd(void **state)
 {
     (void)state;
-    if (!have_avx2())
+    dy_simd lv[3];
+    const int n = simd_levels(lv);
+    if (n == 0)
         skip();
-    test_matmul_all_types(DY_SIMD_AVX2);
-    if (dy_simd_detect() == DY_SIMD_AVX512_VNNI)
-        test_matmul_all_types(DY_SIMD_AVX512_VNNI);
+    for (int i = 0; i < n; i++)
+        test_matmul_all_types(lv[i]);
 }
 
-/* Activation conversion: identical bytes at both levels, by row subranges as well. */
+/* Activation conversion: identical bytes at every level, by row subranges as well. */
 static void test_act_convert_agrees(void **state)
 {
     (void)state;
@@ -215,17 +238,21 @@ static void test_act_convert_agrees(void **state)
         X[ldx + i] = 0; /* an all-zero block */
     X[2 * ldx + 7] = -40.f, X[2 * ldx + 9] = 40.f; /* tie in magnitude: the first one counts */
     X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;          /* values landing on .5 after scaling */
+    dy_simd lv[3];
+    const int nl = simd_levels(lv);
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         const dy_type wt = weight_types[t];
         const size_t n = dy_act_bytes(wt, cols, B);
         uint8_t *a = malloc(n), *s = malloc(n), *parts = malloc(n);
         assert_true(a && s && parts);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, B, a);
         dy_act_convert(DY_SIMD_SCALAR, wt, X, ldx, cols, 0, B, s);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, 4, parts);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 4, B, parts);
-        assert_memory_equal(a, s, n);
-        assert_memory_equal(a, parts, n);
+        for (int l = 0; l < nl; l++) {
+            dy_act_convert(lv[l], wt, X, ldx, cols, 0, B, a);
+            dy_act_convert(lv[l], wt, X, ldx, cols, 0, 4, parts);
+            dy_act_convert(lv[l], wt, X, ldx, cols, 4, B, parts);
+            assert_memory_equal(a, s, n);
+            assert_memory_equal(a, parts, n);
+        }
         /* and the scalar conversion is the reference quantiser, row by row */
         const size_t arb = dy_type_row_bytes(dy_act_type(wt), cols);
         for (int b = 0; b < B; b++) {
@@ -239,20 +266,27 @@ static void test_act_convert_agrees(void **state)
     free(X);
 }
 
-/* Scalar and AVX2 give the same bits (the scalar code performs the AVX2 float operations in the
- * same order), for every type, with few activation rows (AVX2 "direct" path) and many
- * ("shared" path). Real forward passes depend on this: activations are re-quantised between
+/* Scalar and every SIMD level give the same bits (the scalar code performs the AVX2 float
+ * operations in the same order, and the 512-bit float kernel keeps that order), for every type,
+ * with few activation rows (AVX2 "direct" path), many ("shared" / "packed" path) and, for float
+ * rows, enough for the 512-bit kernel (wide rows from 32 activation rows, short ones from 128). Real forward passes depend on this: activations are re-quantised between
  * layers, so last-bit differences would otherwise grow into visible logit differences. */
-static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
+static void check_scalar_simd_identical(const dy_simd *lv, int nl, int64_t rows,
+                                        int64_t cols_scale)
 {
-    static const int Bs[] = {1, 2, 3, 4, 5, 19, 70};
+    static const int Bs[] = {1, 2, 3, 4, 5, 19, 40, 70, 130};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const bool float_rows = dy_type_block_elems(weight_types[t]) == 1;
+        if (cols_scale > 2 && !float_rows) /* the wide case is for the float kernels */
+            continue;
         rng_state = 99 + t;
         weights w;
-        make_weights(&w, weight_types[t], rows, 2 * test_cols(weight_types[t]));
+        make_weights(&w, weight_types[t], rows, cols_scale * test_cols(weight_types[t]));
         const int64_t cols = w.cols;
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
             const int B = Bs[bi];
+            if (B > 70 && !float_rows) /* only the float kernels change path past 70 rows */
+                continue;
             float *X = malloc((size_t)(B * cols) * sizeof(float));
             float *Ys = malloc((size_t)(B * w.rows) * sizeof(float));
             float *Ya = malloc((size_t)(B * w.rows) * sizeof(float));
@@ -261,11 +295,13 @@ static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
                 X[i] = tu_rng_normal(&rng_state);
             void *act = convert_acts(DY_SIMD_SCALAR, w.type, X, cols, cols, B);
             dy_matmul_rows(DY_SIMD_SCALAR, &w.W, act, B, Ys, w.rows, 0, w.rows);
-            dy_matmul_rows(simd, &w.W, act, B, Ya, w.rows, 0, w.rows);
-            for (int64_t i = 0; i < B * w.rows; i++)
-                if (memcmp(&Ys[i], &Ya[i], sizeof(float)) != 0)
-                    fail_msg("%s B=%d: scalar %.9g vs %s %.9g at %lld", dy_type_name(w.type),
-                             B, Ys[i], dy_simd_name(simd), Ya[i], (long long)i);
+            for (int l = 0; l < nl; l++) {
+                dy_matmul_rows(lv[l], &w.W, act, B, Ya, w.rows, 0, w.rows);
+                for (int64_t i = 0; i < B * w.rows; i++)
+                    if (memcmp(&Ys[i], &Ya[i], sizeof(float)) != 0)
+                        fail_msg("%s B=%d: scalar %.9g vs %s %.9g at %lld", dy_type_name(w.type),
+                                 B, Ys[i], dy_simd_name(lv[l]), Ya[i], (long long)i);
+            }
             free(act);
             free(X);
             free(Ys);
@@ -275,19 +311,19 @@ static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
     }
 }
 
-/* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile.
- * At the AVX2 level, and at the AVX-512 VNNI level where the CPU has it. */
-static void test_scalar_avx2_identical(void **state)
+/* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile;
+ * 4× the columns (1200 for float rows): past the width where the 512-bit float kernel starts.
+ * At every level above scalar that the CPU has. */
+static void test_scalar_simd_identical(void **state)
 {
     (void)state;
-    if (!have_avx2())
+    dy_simd lv[3];
+    const int n = simd_levels(lv);
+    if (n == 0)
         skip();
-    const bool vnni = dy_simd_detect() == DY_SIMD_AVX512_VNNI;
-    for (int pass = 0; pass < (vnni ? 2 : 1); pass++) {
-        const dy_simd simd = pass == 0 ? DY_SIMD_AVX2 : DY_SIMD_AVX512_VNNI;
-        check_scalar_avx2_identical(simd, 21);
-        check_scalar_avx2_identical(simd, 150);
-    }
+    check_scalar_simd_identical(lv, n, 21, 2);
+    check_scalar_simd_identical(lv, n, 150, 2);
+    check_scalar_simd_identical(lv, n, 13, 4);
 }
 
 static void test_act_type_and_bytes(void **state)
@@ -307,6 +343,7 @@ static void test_act_type_and_bytes(void **state)
     assert_string_equal(dy_simd_name(DY_SIMD_SCALAR), "scalar");
     assert_string_equal(dy_simd_name(DY_SIMD_AVX2), "avx2");
     assert_string_equal(dy_simd_name(DY_SIMD_AVX512_VNNI), "avx512vnni");
+    assert_string_equal(dy_simd_name(DY_SIMD_AVX512), "avx512");
     const char *was = getenv("DYAD_SIMD");
     char *saved = was ? strdup(was) : NULL;
     unsetenv("DYAD_SIMD");
@@ -316,6 +353,9 @@ static void test_act_type_and_bytes(void **state)
     /* "avx2" caps the level at AVX2; it never raises it */
     setenv("DYAD_SIMD", "avx2", 1);
     assert_int_equal(dy_simd_detect(), best < DY_SIMD_AVX2 ? best : DY_SIMD_AVX2);
+    /* "avx512vnni": no 512-bit registers */
+    setenv("DYAD_SIMD", "AVX512vnni", 1);
+    assert_int_equal(dy_simd_detect(), best < DY_SIMD_AVX512_VNNI ? best : DY_SIMD_AVX512_VNNI);
     setenv("DYAD_SIMD", "any other value", 1);
     assert_int_equal(dy_simd_detect(), best);
     if (saved)
@@ -331,8 +371,8 @@ int main(void)
         cmocka_unit_test(test_act_type_and_bytes),
         cmocka_unit_test(test_act_convert_agrees),
         cmocka_unit_test(test_matmul_scalar),
-        cmocka_unit_test(test_matmul_avx2),
-        cmocka_unit_test(test_scalar_avx2_identical),
+        cmocka_unit_test(test_matmul_simd),
+        cmocka_unit_test(test_scalar_simd_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

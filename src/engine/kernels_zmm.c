@@ -1,0 +1,221 @@
+/* kernels_zmm.c — the 512-bit level (DY_SIMD_AVX512, "avx512"): the kernels that use zmm
+ * registers (AVX-512 F/BW/VL/VNNI). The only file built with -mavx512f -mavx512bw; kernels.c
+ * calls in here only at DY_SIMD_AVX512, which dy_simd_detect picks when the CPU has all four.
+ * What this level does not replace it hands to the 256-bit code (kernels_avx2.c with its
+ * AVX-512 VNNI variants), so the level is a superset of avx512vnni.
+ *
+ * F32 / F16 / BF16 weights, many activation rows (prefill): a register tile of 8 weight rows
+ * × 6 activation rows in 24 zmm accumulators. Each accumulator holds two weight rows' 8-lane
+ * partial sums side by side ([row 2p | row 2p+1] for one activation row), so lane j of each
+ * half takes the columns ≡ j (mod 8) by fma in column order: exactly the sums of the AVX2 and
+ * scalar kernels, reduced in the same pairwise order, hence the same bits at every level. The
+ * 8 rows of a 512-column chunk are first packed into a scratch in that paired form (widened to
+ * f32 once there for F16/BF16), which every activation row of the chunk then reads with plain
+ * loads; an activation's 8 columns are broadcast to both halves by one load. Per 8 columns the
+ * tile does 24 FMAs against 10 loads (the AVX2 tile: 12 against 7), and the F16/BF16
+ * conversion is paid once per chunk of up to 144 activation rows instead of once per 3. (Figures:
+ * docs/engine.md, "Kernel choices".) */
+#include "engine/kernels_simd.h"
+
+#include <math.h>
+
+enum {
+    ZP = 4,     /* row pairs per tile (8 weight rows) */
+    ZB = 6,     /* activation rows per register tile */
+    ZBCH = 144, /* activation rows per chunk (a multiple of ZB); the packing is paid per chunk */
+    ZKC = 4096, /* columns packed per step (a multiple of 8): past it, accumulators spill */
+};
+
+/* Whether this kernel beats the AVX2 one (which needs no packing) for B activation rows of n
+ * columns: the AVX2 tile keeps its 4 weight rows in L1 up to about 1024 f32 columns, and there
+ * it is as fast from fewer rows on; BF16 weights it widens in two steps per use. Crossovers
+ * measured with bench/kernel_micro (docs/engine.md, "Kernel choices"). */
+static bool zmm_float_wins(dy_type t, int64_t n, int B)
+{
+    if (B < 32)
+        return false;
+    if (t == DY_BF16 || n > 1024)
+        return true;
+    return B >= (t == DY_F16 ? 64 : 128);
+}
+
+/* Lane r of the result is the sum of the 8 lanes of row r's accumulator, r = 0..3, in the
+ * order ((0+1)+(2+3))+((4+5)+(6+7)) of the scalar and AVX2 kernels. */
+ALWAYS_INLINE __m256 upper8(__m512 v)
+{
+    return _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+}
+
+ALWAYS_INLINE __m128 zhsum4_ps(__m256 a, __m256 b, __m256 c, __m256 d)
+{
+    const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));
+    return _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1));
+}
+
+/* Columns [k, k+8) of rows a and b as f32, side by side. */
+ALWAYS_INLINE __m512 pair8(dy_type t, const uint8_t *a, const uint8_t *b, int64_t k)
+{
+    if (t == DY_F32)
+        return _mm512_castpd_ps(_mm512_insertf64x4(
+            _mm512_castpd256_pd512(_mm256_loadu_pd((const double *)((const float *)a + k))),
+            _mm256_loadu_pd((const double *)((const float *)b + k)), 1));
+    const __m256i h = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)((const uint16_t *)b + k)),
+                                       _mm_loadu_si128((const __m128i *)((const uint16_t *)a + k)));
+    if (t == DY_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+ALWAYS_INLINE float load1(dy_type t, const uint8_t *row, int64_t k)
+{
+    if (t == DY_F32)
+        return ((const float *)row)[k];
+    const uint16_t h = dy_rd16((const uint16_t *)row + k);
+    return t == DY_F16 ? _cvtsh_ss(h) : dy_bf16_to_f32(h);
+}
+
+/* wp[s][p] = columns [k + 8s, k + 8s + 8) of rows 2p and 2p+1, for s < kc / 8. */
+ALWAYS_INLINE void pack_chunk(dy_type t, const uint8_t *const rows[8], int64_t k, int kc,
+                              __m512 *wp)
+{
+    for (int s = 0; s < kc / 8; s++)
+#pragma GCC unroll 4
+        for (int p = 0; p < ZP; p++)
+            wp[s * ZP + p] = pair8(t, rows[2 * p], rows[2 * p + 1], k + 8 * (int64_t)s);
+}
+
+/* acc[p][b] += the packed chunk's rows 2p, 2p+1 against activation row b (columns x[b] ...),
+ * b < NB. */
+ALWAYS_INLINE void float_tile(int NB, const __m512 *wp, int steps, const float *const x[ZB],
+                              __m512 acc[ZP][ZBCH], int bt)
+{
+    __m512 a[ZP][ZB];
+#pragma GCC unroll 4
+    for (int p = 0; p < ZP; p++)
+#pragma GCC unroll 6
+        for (int b = 0; b < NB; b++)
+            a[p][b] = acc[p][bt + b];
+    for (int s = 0; s < steps; s++) {
+        __m512 w[ZP];
+#pragma GCC unroll 4
+        for (int p = 0; p < ZP; p++)
+            w[p] = wp[s * ZP + p];
+#pragma GCC unroll 6
+        for (int b = 0; b < NB; b++) {
+            const __m512 xv = _mm512_castpd_ps(
+                _mm512_broadcast_f64x4(_mm256_loadu_pd((const double *)(x[b] + 8 * s))));
+#pragma GCC unroll 4
+            for (int p = 0; p < ZP; p++)
+                a[p][b] = _mm512_fmadd_ps(w[p], xv, a[p][b]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int p = 0; p < ZP; p++)
+#pragma GCC unroll 6
+        for (int b = 0; b < NB; b++)
+            acc[p][bt + b] = a[p][b];
+}
+
+/* The chunk's activation rows [bt, bt + nb) (nb ≤ ZB) over the packed columns [k, k + kc). */
+static void float_tiles(const __m512 *wp, int kc, const float *act, int64_t n, int64_t k,
+                        int bt, int nb, __m512 acc[ZP][ZBCH])
+{
+    const float *x[ZB];
+    for (int i = 0; i < ZB; i++)
+        x[i] = act + (int64_t)(bt + imin(i, nb - 1)) * n + k;
+    switch (nb) {
+    case 6: float_tile(6, wp, kc / 8, x, acc, bt); break;
+    case 5: float_tile(5, wp, kc / 8, x, acc, bt); break;
+    case 4: float_tile(4, wp, kc / 8, x, acc, bt); break;
+    case 3: float_tile(3, wp, kc / 8, x, acc, bt); break;
+    case 2: float_tile(2, wp, kc / 8, x, acc, bt); break;
+    default: float_tile(1, wp, kc / 8, x, acc, bt); break;
+    }
+}
+
+/* Y[b][r .. r+nr) from the accumulators, plus the columns past the last multiple of 8 one by
+ * one (fmaf: as the scalar code). */
+ALWAYS_INLINE void float_store(dy_type t, const uint8_t *const rows[8], __m512 acc[ZP][ZBCH],
+                               const float *act, int64_t n, int b0, int nb, float *Y, int64_t ldy,
+                               int64_t r, int nr)
+{
+    const int64_t n8 = n / 8 * 8;
+    for (int b = 0; b < nb; b++) {
+        float out[8];
+        for (int h = 0; h < 2; h++) {
+            const __m512 u = acc[2 * h][b], v = acc[2 * h + 1][b];
+            _mm_storeu_ps(out + 4 * h,
+                          zhsum4_ps(_mm512_castps512_ps256(u), upper8(u), _mm512_castps512_ps256(v),
+                                    upper8(v)));
+        }
+        const float *x = act + (int64_t)(b0 + b) * n;
+        for (int64_t k = n8; k < n; k++)
+            for (int i = 0; i < nr; i++)
+                out[i] = fmaf(load1(t, rows[i], k), x[k], out[i]);
+        memcpy(Y + (int64_t)(b0 + b) * ldy + r, out, (size_t)nr * sizeof(float));
+    }
+}
+
+ALWAYS_INLINE void float_rows(dy_type t, const dy_mat *W, const float *act, int B, float *Y,
+                              int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end)
+{
+    const int64_t n = W->cols, n8 = n / 8 * 8;
+    const size_t es = t == DY_F32 ? 4 : 2;
+    __m512 acc[ZP][ZBCH];       /* 36 KB */
+    __m512 wp[ZKC / 8 * ZP];    /* 128 KB: the packed rows of up to ZKC columns */
+    for (int b0 = 0; b0 < B; b0 += ZBCH) {
+        const int nbc = imin(ZBCH, B - b0);
+        const float *abase = act + (int64_t)b0 * n;
+        for (int64_t r = r0; r < r1; r += 8) {
+            const uint8_t *rows[8];
+            const int nr = tile_rows(W, r, r1, rows);
+            const pf_range pf = b0 == 0 ? next_tile(W, r, pf_end, 8) : no_prefetch();
+            for (int p = 0; p < ZP; p++)
+                for (int b = 0; b < nbc; b++)
+                    acc[p][b] = _mm512_setzero_ps();
+            for (int64_t k = 0; k < n8; k += ZKC) {
+                const int kc = (int)i64min(ZKC, n8 - k);
+                if (pf.base != pf.end)
+                    prefetch_slice(pf, 8 * es * (size_t)k, 8 * es * (size_t)kc);
+                pack_chunk(t, rows, k, kc, wp);
+                for (int bt = 0; bt < nbc; bt += ZB)
+                    float_tiles(wp, kc, abase, n, k, bt, imin(ZB, nbc - bt), acc);
+            }
+            float_store(t, rows, acc, act, n, b0, nbc, Y, ldy, r, nr);
+        }
+    }
+}
+
+static void f32_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                     int64_t r0, int64_t r1, int64_t pf_end)
+{
+    float_rows(DY_F32, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+static void f16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                     int64_t r0, int64_t r1, int64_t pf_end)
+{
+    float_rows(DY_F16, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+static void bf16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_t ldy,
+                      int64_t r0, int64_t r1, int64_t pf_end)
+{
+    float_rows(DY_BF16, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                   int64_t r1, int64_t pf_end)
+{
+    if (zmm_float_wins(W->type, W->cols, B)) {
+        switch (W->type) {
+        case DY_F32: f32_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        case DY_F16: f16_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        case DY_BF16: bf16_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        default: break;
+        }
+    }
+    dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, true);
+}
