@@ -18,6 +18,7 @@
 #include "engine/kernels_simd.h"
 
 #include <math.h>
+#include <string.h>
 
 enum {
     ZP = 4,     /* row pairs per tile (8 weight rows) */
@@ -204,6 +205,155 @@ static void bf16_rows(const dy_mat *W, const float *act, int B, float *Y, int64_
     float_rows(DY_BF16, W, act, B, Y, ldy, r0, r1, pf_end);
 }
 
+/* ------------------------------------------------------------------ Q8_0 / Q4_0 × Q8_0, packed */
+
+/* The packed path of kernels_avx512.c (dy_avx512_q8_rows_packed) with 16-row tiles: a zmm
+ * register holds two 8-row packed blocks side by side, lane r being row r of 16, so one
+ * vpdpbusd of an activation's 4 broadcast bytes serves 16 weight rows, and the per (activation
+ * row, block) work around the products (broadcasts, the offset, the conversion and the scaling
+ * fma) is shared by twice the rows. Lane r performs the float operations of lane r mod 8 of the
+ * 8-row path in the same order: the same bits. Loop order as there: a group of ZPK_TILES tiles
+ * (64 rows), a chunk of BCH activation rows, PK_BLOCKS blocks at a time. */
+enum { ZPK_TILES = 4 };
+
+/* Row pointers of a 16-row tile; a short last tile repeats its last row (results dropped). */
+static inline int tile_rows16(const dy_mat *W, int64_t r, int64_t r1, const uint8_t *rows[16])
+{
+    const int nr = (int)i64min(16, r1 - r);
+    for (int i = 0; i < 16; i++)
+        rows[i] = (const uint8_t *)W->data + (size_t)(r + imin(i, nr - 1)) * W->row_bytes;
+    return nr;
+}
+
+ALWAYS_INLINE __m512i join_si256(__m256i lo, __m256i hi)
+{
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+ALWAYS_INLINE __m512 join_ps256(__m256 lo, __m256 hi)
+{
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                                               _mm256_castps_pd(hi), 1));
+}
+
+/* acc[b] (lane r) += dot(block of row r, block of activation row b), the block packed in w. */
+static void q8_packed_block16(const __m512i w[8], __m512 dw, const uint8_t *act, size_t arb,
+                              int nb, const int32_t *xs, const float *dx, size_t tstride,
+                              __m512 *acc)
+{
+    for (int b = 0; b < nb; b++) {
+        const int8_t *xq = ((const dy_block_q8_0 *)(act + (size_t)b * arb))->qs;
+        __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            int32_t x0, x1;
+            memcpy(&x0, xq + 4 * g, 4);
+            memcpy(&x1, xq + 4 * g + 16, 4);
+            p0 = _mm512_dpbusd_epi32(p0, w[g], _mm512_set1_epi32(x0));
+            p1 = _mm512_dpbusd_epi32(p1, w[g + 4], _mm512_set1_epi32(x1));
+        }
+        const __m512i sum = _mm512_sub_epi32(_mm512_add_epi32(p0, p1),
+                                             _mm512_set1_epi32(xs[(size_t)b * tstride]));
+        const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(dx[(size_t)b * tstride]));
+        acc[b] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), scale, acc[b]);
+    }
+}
+
+/* Y[b][r .. r+nr) = lanes of acc[b - b0]. */
+static void store_tile16(const __m512 *acc, int b0, int nb, float *Y, int64_t ldy, int64_t r,
+                         int nr)
+{
+    for (int b = 0; b < nb; b++) {
+        float *y = Y + (int64_t)(b0 + b) * ldy + r;
+        if (nr == 16) {
+            _mm512_storeu_ps(y, acc[b]);
+        } else {
+            float tmp[16];
+            _mm512_storeu_ps(tmp, acc[b]);
+            memcpy(y, tmp, (size_t)nr * sizeof(float));
+        }
+    }
+}
+
+/* Rows [k, k + nk) of the tile's blocks as int8 values: Q8_0 in place, Q4_0 decoded into q4. */
+static void q8_tile_values(dy_type t, const uint8_t *const rows[16], int64_t k, int nk,
+                           size_t bb, int8_t q4[16][PK_BLOCKS * DY_QK], const int8_t *wp[16])
+{
+    for (int rr = 0; rr < 16; rr++) {
+        const uint8_t *blk = rows[rr] + k * bb;
+        if (t != DY_Q4_0) {
+            wp[rr] = (const int8_t *)blk + 2;
+            continue;
+        }
+        for (int i = 0; i < nk; i++) {
+            const __m256i q = q4_0_nibbles(blk + i * bb + 2);
+            _mm256_store_si256((__m256i *)(q4[rr] + DY_QK * i),
+                               _mm256_sub_epi8(q, _mm256_set1_epi8(8)));
+        }
+        wp[rr] = q4[rr];
+    }
+}
+
+static void q8_rows_packed16(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
+                             int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end)
+{
+    const int64_t nblk = W->cols / DY_QK;
+    const size_t bb = dy_type_block_bytes(t);
+    const size_t arb = dy_type_row_bytes(DY_Q8_0, W->cols);
+    const size_t wstride = t == DY_Q4_0 ? DY_QK : bb;
+    __m512 acc[ZPK_TILES][BCH];
+    int32_t xs[BCH][PK_BLOCKS] __attribute__((aligned(32)));
+    float dx[BCH][PK_BLOCKS];
+    int8_t q4[16][PK_BLOCKS * DY_QK] __attribute__((aligned(32)));
+    for (int64_t g0 = r0; g0 < r1; g0 += 16 * ZPK_TILES) {
+        const int64_t g1 = i64min(r1, g0 + 16 * ZPK_TILES);
+        const int ntiles = (int)((g1 - g0 + 15) / 16);
+        for (int b0 = 0; b0 < B; b0 += BCH) {
+            const int nb = imin(BCH, B - b0);
+            const uint8_t *abase = (const uint8_t *)act + (size_t)b0 * arb;
+            for (int tl = 0; tl < ntiles; tl++)
+                for (int b = 0; b < nb; b++)
+                    acc[tl][b] = _mm512_setzero_ps();
+            for (int64_t k = 0; k < nblk; k += PK_BLOCKS) {
+                const int nk = (int)i64min(PK_BLOCKS, nblk - k);
+                q8_act_table(abase, arb, nb, k, nk, xs, dx);
+                for (int tl = 0; tl < ntiles; tl++) {
+                    const int64_t r = g0 + 16 * tl;
+                    const uint8_t *rows[16];
+                    tile_rows16(W, r, r1, rows);
+                    if (b0 == 0)
+                        prefetch_slice(next_tile(W, r, pf_end, 16), 16 * (size_t)k * bb,
+                                       16 * (size_t)nk * bb);
+                    const int8_t *wp[16];
+                    q8_tile_values(t, rows, k, nk, bb, q4, wp);
+                    for (int i = 0; i < nk; i++) {
+                        __m256i lo[8], hi[8];
+                        __m512i w[8];
+                        q8_pack_block(wp, (size_t)i * wstride, lo);
+                        q8_pack_block(wp + 8, (size_t)i * wstride, hi);
+                        for (int g = 0; g < 8; g++)
+                            w[g] = join_si256(lo[g], hi[g]);
+                        const size_t so = (size_t)(k + i) * bb;
+                        q8_packed_block16(w, join_ps256(f16x8(rows, so), f16x8(rows + 8, so)),
+                                          abase + (k + i) * sizeof(dy_block_q8_0), arb, nb,
+                                          &xs[0][i], &dx[0][i], PK_BLOCKS, acc[tl]);
+                    }
+                }
+            }
+            for (int tl = 0; tl < ntiles; tl++) {
+                const int64_t r = g0 + 16 * tl;
+                store_tile16(acc[tl], b0, nb, Y, ldy, r, (int)i64min(16, r1 - r));
+            }
+        }
+    }
+}
+
+/* Above this many activation rows, the 16-row packed path (measured: docs/engine.md). */
+static int zmm_q8_direct_max(dy_type t)
+{
+    return t == DY_Q4_0 ? 3 : 4;
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
@@ -216,6 +366,10 @@ void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ld
         case DY_BF16: bf16_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
         default: break;
         }
+    }
+    if ((W->type == DY_Q8_0 || W->type == DY_Q4_0) && B > zmm_q8_direct_max(W->type)) {
+        q8_rows_packed16(W->type, W, act, B, Y, ldy, r0, r1, pf_end);
+        return;
     }
     dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, true);
 }
