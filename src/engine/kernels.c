@@ -327,7 +327,7 @@ void dy_matmul_rows_pf(dy_simd simd, const dy_mat *W, const void *act, int B, fl
         return;
     }
     if (dy_simd_has_avx2(simd)) {
-        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, simd == DY_SIMD_AVX512_VNNI);
+        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, simd);
         return;
     }
     switch (dy_act_type(W->type)) {

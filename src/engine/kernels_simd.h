@@ -247,9 +247,9 @@ typedef struct {
  * dy_avx512_q8_rows_packed. Activation blocks are tabled PK_BLOCKS at a time. */
 enum { PK_BLOCKS = KC / DY_QK };
 
-/* Lane r of block i of the tile: row r's values (wp[r] + i·wstride), offset to unsigned (w + 128)
- * and packed: out[g] lane r = bytes 4g … 4g+3 of row r. */
-static inline void q8_pack_block(const int8_t *const wp[8], size_t off, __m256i out[8])
+/* 32 bytes of each of 8 rows (wp[r] + off), transposed as int32 and each byte xor-ed with
+ * bias: out[g] lane r = bytes 4g … 4g+3 of row r. */
+ALWAYS_INLINE void pack_block8(const int8_t *const wp[8], size_t off, __m256i out[8], char bias8)
 {
     __m256i v[8];
 #pragma GCC unroll 8
@@ -270,12 +270,19 @@ static inline void q8_pack_block(const int8_t *const wp[8], size_t off, __m256i 
         u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
     }
     /* u[0..3]: rows 0-3, groups (0,4), (1,5), (2,6), (3,7) in the two halves; u[4..7]: rows 4-7 */
-    const __m256i bias = _mm256_set1_epi8((char)0x80);
+    const __m256i bias = _mm256_set1_epi8(bias8);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         out[g] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x20), bias);
         out[g + 4] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x31), bias);
     }
+}
+
+/* Lane r of block i of the tile: row r's values (wp[r] + i·wstride), offset to unsigned (w + 128)
+ * and packed: out[g] lane r = bytes 4g … 4g+3 of row r. */
+static inline void q8_pack_block(const int8_t *const wp[8], size_t off, __m256i out[8])
+{
+    pack_block8(wp, off, out, (char)0x80);
 }
 
 /* For activation rows [0, nb) of the chunk and blocks [k, k+nk): xs = 128·Σx, dx = the scale. */
@@ -316,5 +323,13 @@ __m256i dy_avx512_q4k_direct_sb(const uint8_t *const rows[8], size_t off,
                                 const dy_block_q8_k *x, __m128i bsp, __m256i *msum);
 void dy_avx512_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
                              const uint8_t *act, size_t arb, int nb, __m256 *acc);
+
+/* In kernels_zmm.c; called only at DY_SIMD_AVX512: kq_superblock on 512-bit registers (same
+ * bits). */
+void dy_zmm_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
+                          const uint8_t *act, size_t arb, int nb, __m256 *acc);
+/* In kernels_avx2.c, for kernels_zmm.c: the 8 rows' super-block at offset off, decoded into s
+ * as kq_tile_shared does. */
+void dy_avx2_kq_unpack8(dy_type t, const uint8_t *const rows[8], size_t off, kq_scratch *s);
 
 #endif

@@ -18,6 +18,7 @@
 #include "engine/kernels_simd.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 enum {
@@ -354,6 +355,236 @@ static int zmm_q8_direct_max(dy_type t)
     return t == DY_Q4_0 ? 3 : 4;
 }
 
+/* ------------------------------------------------------------------ K-quants × Q8_K */
+
+/* kq_superblock (kernels_avx2.c, KQ_SUPERBLOCK_BODY) with two 32-column chunks to a zmm: the
+ * scratch's values and scale vectors of chunks 2j and 2j+1 are adjacent, as are the
+ * activation's, so each row takes 4 maddubs + vpdpwssd pairs instead of 8; the two halves of
+ * a row's sums are added (exact integers) before the same reduction and float scaling. */
+void dy_zmm_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
+                          const uint8_t *act, size_t arb, int nb, __m256 *acc)
+{
+    for (int b = 0; b < nb; b++) {
+        const dy_block_q8_k *x = (const dy_block_q8_k *)(act + (size_t)b * arb);
+        __m512i p[8];
+        __m256i h[8], m[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            p[r] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            const __m512i xv = _mm512_loadu_si512(x->qs + 64 * j);
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                const __m512i q = _mm512_loadu_si512(s->q[r] + 64 * j);
+                const __m512i sc = _mm512_loadu_si512(&s->sc[r][2 * j]);
+                p[r] = _mm512_dpwssd_epi32(p[r], _mm512_maddubs_epi16(q, xv), sc);
+            }
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            h[r] = _mm256_add_epi32(_mm512_castsi512_si256(p[r]), _mm512_extracti64x4_epi64(p[r], 1));
+        const __m256i bs = _mm256_loadu_si256((const __m256i *)x->bsums);
+        const __m256 dx = _mm256_set1_ps(x->d);
+        if (t == DY_Q6_K) {
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++)
+                h[r] = _mm256_sub_epi32(h[r], _mm256_madd_epi16(s->mn[r], bs));
+            acc[b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(h)), _mm256_mul_ps(d, dx), acc[b]);
+            continue;
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; r++)
+            m[r] = _mm256_madd_epi16(s->mn[r], bs);
+        const __m256 a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(h)), _mm256_mul_ps(d, dx), acc[b]);
+        acc[b] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(m)), _mm256_mul_ps(dmin, dx), a);
+    }
+}
+
+/* ---- K-quants, packed: no reduction tree ----
+ * As for Q8_0: a 16-row tile's super-block is decoded (dy_avx2_kq_unpack8, the values unsigned
+ * 0..63) and transposed once, zmm register g holding bytes 4g … 4g+3 of the 16 rows in its
+ * int32 lanes; vpdpbusd against the activation's bytes 4g … 4g+3 broadcast then adds row r's
+ * 4 products to lane r. Four of them make a 16-element group's sum, which vpmulld scales by
+ * the rows' group scales (a table, lane r = row r) into the row sums; the mins term is 8
+ * vpdpwssd of the rows' (min, min) pairs against the activation's bsums pairs. The integer
+ * sums are those of kq_superblock, and the float operations per lane the same: same bits. */
+typedef struct {
+    __m512i q[64];     /* [g]: bytes 4g … 4g+3 of the 16 rows */
+    __m512i sc[16];    /* [group]: the rows' scales, int32 */
+    __m512i mn[8];     /* [k]: the rows' mins of groups 2k, 2k+1, as an int16 pair */
+    __m512 d, dmin;    /* the rows' f16 scales as f32 */
+} kq_packed;
+
+/* Lanes 8h … 8h+7 of the table rows from the 8-row scratch s (rows 8h … 8h+7 of the tile). */
+static void kq_pack_half(const kq_scratch *s, int h, int32_t sc[16][16], int32_t mn[8][16])
+{
+    for (int r = 0; r < 8; r++) {
+        int16_t scv[8][16], mnv[16];
+        memcpy(scv, s->sc[r], sizeof scv);
+        memcpy(mnv, &s->mn[r], sizeof mnv);
+        for (int j = 0; j < 8; j++) { /* chunk j: group 2j in lanes 0-7, 2j+1 in lanes 8-15 */
+            sc[2 * j][8 * h + r] = scv[j][0];
+            sc[2 * j + 1][8 * h + r] = scv[j][8];
+        }
+        for (int k = 0; k < 8; k++)
+            mn[k][8 * h + r] = (int32_t)(((uint32_t)(uint16_t)mnv[2 * k + 1] << 16) |
+                                         (uint16_t)mnv[2 * k]);
+    }
+}
+
+static void kq_pack_tile(dy_type t, const uint8_t *const rows[16], size_t off, kq_packed *p)
+{
+    const size_t d_off = t == DY_Q6_K ? offsetof(dy_block_q6_k, d) : 0;
+    const size_t dmin_off = t == DY_Q6_K ? d_off : 2;
+    kq_scratch s[2];
+    int32_t sc[16][16] __attribute__((aligned(64))), mn[8][16] __attribute__((aligned(64)));
+    for (int h = 0; h < 2; h++) {
+        dy_avx2_kq_unpack8(t, rows + 8 * h, off, &s[h]);
+        kq_pack_half(&s[h], h, sc, mn);
+    }
+    for (int c = 0; c < 8; c++) { /* 32-byte chunk c: groups g = 8c … 8c+7 */
+        const int8_t *lo[8], *hi[8];
+        for (int r = 0; r < 8; r++) {
+            lo[r] = (const int8_t *)s[0].q[r];
+            hi[r] = (const int8_t *)s[1].q[r];
+        }
+        __m256i a[8], b[8];
+        pack_block8(lo, 32 * (size_t)c, a, 0);
+        pack_block8(hi, 32 * (size_t)c, b, 0);
+        for (int g = 0; g < 8; g++)
+            p->q[8 * c + g] = join_si256(a[g], b[g]);
+    }
+    for (int g = 0; g < 16; g++)
+        p->sc[g] = _mm512_load_si512(sc[g]);
+    for (int k = 0; k < 8; k++)
+        p->mn[k] = _mm512_load_si512(mn[k]);
+    p->d = join_ps256(f16x8(rows, off + d_off), f16x8(rows + 8, off + d_off));
+    p->dmin = join_ps256(f16x8(rows, off + dmin_off), f16x8(rows + 8, off + dmin_off));
+}
+
+ALWAYS_INLINE __m512i bcast4(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* acc[b] (lane r) += dot(super-block of row r, Q8_K block of activation row b) for the NB (1 or
+ * 2) rows from b0: two at a time, each packed register loaded once serves both. */
+ALWAYS_INLINE void kq_packed_rows(int NB, dy_type t, const kq_packed *p, const uint8_t *act,
+                                  size_t arb, int b0, __m512 *acc)
+{
+    const dy_block_q8_k *x[2];
+    __m512i sum[2], msum[2];
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; j++) {
+        x[j] = (const dy_block_q8_k *)(act + (size_t)(b0 + j) * arb);
+        sum[j] = msum[j] = _mm512_setzero_si512();
+    }
+#pragma GCC unroll 16
+    for (int g = 0; g < 16; g++) {
+        __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i q = p->q[4 * g + k];
+#pragma GCC unroll 2
+            for (int j = 0; j < NB; j++)
+                s[j] = _mm512_dpbusd_epi32(s[j], q, bcast4(x[j]->qs + 16 * g + 4 * k));
+        }
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; j++)
+            sum[j] = _mm512_add_epi32(sum[j], _mm512_mullo_epi32(s[j], p->sc[g]));
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++)
+#pragma GCC unroll 2
+        for (int j = 0; j < NB; j++)
+            msum[j] = _mm512_dpwssd_epi32(msum[j], p->mn[k], bcast4(x[j]->bsums + 2 * k));
+#pragma GCC unroll 2
+    for (int j = 0; j < NB; j++) {
+        __m512 *a = &acc[b0 + j];
+        const __m512 dx = _mm512_set1_ps(x[j]->d);
+        if (t == DY_Q6_K) { /* dmin = d: one scaling, as in kq_superblock */
+            *a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum[j], msum[j])),
+                                 _mm512_mul_ps(p->d, dx), *a);
+            continue;
+        }
+        const __m512 y = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[j]), _mm512_mul_ps(p->d, dx), *a);
+        *a = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[j]), _mm512_mul_ps(p->dmin, dx), y);
+    }
+}
+
+/* acc[b] (lane r) += dot(super-block of row r, Q8_K block of activation row b), b < nb. */
+ALWAYS_INLINE void kq_packed_superblock(dy_type t, const kq_packed *p, const uint8_t *act,
+                                        size_t arb, int nb, __m512 *acc)
+{
+    int b = 0;
+    for (; b + 2 <= nb; b += 2)
+        kq_packed_rows(2, t, p, act, arb, b, acc);
+    if (b < nb)
+        kq_packed_rows(1, t, p, act, arb, b, acc);
+}
+
+ALWAYS_INLINE void kq_rows_packed16(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
+                                    int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end)
+{
+    const int64_t nsb = W->cols / DY_QK_K;
+    const size_t bb = dy_type_block_bytes(t);
+    const size_t arb = dy_type_row_bytes(DY_Q8_K, W->cols);
+    __m512 acc[ZPK_TILES][BCH];
+    kq_packed p;
+    for (int64_t g0 = r0; g0 < r1; g0 += 16 * ZPK_TILES) {
+        const int64_t g1 = i64min(r1, g0 + 16 * ZPK_TILES);
+        const int ntiles = (int)((g1 - g0 + 15) / 16);
+        for (int b0 = 0; b0 < B; b0 += BCH) {
+            const int nb = imin(BCH, B - b0);
+            const uint8_t *abase = (const uint8_t *)act + (size_t)b0 * arb;
+            for (int tl = 0; tl < ntiles; tl++)
+                for (int b = 0; b < nb; b++)
+                    acc[tl][b] = _mm512_setzero_ps();
+            for (int64_t i = 0; i < nsb; i++) {
+                for (int tl = 0; tl < ntiles; tl++) {
+                    const int64_t r = g0 + 16 * tl;
+                    const uint8_t *rows[16];
+                    tile_rows16(W, r, r1, rows);
+                    if (b0 == 0)
+                        prefetch_slice(next_tile(W, r, pf_end, 16), 16 * (size_t)i * bb,
+                                       16 * bb);
+                    kq_pack_tile(t, rows, (size_t)i * bb, &p);
+                    kq_packed_superblock(t, &p, abase + i * sizeof(dy_block_q8_k), arb, nb,
+                                         acc[tl]);
+                }
+            }
+            for (int tl = 0; tl < ntiles; tl++) {
+                const int64_t r = g0 + 16 * tl;
+                store_tile16(acc[tl], b0, nb, Y, ldy, r, (int)i64min(16, r1 - r));
+            }
+        }
+    }
+}
+
+static void q4k_rows_packed16(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy,
+                              int64_t r0, int64_t r1, int64_t pf_end)
+{
+    kq_rows_packed16(DY_Q4_K, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+static void q5k_rows_packed16(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy,
+                              int64_t r0, int64_t r1, int64_t pf_end)
+{
+    kq_rows_packed16(DY_Q5_K, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+static void q6k_rows_packed16(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy,
+                              int64_t r0, int64_t r1, int64_t pf_end)
+{
+    kq_rows_packed16(DY_Q6_K, W, act, B, Y, ldy, r0, r1, pf_end);
+}
+
+/* Above this many activation rows, the packed K-quant path: its decoding and transposing, once
+ * per tile and chunk, costs about what a dozen activation rows do (measured: docs/engine.md). */
+enum { ZKQ_SHARED_MAX = 16 };
+
 /* ------------------------------------------------------------------ dispatch */
 
 void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
@@ -371,5 +602,13 @@ void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ld
         q8_rows_packed16(W->type, W, act, B, Y, ldy, r0, r1, pf_end);
         return;
     }
-    dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, true);
+    if (B > ZKQ_SHARED_MAX) {
+        switch (W->type) {
+        case DY_Q4_K: q4k_rows_packed16(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        case DY_Q5_K: q5k_rows_packed16(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        case DY_Q6_K: q6k_rows_packed16(W, act, B, Y, ldy, r0, r1, pf_end); return;
+        default: break;
+        }
+    }
+    dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, DY_SIMD_AVX512);
 }
