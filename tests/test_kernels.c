@@ -242,7 +242,11 @@ static void test_act_convert_agrees(void **state)
     for (int64_t i = 0; i < 32; i++)
         X[ldx + i] = 0; /* an all-zero block */
     X[2 * ldx + 7] = -40.f, X[2 * ldx + 9] = 40.f; /* tie in magnitude: the first one counts */
-    X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;          /* values landing on .5 after scaling */
+    X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;
+    /* a block whose scale is exactly 1 (max 127): ties at .5 in both halves of the block, which
+     * roundf takes away from zero (round-to-even would not) */
+    X[4 * ldx + 0] = 127.f, X[4 * ldx + 3] = 2.5f, X[4 * ldx + 9] = -0.5f;
+    X[4 * ldx + 20] = 20.5f, X[4 * ldx + 30] = -6.5f;
     dy_simd lv[3];
     const int nl = simd_levels(lv);
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {

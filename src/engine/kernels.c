@@ -94,7 +94,11 @@ void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_
     for (int b = b0; b < b1; b++) {
         const float *x = X + (int64_t)b * ldx;
         void *dst = (uint8_t *)act + (size_t)b * rb;
-        if (dy_simd_has_avx2(simd) && at == DY_Q8_0)
+        if (simd == DY_SIMD_AVX512 && at == DY_Q8_0)
+            dy_zmm_act_q8_0(x, dst, cols);
+        else if (simd == DY_SIMD_AVX512 && at == DY_Q8_K)
+            dy_zmm_act_q8_k(x, dst, cols);
+        else if (dy_simd_has_avx2(simd) && at == DY_Q8_0)
             dy_avx2_act_q8_0(x, dst, cols);
         else if (dy_simd_has_avx2(simd) && at == DY_Q8_K)
             dy_avx2_act_q8_k(x, dst, cols);

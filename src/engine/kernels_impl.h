@@ -100,5 +100,8 @@ void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t l
  * Its own kernels where it has them, the AVX2 code with its AVX-512 VNNI variants otherwise. */
 void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
                    int64_t r1, int64_t pf_end);
+/* The activation conversions of dy_avx2_act_q8_0 / _q8_k on 512-bit registers (same bytes). */
+void dy_zmm_act_q8_0(const float *x, void *dst, int64_t n);
+void dy_zmm_act_q8_k(const float *x, void *dst, int64_t n);
 
 #endif

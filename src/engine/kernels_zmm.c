@@ -585,6 +585,75 @@ static void q6k_rows_packed16(const dy_mat *W, const void *act, int B, float *Y,
  * per tile and chunk, costs about what a dozen activation rows do (measured: docs/engine.md). */
 enum { ZKQ_SHARED_MAX = 16 };
 
+/* ------------------------------------------------------------------ activation conversion */
+
+/* roundf on 16 lanes (halfway cases away from zero), exactly: trunc, then step by ±1 where the
+ * dropped fraction is at least one half. */
+ALWAYS_INLINE __m512 round_away16(__m512 v)
+{
+    const __m512 t = _mm512_roundscale_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 frac = _mm512_abs_ps(_mm512_sub_ps(v, t));
+    const __m512 step = _mm512_castsi512_ps(_mm512_or_si512(
+        _mm512_castps_si512(_mm512_set1_ps(1.0f)),
+        _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u))));
+    const __mmask16 up = _mm512_cmp_ps_mask(frac, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    return _mm512_mask_add_ps(t, up, t, step);
+}
+
+/* Same bytes as quantize_row_q8_0_ref (dy_quantize_row), a block in two registers. */
+void dy_zmm_act_q8_0(const float *x, void *dst, int64_t n)
+{
+    dy_block_q8_0 *y = dst;
+    for (int64_t i = 0; i < n / DY_QK; i++, x += DY_QK) {
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        const float d = amax / 127;
+        const float id = d ? 1.0f / d : 0.0f;
+        y[i].d = dy_f32_to_f16(d);
+        const __m512 idv = _mm512_set1_ps(id);
+        const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(round_away16(_mm512_mul_ps(v0, idv))));
+        const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(round_away16(_mm512_mul_ps(v1, idv))));
+        _mm_storeu_si128((__m128i *)y[i].qs, q0);
+        _mm_storeu_si128((__m128i *)(y[i].qs + 16), q1);
+    }
+}
+
+/* Same bytes as quantize_row_q8_K_ref: scale from the first value of largest magnitude (sign
+ * included), round to nearest even (cvtps under the default MXCSR, like nearest_int); a
+ * register is one 16-value group, so its bsum is one reduction. */
+void dy_zmm_act_q8_k(const float *x, void *dst, int64_t n)
+{
+    dy_block_q8_k *y = dst;
+    for (int64_t i = 0; i < n / DY_QK_K; i++, x += DY_QK_K) {
+        __m512 m = _mm512_setzero_ps();
+        for (int k = 0; k < DY_QK_K / 16; k++)
+            m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
+        const float amax = _mm512_reduce_max_ps(m);
+        if (!amax) {
+            memset(&y[i], 0, sizeof y[i]);
+            continue;
+        }
+        int first = 0;
+        for (int k = 0; k < DY_QK_K / 16; k++) {
+            const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)),
+                                                    _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (eq) {
+                first = 16 * k + __builtin_ctz((unsigned)eq);
+                break;
+            }
+        }
+        const float iscale = -127.f / x[first];
+        const __m512 is = _mm512_set1_ps(iscale);
+        for (int g = 0; g < DY_QK_K / 16; g++) {
+            const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), is));
+            const __m128i q8 = _mm512_cvtsepi32_epi8(q);
+            _mm_storeu_si128((__m128i *)(y[i].qs + 16 * g), q8);
+            y[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q8));
+        }
+        y[i].d = 1 / iscale;
+    }
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
