@@ -49,6 +49,12 @@ elif grep -q "kv-type" "$tmp/ebad"; then passes=$((passes+1)); else
 # The default model is the bundled one.
 "$dyad" run --temperature 0 --max-tokens 256 >"$tmp/c" 2>/dev/null
 check "default model" "$golden/stories260K_t0_n256.txt" "$tmp/c"
+# Every kernel level gives the same bits, so the same greedy text: a prompt long enough for the
+# 512-bit float kernels (128 rows and more), at the portable level and at the best one here.
+long=$(python3 -c "print('Once upon a time there was a girl. ' * 20)")
+DYAD_SIMD=scalar "$dyad" run --temperature 0 --prompt "$long" --max-tokens 30 >"$tmp/ls" 2>/dev/null
+"$dyad" run --temperature 0 --prompt "$long" --max-tokens 30 >"$tmp/lb" 2>/dev/null
+check "long prompt: scalar and the best level agree" "$tmp/ls" "$tmp/lb"
 # Same seed, same text; stderr carries the timings.
 "$dyad" run --seed 7 --max-tokens 40 >"$tmp/s1" 2>"$tmp/e1"
 "$dyad" run --seed 7 --max-tokens 40 >"$tmp/s2" 2>/dev/null

@@ -1,8 +1,8 @@
-/* test_kernels.c — the matmul: for every weight type and both SIMD levels (AVX2 skipped when the
- * CPU lacks it), random quantised weights against random activations at awkward sizes, checked
- * against an f64 product of the dequantised operands; scalar and AVX2 (with and without its
- * AVX-512 VNNI kernels) give identical bits;
- * activation conversion is identical at both levels; partial row ranges touch only their rows. */
+/* test_kernels.c — the matmul: for every weight type and every SIMD level the CPU has (scalar,
+ * avx2, avx512vnni, avx512), random quantised weights against random activations at awkward
+ * sizes, checked against an f64 product of the dequantised operands and against the
+ * unquantised product within the format's bound; every level gives the scalar level's bits;
+ * activation conversion is identical at every level; partial row ranges touch only their rows. */
 #include "engine/kernels.h"
 #include "testutil.h"
 
@@ -90,6 +90,15 @@ static bool have_avx2(void)
     return dy_simd_has_avx2(dy_simd_detect());
 }
 
+/* The SIMD levels above scalar that this CPU runs, in order (DYAD_SIMD may cap them). */
+static int simd_levels(dy_simd out[3])
+{
+    int n = 0;
+    for (int l = DY_SIMD_AVX2; l <= (int)dy_simd_detect(); l++)
+        out[n++] = (dy_simd)l;
+    return n;
+}
+
 /* Random activations X (B × ldx), converted for W's type at the given SIMD level. */
 static void *convert_acts(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_t cols,
                           int B)
@@ -100,83 +109,101 @@ static void *convert_acts(dy_simd simd, dy_type t, const float *X, int64_t ldx, 
     return act;
 }
 
-/* One case: W (rows × cols, type t) times B activation rows, over row range [r0, r1). */
-static void run_case(dy_simd simd, const weights *w, int B, int64_t r0, int64_t r1)
+/* One case: W (rows × cols, type t) times B activation rows, over row range [r0, r1), at each
+ * of the nl levels lv (the references are computed once for all of them). */
+static void run_case(const dy_simd *lv, int nl, const weights *w, int B, int64_t r0, int64_t r1)
 {
     const int64_t cols = w->cols, ldx = cols + 5, ldy = w->rows + 3;
     const dy_type at = dy_act_type(w->type);
     float *X = malloc((size_t)(B * ldx) * sizeof(float));
-    float *Y = malloc((size_t)(B * ldy) * sizeof(float));
+    float *Y = malloc((size_t)(nl * B * ldy) * sizeof(float));
     double *xd = malloc((size_t)cols * sizeof(double));
     float *tmp = malloc((size_t)cols * sizeof(float));
-    assert_true(X && Y && xd && tmp);
+    void *act[4];
+    assert_true(X && Y && xd && tmp && nl <= 4);
     for (int64_t i = 0; i < B * ldx; i++)
         X[i] = tu_rng_normal(&rng_state);
-    void *act = convert_acts(simd, w->type, X, ldx, cols, B);
-    for (int64_t i = 0; i < B * ldy; i++)
+    for (int64_t i = 0; i < nl * B * ldy; i++)
         Y[i] = NAN; /* sentinel: untouched entries must stay NaN */
-    dy_matmul_rows(simd, &w->W, act, B, Y, ldy, r0, r1);
+    for (int l = 0; l < nl; l++) {
+        act[l] = convert_acts(lv[l], w->type, X, ldx, cols, B);
+        dy_matmul_rows(lv[l], &w->W, act[l], B, Y + (int64_t)l * B * ldy, ldy, r0, r1);
+    }
 
     const size_t arb = dy_type_row_bytes(at, cols);
     for (int b = 0; b < B; b++) {
-        dy_dequant_row(at, (uint8_t *)act + (size_t)b * arb, tmp, cols);
-        double xnorm = 0, xqnorm = 0;
+        /* every level's conversion gives these bytes (test_act_convert_agrees) */
+        dy_dequant_row(at, (uint8_t *)act[0] + (size_t)b * arb, tmp, cols);
+        double xnorm = 0;
         for (int64_t i = 0; i < cols; i++) {
             xd[i] = tmp[i];
             xnorm += (double)X[b * ldx + i] * X[b * ldx + i];
-            xqnorm += xd[i] * xd[i];
         }
         for (int64_t r = 0; r < w->rows + 3; r++) {
-            const float y = Y[b * ldy + r];
-            if (r < r0 || r >= r1) {
-                if (!isnan(y))
-                    fail_msg("%s/%s B=%d: row %lld outside [%lld,%lld) was written",
-                             dy_type_name(w->type), dy_simd_name(simd), B, (long long)r,
-                             (long long)r0, (long long)r1);
-                continue;
-            }
-            /* against the dequantised operands: only float rounding separates them */
+            const bool outside = r < r0 || r >= r1;
             double exact_q = 0, sum_abs = 0, exact = 0, wnorm = 0;
-            for (int64_t i = 0; i < cols; i++) {
+            for (int64_t i = 0; !outside && i < cols; i++) {
                 exact_q += w->wd[r * cols + i] * xd[i];
                 sum_abs += fabs(w->wd[r * cols + i] * xd[i]);
                 exact += (double)w->wf[r * cols + i] * X[b * ldx + i];
                 wnorm += (double)w->wf[r * cols + i] * w->wf[r * cols + i];
             }
-            if (!(fabs(y - exact_q) <= 2e-5 * sum_abs + 1e-6))
-                fail_msg("%s/%s B=%d row %lld b %d: got %.9g, dequantised product %.9g",
-                         dy_type_name(w->type), dy_simd_name(simd), B, (long long)r, b, y,
-                         exact_q);
-            /* against the unquantised operands: within the format's error */
             const double tol = format_tolerance(w->type) * sqrt(wnorm * xnorm);
-            if (!(fabs(y - exact) <= tol))
-                fail_msg("%s/%s B=%d row %lld b %d: got %.9g, exact %.9g (tol %.3g)",
-                         dy_type_name(w->type), dy_simd_name(simd), B, (long long)r, b, y,
-                         exact, tol);
-            (void)xqnorm;
+            for (int l = 0; l < nl; l++) {
+                const float y = Y[(int64_t)l * B * ldy + b * ldy + r];
+                const char *tn = dy_type_name(w->type), *ln = dy_simd_name(lv[l]);
+                if (outside) {
+                    if (!isnan(y))
+                        fail_msg("%s/%s B=%d: row %lld outside [%lld,%lld) was written", tn, ln,
+                                 B, (long long)r, (long long)r0, (long long)r1);
+                    continue;
+                }
+                /* against the dequantised operands: only float rounding separates them */
+                if (!(fabs(y - exact_q) <= 2e-5 * sum_abs + 1e-6))
+                    fail_msg("%s/%s B=%d row %lld b %d: got %.9g, dequantised product %.9g", tn,
+                             ln, B, (long long)r, b, y, exact_q);
+                /* against the unquantised operands: within the format's error */
+                if (!(fabs(y - exact) <= tol))
+                    fail_msg("%s/%s B=%d row %lld b %d: got %.9g, exact %.9g (tol %.3g)", tn, ln,
+                             B, (long long)r, b, y, exact, tol);
+            }
         }
     }
-    free(act);
+    for (int l = 0; l < nl; l++)
+        free(act[l]);
     free(X);
     free(Y);
     free(xd);
     free(tmp);
 }
 
-static void test_matmul_all_types(dy_simd simd)
+static void test_matmul_all_types(const dy_simd *lv, int nl)
 {
-    static const int Bs[] = {1, 2, 3, 5, 8, 17, 64, 70};
+    /* 150: more than one 144-row chunk of the 512-bit float kernel, which takes f32 and f16
+     * rows this short only from 128 (f32) or 64 (f16) activation rows on */
+    static const int Bs[] = {1, 2, 3, 5, 8, 17, 64, 70, 150};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         rng_state = 0x1234567ull + t;
         weights w;
         make_weights(&w, weight_types[t], 37, test_cols(weight_types[t]));
         for (size_t i = 0; i < sizeof Bs / sizeof Bs[0]; i++)
-            run_case(simd, &w, Bs[i], 0, w.rows);
+            if (Bs[i] <= 70 || dy_type_block_elems(w.type) == 1)
+                run_case(lv, nl, &w, Bs[i], 0, w.rows);
         /* partial row ranges, as threads call it */
-        run_case(simd, &w, 5, 3, 4);
-        run_case(simd, &w, 17, 5, 30);
-        run_case(simd, &w, 3, 29, 37);
-        run_case(simd, &w, 2, 10, 10); /* empty */
+        run_case(lv, nl, &w, 5, 3, 4);
+        run_case(lv, nl, &w, 17, 5, 30);
+        run_case(lv, nl, &w, 3, 29, 37);
+        run_case(lv, nl, &w, 2, 10, 10); /* empty */
+        run_case(lv, nl, &w, 40, 9, 22);
+        free_weights(&w);
+    }
+    /* float rows wider than the 512-bit kernel's 4096-column packing step (its accumulators
+     * spill between steps), and not a multiple of 8 */
+    for (size_t t = 0; t < 3; t++) {
+        rng_state = 0x7654321ull + t;
+        weights w;
+        make_weights(&w, weight_types[t], 11, 4100);
+        run_case(lv, nl, &w, 33, 0, w.rows);
         free_weights(&w);
     }
 }
@@ -184,21 +211,22 @@ static void test_matmul_all_types(dy_simd simd)
 static void test_matmul_scalar(void **state)
 {
     (void)state;
-    test_matmul_all_types(DY_SIMD_SCALAR);
+    const dy_simd scalar = DY_SIMD_SCALAR;
+    test_matmul_all_types(&scalar, 1);
 }
 
-/* The AVX2 level, and the AVX-512 VNNI level where the CPU has it. */
-static void test_matmul_avx2(void **state)
+/* Every level above scalar that the CPU has. */
+static void test_matmul_simd(void **state)
 {
     (void)state;
-    if (!have_avx2())
+    dy_simd lv[3];
+    const int n = simd_levels(lv);
+    if (n == 0)
         skip();
-    test_matmul_all_types(DY_SIMD_AVX2);
-    if (dy_simd_detect() == DY_SIMD_AVX512_VNNI)
-        test_matmul_all_types(DY_SIMD_AVX512_VNNI);
+    test_matmul_all_types(lv, n);
 }
 
-/* Activation conversion: identical bytes at both levels, by row subranges as well. */
+/* Activation conversion: identical bytes at every level, by row subranges as well. */
 static void test_act_convert_agrees(void **state)
 {
     (void)state;
@@ -214,18 +242,26 @@ static void test_act_convert_agrees(void **state)
     for (int64_t i = 0; i < 32; i++)
         X[ldx + i] = 0; /* an all-zero block */
     X[2 * ldx + 7] = -40.f, X[2 * ldx + 9] = 40.f; /* tie in magnitude: the first one counts */
-    X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;          /* values landing on .5 after scaling */
+    X[3 * ldx + 5] = 127.5f / 127.f * 0.5f;
+    /* a block whose scale is exactly 1 (max 127): ties at .5 in both halves of the block, which
+     * roundf takes away from zero (round-to-even would not) */
+    X[4 * ldx + 0] = 127.f, X[4 * ldx + 3] = 2.5f, X[4 * ldx + 9] = -0.5f;
+    X[4 * ldx + 20] = 20.5f, X[4 * ldx + 30] = -6.5f;
+    dy_simd lv[3];
+    const int nl = simd_levels(lv);
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
         const dy_type wt = weight_types[t];
         const size_t n = dy_act_bytes(wt, cols, B);
         uint8_t *a = malloc(n), *s = malloc(n), *parts = malloc(n);
         assert_true(a && s && parts);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, B, a);
         dy_act_convert(DY_SIMD_SCALAR, wt, X, ldx, cols, 0, B, s);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 0, 4, parts);
-        dy_act_convert(DY_SIMD_AVX2, wt, X, ldx, cols, 4, B, parts);
-        assert_memory_equal(a, s, n);
-        assert_memory_equal(a, parts, n);
+        for (int l = 0; l < nl; l++) {
+            dy_act_convert(lv[l], wt, X, ldx, cols, 0, B, a);
+            dy_act_convert(lv[l], wt, X, ldx, cols, 0, 4, parts);
+            dy_act_convert(lv[l], wt, X, ldx, cols, 4, B, parts);
+            assert_memory_equal(a, s, n);
+            assert_memory_equal(a, parts, n);
+        }
         /* and the scalar conversion is the reference quantiser, row by row */
         const size_t arb = dy_type_row_bytes(dy_act_type(wt), cols);
         for (int b = 0; b < B; b++) {
@@ -239,20 +275,29 @@ static void test_act_convert_agrees(void **state)
     free(X);
 }
 
-/* Scalar and AVX2 give the same bits (the scalar code performs the AVX2 float operations in the
- * same order), for every type, with few activation rows (AVX2 "direct" path) and many
- * ("shared" path). Real forward passes depend on this: activations are re-quantised between
+/* Scalar and every SIMD level give the same bits (the scalar code performs the AVX2 float
+ * operations in the same order, and the 512-bit float kernel keeps that order), for every type,
+ * with few activation rows (AVX2 "direct" path), many ("shared" / "packed" path) and, for float
+ * rows, enough for the 512-bit kernel (wide rows from 32 activation rows, short ones from 128). Real forward passes depend on this: activations are re-quantised between
  * layers, so last-bit differences would otherwise grow into visible logit differences. */
-static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
+static void check_scalar_simd_identical(const dy_simd *lv, int nl, int64_t rows,
+                                        int64_t cols_scale)
 {
-    static const int Bs[] = {1, 2, 3, 4, 5, 19, 70};
+    static const int Bs[] = {1, 2, 3, 4, 5, 19, 40, 70, 130};
     for (size_t t = 0; t < N_WEIGHT_TYPES; t++) {
+        const bool float_rows = dy_type_block_elems(weight_types[t]) == 1;
+        if (cols_scale > 2 && !float_rows) /* the wide case is for the float kernels */
+            continue;
         rng_state = 99 + t;
         weights w;
-        make_weights(&w, weight_types[t], rows, 2 * test_cols(weight_types[t]));
+        make_weights(&w, weight_types[t], rows, cols_scale * test_cols(weight_types[t]));
         const int64_t cols = w.cols;
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
             const int B = Bs[bi];
+            /* 40 and 130 are for the 512-bit float kernel's crossovers (wide and short rows);
+             * short tiles suffice for them */
+            if ((B == 40 || B > 70) && (!float_rows || rows > 32))
+                continue;
             float *X = malloc((size_t)(B * cols) * sizeof(float));
             float *Ys = malloc((size_t)(B * w.rows) * sizeof(float));
             float *Ya = malloc((size_t)(B * w.rows) * sizeof(float));
@@ -261,11 +306,13 @@ static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
                 X[i] = tu_rng_normal(&rng_state);
             void *act = convert_acts(DY_SIMD_SCALAR, w.type, X, cols, cols, B);
             dy_matmul_rows(DY_SIMD_SCALAR, &w.W, act, B, Ys, w.rows, 0, w.rows);
-            dy_matmul_rows(simd, &w.W, act, B, Ya, w.rows, 0, w.rows);
-            for (int64_t i = 0; i < B * w.rows; i++)
-                if (memcmp(&Ys[i], &Ya[i], sizeof(float)) != 0)
-                    fail_msg("%s B=%d: scalar %.9g vs %s %.9g at %lld", dy_type_name(w.type),
-                             B, Ys[i], dy_simd_name(simd), Ya[i], (long long)i);
+            for (int l = 0; l < nl; l++) {
+                dy_matmul_rows(lv[l], &w.W, act, B, Ya, w.rows, 0, w.rows);
+                for (int64_t i = 0; i < B * w.rows; i++)
+                    if (memcmp(&Ys[i], &Ya[i], sizeof(float)) != 0)
+                        fail_msg("%s B=%d: scalar %.9g vs %s %.9g at %lld", dy_type_name(w.type),
+                                 B, Ys[i], dy_simd_name(lv[l]), Ya[i], (long long)i);
+            }
             free(act);
             free(X);
             free(Ys);
@@ -275,19 +322,19 @@ static void check_scalar_avx2_identical(dy_simd simd, int64_t rows)
     }
 }
 
-/* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile.
- * At the AVX2 level, and at the AVX-512 VNNI level where the CPU has it. */
-static void test_scalar_avx2_identical(void **state)
+/* 21 rows: short tiles; 150: several 64-row groups of the packed VNNI path and a short tile;
+ * 4× the columns (1200 for float rows): past the width where the 512-bit float kernel starts.
+ * At every level above scalar that the CPU has. */
+static void test_scalar_simd_identical(void **state)
 {
     (void)state;
-    if (!have_avx2())
+    dy_simd lv[3];
+    const int n = simd_levels(lv);
+    if (n == 0)
         skip();
-    const bool vnni = dy_simd_detect() == DY_SIMD_AVX512_VNNI;
-    for (int pass = 0; pass < (vnni ? 2 : 1); pass++) {
-        const dy_simd simd = pass == 0 ? DY_SIMD_AVX2 : DY_SIMD_AVX512_VNNI;
-        check_scalar_avx2_identical(simd, 21);
-        check_scalar_avx2_identical(simd, 150);
-    }
+    check_scalar_simd_identical(lv, n, 21, 2);
+    check_scalar_simd_identical(lv, n, 150, 2);
+    check_scalar_simd_identical(lv, n, 13, 4);
 }
 
 static void test_act_type_and_bytes(void **state)
@@ -307,6 +354,7 @@ static void test_act_type_and_bytes(void **state)
     assert_string_equal(dy_simd_name(DY_SIMD_SCALAR), "scalar");
     assert_string_equal(dy_simd_name(DY_SIMD_AVX2), "avx2");
     assert_string_equal(dy_simd_name(DY_SIMD_AVX512_VNNI), "avx512vnni");
+    assert_string_equal(dy_simd_name(DY_SIMD_AVX512), "avx512");
     const char *was = getenv("DYAD_SIMD");
     char *saved = was ? strdup(was) : NULL;
     unsetenv("DYAD_SIMD");
@@ -316,6 +364,9 @@ static void test_act_type_and_bytes(void **state)
     /* "avx2" caps the level at AVX2; it never raises it */
     setenv("DYAD_SIMD", "avx2", 1);
     assert_int_equal(dy_simd_detect(), best < DY_SIMD_AVX2 ? best : DY_SIMD_AVX2);
+    /* "avx512vnni": no 512-bit registers */
+    setenv("DYAD_SIMD", "AVX512vnni", 1);
+    assert_int_equal(dy_simd_detect(), best < DY_SIMD_AVX512_VNNI ? best : DY_SIMD_AVX512_VNNI);
     setenv("DYAD_SIMD", "any other value", 1);
     assert_int_equal(dy_simd_detect(), best);
     if (saved)
@@ -331,8 +382,8 @@ int main(void)
         cmocka_unit_test(test_act_type_and_bytes),
         cmocka_unit_test(test_act_convert_agrees),
         cmocka_unit_test(test_matmul_scalar),
-        cmocka_unit_test(test_matmul_avx2),
-        cmocka_unit_test(test_scalar_avx2_identical),
+        cmocka_unit_test(test_matmul_simd),
+        cmocka_unit_test(test_scalar_simd_identical),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

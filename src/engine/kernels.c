@@ -1,14 +1,16 @@
 /* kernels.c — owns the matmul entry points: SIMD detection, activation conversion, the dispatch
- * to the AVX2 code (kernels_avx2.c) and the portable scalar reference kernels.
+ * to the AVX2 code (kernels_avx2.c) or the 512-bit code (kernels_zmm.c) and the portable scalar
+ * reference kernels.
  *
  * The scalar kernels follow the same plan as the AVX2 ones, in plain C: for each output row,
  * walk the row in chunks, decode a chunk once (to f32, or to integers and a scale), and use it
  * for every activation row; the arithmetic is ggml's integer dot products (Q8_0/Q4_0 against
  * Q8_0, the K-quants against Q8_K with bsums for the mins).
  *
- * Both levels give the same bits: integer sums are exact, and the scalar code performs the AVX2
+ * All levels give the same bits: integer sums are exact, and the scalar code performs the AVX2
  * code's float operations in the same order (an exact fma where that uses an fma, the same
- * 8-lane split and pairwise reduction for float weights). That matters beyond tidiness:
+ * 8-lane split and pairwise reduction for float weights; the 512-bit float kernels keep that
+ * split, two rows' 8 lanes to a register). That matters beyond tidiness:
  * activations are re-quantised before every matmul, so a last-bit difference can flip a
  * rounding there and grow through the layers; with equal bits DYAD_SIMD=scalar reproduces the
  * AVX2 logits exactly. */
@@ -42,9 +44,13 @@ dy_simd dy_simd_detect(void)
         return DY_SIMD_SCALAR;
     if (env && strcasecmp(env, "avx2") == 0)
         return DY_SIMD_AVX2;
-    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+    if (!__builtin_cpu_supports("avx512vnni") || !__builtin_cpu_supports("avx512vl"))
+        return DY_SIMD_AVX2;
+    if (env && strcasecmp(env, "avx512vnni") == 0)
         return DY_SIMD_AVX512_VNNI;
-    return DY_SIMD_AVX2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw"))
+        return DY_SIMD_AVX512;
+    return DY_SIMD_AVX512_VNNI;
 #else
     return DY_SIMD_SCALAR;
 #endif
@@ -55,6 +61,7 @@ const char *dy_simd_name(dy_simd s)
     switch (s) {
     case DY_SIMD_AVX2: return "avx2";
     case DY_SIMD_AVX512_VNNI: return "avx512vnni";
+    case DY_SIMD_AVX512: return "avx512";
     default: return "scalar";
     }
 }
@@ -87,7 +94,11 @@ void dy_act_convert(dy_simd simd, dy_type t, const float *X, int64_t ldx, int64_
     for (int b = b0; b < b1; b++) {
         const float *x = X + (int64_t)b * ldx;
         void *dst = (uint8_t *)act + (size_t)b * rb;
-        if (dy_simd_has_avx2(simd) && at == DY_Q8_0)
+        if (simd == DY_SIMD_AVX512 && at == DY_Q8_0)
+            dy_zmm_act_q8_0(x, dst, cols);
+        else if (simd == DY_SIMD_AVX512 && at == DY_Q8_K)
+            dy_zmm_act_q8_k(x, dst, cols);
+        else if (dy_simd_has_avx2(simd) && at == DY_Q8_0)
             dy_avx2_act_q8_0(x, dst, cols);
         else if (dy_simd_has_avx2(simd) && at == DY_Q8_K)
             dy_avx2_act_q8_k(x, dst, cols);
@@ -313,9 +324,14 @@ void dy_matmul_rows_pf(dy_simd simd, const dy_mat *W, const void *act, int B, fl
 {
     if (B <= 0 || r1 <= r0)
         return;
+    if (pf_end > W->rows)
+        pf_end = W->rows;
+    if (simd == DY_SIMD_AVX512) {
+        dy_zmm_matmul(W, act, B, Y, ldy, r0, r1, pf_end);
+        return;
+    }
     if (dy_simd_has_avx2(simd)) {
-        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end > W->rows ? W->rows : pf_end,
-                       simd == DY_SIMD_AVX512_VNNI);
+        dy_avx2_matmul(W, act, B, Y, ldy, r0, r1, pf_end, simd);
         return;
     }
     switch (dy_act_type(W->type)) {

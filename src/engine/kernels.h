@@ -4,23 +4,30 @@
  * products). Activations are first converted once per call into the weight type's partner
  * format (Q8_0 for Q8_0/Q4_0, Q8_K for the K-quants, f32 otherwise), then each thread
  * computes a range of output rows for all B inputs, so every weight byte is read once per
- * call. AVX2+FMA code (and AVX-512 VNNI) is chosen at run time; the scalar code is the portable
- * reference. */
+ * call. AVX2+FMA code (with AVX-512 VNNI, and 512-bit AVX-512 kernels) is chosen at run time;
+ * the scalar code is the portable reference. */
 #ifndef DYAD_KERNELS_H
 #define DYAD_KERNELS_H
 
 #include "engine/quant.h"
 
 /* Kernel levels, each the one before plus more: the portable C code; the AVX2+FMA+F16C
- * kernels; those kernels with AVX-512 VNNI (on 256-bit registers) for their integer products.
+ * kernels; those kernels with AVX-512 VNNI (on 256-bit registers) for their integer products;
+ * those with 512-bit kernels (AVX-512 F/BW/VL/VNNI on zmm registers) where they are faster.
  * Every level gives the same bits. */
-typedef enum { DY_SIMD_SCALAR = 0, DY_SIMD_AVX2 = 1, DY_SIMD_AVX512_VNNI = 2 } dy_simd;
+typedef enum {
+    DY_SIMD_SCALAR = 0,
+    DY_SIMD_AVX2 = 1,
+    DY_SIMD_AVX512_VNNI = 2,
+    DY_SIMD_AVX512 = 3
+} dy_simd;
 
 /* The best level this CPU runs, capped by the environment variable DYAD_SIMD: "scalar" (the
- * portable code) or "avx2" (no AVX-512 VNNI); unset or any other value: the best. Read when
- * an engine or a measurement starts, and passed down from there, never per call. */
+ * portable code), "avx2" (no AVX-512) or "avx512vnni" (no 512-bit registers); unset or any
+ * other value: the best. Read when an engine or a measurement starts, and passed down from
+ * there, never per call. */
 dy_simd dy_simd_detect(void);
-/* "scalar", "avx2" or "avx512vnni". */
+/* "scalar", "avx2", "avx512vnni" or "avx512". */
 const char *dy_simd_name(dy_simd s);
 static inline bool dy_simd_has_avx2(dy_simd s)
 {

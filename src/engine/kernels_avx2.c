@@ -531,6 +531,15 @@ ALWAYS_INLINE void kq_unpack_row(dy_type t, const uint8_t *blk, kq_scratch *s, i
     s->mn[r] = _mm256_set_m128i(_mm_unpackhi_epi16(mins, mins), _mm_unpacklo_epi16(mins, mins));
 }
 
+void dy_avx2_kq_unpack8(dy_type t, const uint8_t *const rows[8], size_t off, kq_scratch *s)
+{
+    switch (t) { /* one inlined copy per type */
+    case DY_Q4_K: for (int r = 0; r < 8; r++) kq_unpack_row(DY_Q4_K, rows[r] + off, s, r); break;
+    case DY_Q5_K: for (int r = 0; r < 8; r++) kq_unpack_row(DY_Q5_K, rows[r] + off, s, r); break;
+    default: for (int r = 0; r < 8; r++) kq_unpack_row(DY_Q6_K, rows[r] + off, s, r); break;
+    }
+}
+
 ALWAYS_INLINE void kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
                                  const uint8_t *act, size_t arb, int nb, __m256 *acc)
 {
@@ -540,7 +549,7 @@ ALWAYS_INLINE void kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m25
 /* One 8-row tile against nb activation rows through the scratch, a super-block at a time. */
 ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64_t nsb, size_t bb,
                                   const uint8_t *act, size_t arb, int nb, __m256 *acc, pf_range pf,
-                                  bool vnni)
+                                  dy_simd simd)
 {
     const size_t d_off = t == DY_Q6_K ? offsetof(dy_block_q6_k, d) : 0;
     const size_t dmin_off = t == DY_Q6_K ? d_off : 2;
@@ -552,7 +561,10 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
         prefetch_slice(pf, 8 * off, 8 * bb);
         for (int r = 0; r < 8; r++)
             kq_unpack_row(t, rows[r] + off, &s, r);
-        if (vnni)
+        if (simd == DY_SIMD_AVX512)
+            dy_zmm_kq_superblock(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
+                                 act + i * sizeof(dy_block_q8_k), arb, nb, acc);
+        else if (simd == DY_SIMD_AVX512_VNNI)
             dy_avx512_kq_superblock(t, &s, f16x8(rows, off + d_off), f16x8(rows, off + dmin_off),
                                     act + i * sizeof(dy_block_q8_k), arb, nb, acc);
         else
@@ -562,8 +574,9 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
 }
 
 ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
-                             int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end, bool vnni)
+                             int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end, dy_simd simd)
 {
+    const bool vnni = simd >= DY_SIMD_AVX512_VNNI;
     const int64_t nsb = W->cols / DY_QK_K;
     const size_t bb = dy_type_block_bytes(t);
     const size_t arb = dy_type_row_bytes(DY_Q8_K, W->cols);
@@ -576,7 +589,7 @@ ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B,
             const int nr = tile_rows(W, r, r1, rows);
             const pf_range pf = next_tile(W, r, pf_end, 8);
             if (nb > direct_max(t, false))
-                kq_tile_shared(t, rows, nsb, bb, abase, arb, nb, acc, pf, vnni);
+                kq_tile_shared(t, rows, nsb, bb, abase, arb, nb, acc, pf, simd);
             else
                 for (int b = 0; b < nb; b++)
                     acc[b] = kq_direct(t, rows, nsb, bb,
@@ -588,21 +601,21 @@ ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B,
 }
 
 static void q4k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end, bool vnni)
+                     int64_t r1, int64_t pf_end, dy_simd simd)
 {
-    kq_rows_t(DY_Q4_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
+    kq_rows_t(DY_Q4_K, W, act, B, Y, ldy, r0, r1, pf_end, simd);
 }
 
 static void q5k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end, bool vnni)
+                     int64_t r1, int64_t pf_end, dy_simd simd)
 {
-    kq_rows_t(DY_Q5_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
+    kq_rows_t(DY_Q5_K, W, act, B, Y, ldy, r0, r1, pf_end, simd);
 }
 
 static void q6k_rows(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                     int64_t r1, int64_t pf_end, bool vnni)
+                     int64_t r1, int64_t pf_end, dy_simd simd)
 {
-    kq_rows_t(DY_Q6_K, W, act, B, Y, ldy, r0, r1, pf_end, vnni);
+    kq_rows_t(DY_Q6_K, W, act, B, Y, ldy, r0, r1, pf_end, simd);
 }
 
 /* ------------------------------------------------------------------ activation conversion */
@@ -705,17 +718,18 @@ void dy_avx2_act_q8_k(const float *x, void *dst, int64_t n)
 /* ------------------------------------------------------------------ dispatch */
 
 void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
-                    int64_t r1, int64_t pf_end, bool vnni)
+                    int64_t r1, int64_t pf_end, dy_simd simd)
 {
+    const bool vnni = simd >= DY_SIMD_AVX512_VNNI;
     switch (W->type) {
     case DY_F32: f32_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_F16: f16_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_BF16: bf16_rows(W, act, B, Y, ldy, r0, r1, pf_end); break;
     case DY_Q8_0:
     case DY_Q4_0: q8_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
-    case DY_Q4_K: q4k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
-    case DY_Q5_K: q5k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
-    case DY_Q6_K: q6k_rows(W, act, B, Y, ldy, r0, r1, pf_end, vnni); break;
+    case DY_Q4_K: q4k_rows(W, act, B, Y, ldy, r0, r1, pf_end, simd); break;
+    case DY_Q5_K: q5k_rows(W, act, B, Y, ldy, r0, r1, pf_end, simd); break;
+    case DY_Q6_K: q6k_rows(W, act, B, Y, ldy, r0, r1, pf_end, simd); break;
     default: break;
     }
 }

@@ -1,4 +1,4 @@
-/* kernels_impl.h — private to quant.c, kernels.c and kernels_{avx2,avx512}.c: ggml's block
+/* kernels_impl.h — private to quant.c, kernels.c and kernels_{avx2,avx512,zmm}.c: ggml's block
  * layouts as C structs, the "unpacked" form the matmul tiles work on, and the entry points of
  * the AVX2 code. Nothing outside those files should include this. */
 #ifndef DYAD_KERNELS_IMPL_H
@@ -91,8 +91,17 @@ void dy_kq_unpack(dy_type t, const void *block, dy_kq_unpacked *u);
 /* ---- AVX2 entry points (kernels_avx2.c; only called when the CPU has AVX2+FMA+F16C) ---- */
 void dy_avx2_act_q8_0(const float *x, void *dst, int64_t n);
 void dy_avx2_act_q8_k(const float *x, void *dst, int64_t n);
-/* vnni: also use the AVX-512 VNNI kernels (only at DY_SIMD_AVX512_VNNI; same bits). */
+/* simd ≥ DY_SIMD_AVX2: at DY_SIMD_AVX512_VNNI and above, also the AVX-512 VNNI kernels; at
+ * DY_SIMD_AVX512, the 512-bit K-quant products inside the shared path (same bits). */
 void dy_avx2_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy,
-                    int64_t r0, int64_t r1, int64_t pf_end, bool vnni);
+                    int64_t r0, int64_t r1, int64_t pf_end, dy_simd simd);
+
+/* ---- the 512-bit level (kernels_zmm.c; only called at DY_SIMD_AVX512) ----
+ * Its own kernels where it has them, the AVX2 code with its AVX-512 VNNI variants otherwise. */
+void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
+                   int64_t r1, int64_t pf_end);
+/* The activation conversions of dy_avx2_act_q8_0 / _q8_k on 512-bit registers (same bytes). */
+void dy_zmm_act_q8_0(const float *x, void *dst, int64_t n);
+void dy_zmm_act_q8_k(const float *x, void *dst, int64_t n);
 
 #endif

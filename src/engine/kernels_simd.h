@@ -240,6 +240,71 @@ typedef struct {
         acc[b] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(hsum8_epi32(m)), _mm256_mul_ps(dmin, dx), a);       \
     }
 
+/* ------------------------------------------------------------------ packed Q8_0 blocks */
+
+/* The packed int8 paths (kernels_avx512.c, and kernels_zmm.c with two of these side by side):
+ * blocks of 8 weight rows transposed so that lane r of a register is row r; see
+ * dy_avx512_q8_rows_packed. Activation blocks are tabled PK_BLOCKS at a time. */
+enum { PK_BLOCKS = KC / DY_QK };
+
+/* 32 bytes of each of 8 rows (wp[r] + off), transposed as int32 and each byte xor-ed with
+ * bias: out[g] lane r = bytes 4g … 4g+3 of row r. */
+ALWAYS_INLINE void pack_block8(const int8_t *const wp[8], size_t off, __m256i out[8], char bias8)
+{
+    __m256i v[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++)
+        v[r] = _mm256_loadu_si256((const __m256i *)(wp[r] + off));
+    /* 8×8 transpose of int32: v[r] lane g → out[g] lane r */
+    __m256i t[8], u[8];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
+    }
+#pragma GCC unroll 2
+    for (int k = 0; k < 2; k++) {
+        u[4 * k] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    /* u[0..3]: rows 0-3, groups (0,4), (1,5), (2,6), (3,7) in the two halves; u[4..7]: rows 4-7 */
+    const __m256i bias = _mm256_set1_epi8(bias8);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        out[g] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x20), bias);
+        out[g + 4] = _mm256_xor_si256(_mm256_permute2x128_si256(u[g], u[g + 4], 0x31), bias);
+    }
+}
+
+/* Lane r of block i of the tile: row r's values (wp[r] + i·wstride), offset to unsigned (w + 128)
+ * and packed: out[g] lane r = bytes 4g … 4g+3 of row r. */
+static inline void q8_pack_block(const int8_t *const wp[8], size_t off, __m256i out[8])
+{
+    pack_block8(wp, off, out, (char)0x80);
+}
+
+/* For activation rows [0, nb) of the chunk and blocks [k, k+nk): xs = 128·Σx, dx = the scale. */
+static inline void q8_act_table(const uint8_t *act, size_t arb, int nb, int64_t k, int nk,
+                                int32_t xs[][PK_BLOCKS], float dx[][PK_BLOCKS])
+{
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        const dy_block_q8_0 *x = (const dy_block_q8_0 *)(act + (size_t)b * arb) + k;
+        __m256i p[8];
+#pragma GCC unroll 8
+        for (int i = 0; i < 8; i++) {
+            const __m256i xv = i < nk ? _mm256_loadu_si256((const __m256i *)x[i].qs)
+                                      : _mm256_setzero_si256();
+            p[i] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+        }
+        _mm256_storeu_si256((__m256i *)xs[b], _mm256_slli_epi32(hsum8_epi32(p), 7));
+        for (int i = 0; i < nk; i++)
+            dx[b][i] = _cvtsh_ss(x[i].d);
+    }
+}
+
 /* ------------------------------------------------------------------ the AVX-512 VNNI kernels */
 
 /* In kernels_avx512.c; called only at DY_SIMD_AVX512_VNNI. Each is the AVX2 kernel of the
@@ -258,5 +323,13 @@ __m256i dy_avx512_q4k_direct_sb(const uint8_t *const rows[8], size_t off,
                                 const dy_block_q8_k *x, __m128i bsp, __m256i *msum);
 void dy_avx512_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
                              const uint8_t *act, size_t arb, int nb, __m256 *acc);
+
+/* In kernels_zmm.c; called only at DY_SIMD_AVX512: kq_superblock on 512-bit registers (same
+ * bits). */
+void dy_zmm_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
+                          const uint8_t *act, size_t arb, int nb, __m256 *acc);
+/* In kernels_avx2.c, for kernels_zmm.c: the 8 rows' super-block at offset off, decoded into s
+ * as kq_tile_shared does. */
+void dy_avx2_kq_unpack8(dy_type t, const uint8_t *const rows[8], size_t off, kq_scratch *s);
 
 #endif
