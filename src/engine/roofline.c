@@ -97,6 +97,7 @@ int dy_roofline_width(dy_simd simd)
     switch (simd) {
     case DY_SIMD_AVX2:
     case DY_SIMD_AVX512_VNNI: return 256;
+    case DY_SIMD_AVX512: return 512;
     default: return 0;
     }
 }
@@ -133,6 +134,7 @@ static void fma_phase(void *ctx, int ith, int nth)
     fma_job *j = ctx;
     switch (dy_roofline_width(j->simd)) {
     case 256: j->sink[ith % 64] = dy_fma_loop_avx2(j->iters); break;
+    case 512: j->sink[ith % 64] = dy_fma_loop_avx512(j->iters); break;
     default: j->sink[ith % 64] = fma_loop_scalar(j->iters);
     }
 }
@@ -141,7 +143,9 @@ static void int8_phase(void *ctx, int ith, int nth)
 {
     (void)nth;
     fma_job *j = ctx;
-    if (j->simd == DY_SIMD_AVX512_VNNI)
+    if (j->simd == DY_SIMD_AVX512)
+        j->isink[ith % 64] = dy_int8_loop_avx512(j->iters);
+    else if (j->simd == DY_SIMD_AVX512_VNNI)
         j->isink[ith % 64] = dy_int8_loop_avx512vnni_256(j->iters);
     else if (j->simd == DY_SIMD_AVX2)
         j->isink[ith % 64] = dy_int8_loop_avx2(j->iters);
@@ -170,6 +174,7 @@ double dy_measure_fma_gflops(dy_pool *pool, dy_simd simd, int reps)
     double per_round;
     switch (dy_roofline_width(simd)) {
     case 256: per_round = 2.0 * 8 * 10; break;
+    case 512: per_round = 2.0 * 16 * 12; break;
     default: per_round = 2.0 * 8;
     }
     return best_rate(pool, fma_phase, &j, per_round * j.iters, reps);
@@ -178,7 +183,8 @@ double dy_measure_fma_gflops(dy_pool *pool, dy_simd simd, int reps)
 double dy_measure_int8_gops(dy_pool *pool, dy_simd simd, int reps)
 {
     fma_job j = {.simd = simd, .iters = 10 * 1000 * 1000};
-    double per_round = simd == DY_SIMD_AVX512_VNNI ? 2.0 * 32 * 10
+    double per_round = simd == DY_SIMD_AVX512      ? 2.0 * 64 * 12
+                       : simd == DY_SIMD_AVX512_VNNI ? 2.0 * 32 * 10
                        : simd == DY_SIMD_AVX2      ? 2.0 * 32 * 8
                                                    : 2.0 * 8;
     return best_rate(pool, int8_phase, &j, per_round * j.iters, reps);
