@@ -19,7 +19,7 @@ int dy_int8_loop_avx512vnni_256(long iters)
     __m256i s = acc[0];
     for (int k = 1; k < 10; k++)
         s = _mm256_add_epi32(s, acc[k]);
-    return _mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7);
+    return _mm256_extract_epi32(s, 0) ^ _mm256_extract_epi32(s, 7); /* xor: a sum may overflow */
 }
 
 int dy_int8_loop_avx512(long iters)
@@ -35,8 +35,10 @@ int dy_int8_loop_avx512(long iters)
     }
     __m512i s = acc[0];
     for (int k = 1; k < 12; k++)
-        s = _mm512_add_epi32(s, acc[k]);
-    return _mm512_reduce_add_epi32(s);
+        s = _mm512_xor_si512(s, acc[k]);
+    /* Lanes combined by xor: their sum may overflow an int (undefined in C, not in SIMD). */
+    const __m256i h = _mm256_xor_si256(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    return _mm256_extract_epi32(h, 0) ^ _mm256_extract_epi32(h, 7);
 }
 
 float dy_fma_loop_avx512(long iters)
