@@ -15,11 +15,9 @@ MODEL defaults to a generated 110m q8_0 (models/generated/110m-q8_0.gguf, made w
     bench/ab_serve.py build/dyad build/dyad models/stories260K.bin   (a quick check)"""
 import os
 import statistics
-import subprocess
 import sys
 
 import benchlib
-from benchlib import ROOT
 
 ROUNDS = int(os.environ.get("ROUNDS", "3"))
 CONCS = [int(c) for c in os.environ.get("CONCS", "1 16").split()]
@@ -35,11 +33,7 @@ METRICS = [("output tok/s", lambda r: r["output_throughput"]),
 def model_path(a):
     if len(sys.argv) > 3:
         return sys.argv[3]
-    path = os.path.join(ROOT, "models", "generated", "110m-q8_0.gguf")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([a, "gen-model", "--shape", "110m", "--type", "q8_0", "-o", path], check=True)
-    return path
+    return benchlib.generated_model(a, "110m-q8_0")
 
 
 def run(binary, bench, model, conc, seed):

@@ -66,6 +66,18 @@ def binary_id(path):
         return f"{path} (sha256 {hashlib.sha256(f.read()).hexdigest()[:12]})"
 
 
+def generated_model(dyad, name):
+    """models/generated/NAME.gguf (NAME = SHAPE-TYPE, e.g. 110m-q8_0), made with `dyad gen-model`
+    the first time it is asked for."""
+    shape, _, wtype = name.partition("-")
+    path = os.path.join(ROOT, "models", "generated", f"{name}.gguf")
+    if not os.path.exists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        subprocess.run([dyad, "gen-model", "--shape", shape, "--type", wtype, "-o", path],
+                       check=True)
+    return path
+
+
 def serve(dyad, *args):
     """A fresh `dyad serve` (dyad_http.Server) and the seconds it took to listen (to 0.05 s)."""
     t0 = time.monotonic()

@@ -46,15 +46,7 @@ def peer_bin(peer_dir):
 
 def model_path(dyad, name):
     """A GGUF path for MODELS entry `name`, generated with `dyad gen-model` if needed."""
-    if name.endswith(".gguf"):
-        return name
-    shape, _, wtype = name.partition("-")
-    path = os.path.join(benchlib.ROOT, "models", "generated", f"{name}.gguf")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([dyad, "gen-model", "--shape", shape, "--type", wtype, "-o", path],
-                       check=True)
-    return path
+    return name if name.endswith(".gguf") else benchlib.generated_model(dyad, name)
 
 
 def run_json_lines(cmd):

@@ -41,12 +41,7 @@ def model_path(new):
         return sys.argv[3]
     if QUICK:
         return os.path.join(ROOT, "models", "stories260K.bin")
-    path = os.path.join(ROOT, "models", "generated", "110m-q8_0.gguf")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([new, "gen-model", "--shape", "110m", "--type", "q8_0", "-o", path],
-                       check=True)
-    return path
+    return benchlib.generated_model(new, "110m-q8_0")
 
 
 def serve_args(model, kv_type):

@@ -32,12 +32,7 @@ THREADS = os.environ.get("THREADS", "2")
 
 
 def model_path(dyad):
-    path = os.environ.get("MODEL") or os.path.join(ROOT, "models", "generated", "110m-q8_0.gguf")
-    if not os.path.exists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        subprocess.run([dyad, "gen-model", "--shape", "110m", "--type", "q8_0", "-o", path],
-                       check=True)
-    return path
+    return os.environ.get("MODEL") or benchlib.generated_model(dyad, "110m-q8_0")
 
 
 def grammar_costs(dyad, model):

@@ -191,42 +191,40 @@ static int batch_at_context(bench_ctx *b, const bench_opts *o, int C, double *ms
     if (max_b == 0)
         return 0;
     int rc = -1;
-    dy_kv_pool *kv = dy_kv_pool_make(max_b * per_seq, &shape, NULL);
-    int32_t *tables = malloc(sizeof(int32_t) * (size_t)max_b * per_seq);
+    /* The same context on a pool and engine of its own; errors land in bc.err. */
+    bench_ctx bc = *b;
+    bc.kv = dy_kv_pool_make(max_b * per_seq, &shape, NULL);
+    bc.blocks = malloc(sizeof(int32_t) * (size_t)max_b * per_seq);
+    bc.n_blocks = per_seq;
+    bc.e = NULL;
+    dy_kv_pool *kv = bc.kv;
+    int32_t *tables = bc.blocks;
     dy_span *spans = malloc(sizeof *spans * (size_t)max_b);
-    dy_engine *e = kv ? dy_engine_new(b->m, kv, o->threads, 512, b->err, sizeof b->err) : NULL;
-    if (!kv || !tables || !spans || !e) {
-        if (!e && kv)
-            goto out; /* b->err says why */
-        snprintf(b->err, sizeof b->err, "out of memory for the batch at context %d", C);
+    if (!kv || !tables || !spans) {
+        snprintf(bc.err, sizeof bc.err, "out of memory for the batch at context %d", C);
         goto out;
     }
+    if (!(bc.e = dy_engine_new(b->m, kv, o->threads, 512, bc.err, sizeof bc.err)))
+        goto out;
     for (int i = 0; i < max_b * per_seq; i++)
         tables[i] = dy_kv_alloc(kv);
-    bench_ctx bc = *b;
-    bc.kv = kv;
-    bc.e = e;
-    bc.blocks = tables;
-    bc.n_blocks = per_seq;
-    if (prefill_to(&bc, C) != 0) {
-        memcpy(b->err, bc.err, sizeof b->err);
+    if (prefill_to(&bc, C) != 0)
         goto out;
-    }
     for (int s = 1; s < max_b; s++)
         for (int k = 0; k < per_seq; k++)
             dy_kv_copy_block(kv, tables[s * per_seq + k], tables[k]);
     for (int s = 0; s < max_b; s++)
         spans[s] = (dy_span){b->tokens + s, 1, C, tables + s * per_seq, per_seq, 1};
     for (int i = 0; i < N_BATCH && batch_b[i] <= max_b; i++) {
-        if ((ms[i] = time_step(&bc, spans, batch_b[i], o->reps)) < 0) {
-            memcpy(b->err, bc.err, sizeof b->err);
+        if ((ms[i] = time_step(&bc, spans, batch_b[i], o->reps)) < 0)
             goto out;
-        }
         point_done(b->progress, base_name(b->m->path));
     }
     rc = 0;
 out:
-    dy_engine_free(e);
+    if (rc)
+        memcpy(b->err, bc.err, sizeof b->err);
+    dy_engine_free(bc.e);
     dy_kv_pool_free(kv);
     free(tables);
     free(spans);
@@ -293,7 +291,8 @@ typedef struct {
     double dram_gbps, llc_gbps; /* streaming reads from DRAM and from the last-level cache */
     size_t llc_bytes;           /* 0: the CPU reports no cache size (decode uses DRAM's) */
     double fma_gflops, int8_gops;
-    int width; /* vector bits of the kernel level whose peaks these are (0: scalar) */
+    dy_simd simd; /* the kernel level whose peaks these are */
+    int width;    /* its vector bits (0: scalar) */
 } machine;
 
 /* Whether a model's weights are multiplied in int8 (every quantized type) or in fp32. */
@@ -478,7 +477,7 @@ static bool add_model(void *ctx, const char *v, char *err, size_t errlen)
 static machine measure_machine(dy_pool *pool, const bench_opts *o, points *pt)
 {
     const dy_simd simd = dy_simd_detect();
-    machine mc = {.llc_bytes = dy_llc_bytes(), .width = dy_roofline_width(simd)};
+    machine mc = {.llc_bytes = dy_llc_bytes(), .simd = simd, .width = dy_roofline_width(simd)};
     mc.dram_gbps = dy_measure_read_gbps(pool, o->quick ? (64u << 20) : (1u << 30), o->reps);
     point_done(pt, "machine");
     const size_t llc_set = mc.llc_bytes ? mc.llc_bytes / 2 : (4u << 20);
@@ -564,7 +563,7 @@ static int bench_engine(int argc, char **argv)
                "last-level cache; peaks at %d bits (%s kernels): fp32 FMA %.1f GFLOP/s, "
                "int8 %.1f GOP/s (%d threads)\n",
                mc.dram_gbps, mc.llc_gbps, (double)mc.llc_bytes / (1 << 20), mc.width,
-               dy_simd_name(dy_simd_detect()), mc.fma_gflops, mc.int8_gops, o.threads);
+               dy_simd_name(mc.simd), mc.fma_gflops, mc.int8_gops, o.threads);
     rc = 0;
     for (int i = 0; i < o.n_models; i++)
         rc |= bench_model(o.models[i], &o, &mc, &pt);
