@@ -36,6 +36,7 @@ typedef struct {
     dy_kv_pool *pool;
     dy_xfer_rx *rx;
     struct sockaddr_in addr;
+    unsigned connections; /* made so far: picks each one's source address */
 } receiver;
 
 static receiver *the_receiver(void)
@@ -64,11 +65,24 @@ static void expect_blocks(dy_xfer_rx *rx)
     dy_xfer_rx_expect(rx, 9, seq9, 1);
 }
 
+/* Binds fd to one of 127.0.0.2 … 127.0.0.254 in turn. The receiver closes first, so each
+ * connection leaves a TIME_WAIT pair behind for a minute; from a single source address a fast
+ * run uses up the ephemeral ports within seconds, from 253 it does not. */
+static void bind_next_source(int fd, receiver *r)
+{
+    struct sockaddr_in src = {.sin_family = AF_INET};
+    src.sin_addr.s_addr = htonl(0x7f000002u + r->connections++ % 253u);
+    fz_check(bind(fd, (const struct sockaddr *)&src, sizeof src) == 0,
+             "cannot bind a loopback source address");
+}
+
 /* Sends the stream on one connection and waits for the receiver to close it. */
-static void send_stream(const receiver *r, const uint8_t *data, size_t size)
+static void send_stream(receiver *r, const uint8_t *data, size_t size)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    fz_check(fd >= 0 && connect(fd, (const struct sockaddr *)&r->addr, sizeof r->addr) == 0,
+    fz_check(fd >= 0, "no socket");
+    bind_next_source(fd, r);
+    fz_check(connect(fd, (const struct sockaddr *)&r->addr, sizeof r->addr) == 0,
              "cannot connect to the receiver");
     for (size_t off = 0; off < size;) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
