@@ -9,18 +9,11 @@
  *   build/kernel_micro TYPE ROWS COLS B REPS LEVEL...   e.g. f32 768 768 128 20 avx512vnni avx512
  * The activation conversion is timed apart from the matmul; levels the CPU lacks are refused. */
 #include "engine/kernels.h"
+#include "util/clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static bool parse_level(const char *s, dy_simd *out)
 {
@@ -86,14 +79,14 @@ int main(int argc, char **argv)
         best_s[i] = best_c[i] = 1e30;
     for (int rep = 0; rep < reps; rep++)
         for (int i = 0; i < nl; i++) {
-            const double c0 = now_s();
+            const double c0 = dy_now();
             dy_act_convert(lv[i], t, X, cols, cols, 0, B, act);
-            const double dc = now_s() - c0;
+            const double dc = dy_now() - c0;
             if (dc < best_c[i])
                 best_c[i] = dc;
-            const double t0 = now_s();
+            const double t0 = dy_now();
             dy_matmul_rows(lv[i], &W, act, B, Y[i], rows, 0, rows);
-            const double dt = now_s() - t0;
+            const double dt = dy_now() - t0;
             if (dt < best_s[i])
                 best_s[i] = dt;
         }
