@@ -121,6 +121,42 @@ def test_resize_under_load_loses_nothing(s):
     assert m["dyad_kv_transfers_total"] >= 1
 
 
+def worker_pids(s):
+    return {w["id"]: w["pid"] for w in s.request("GET", "/health")[1]["workers"]}
+
+
+def signal_all(pids, sig):
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def kill_while_draining(s, clients, new_sizes, draining):
+    """Stops every worker (SIGSTOP), sends the clients, asks for new_sizes, and SIGKILLs the
+    slot draining(slot) picks out. Stopped workers finish nothing, so the drained slot holds
+    its in-flight work, and stays draining, until the kill: on a fast machine the requests
+    would otherwise end, and the slot move on, before the test could see it drain."""
+    pids = worker_pids(s)
+    signal_all(pids.values(), signal.SIGSTOP)
+    try:
+        for t in clients:
+            t.start()
+        assert s.wait_for(lambda: all(x["in_flight"] > 0 for x in pools(s)["slots"]
+                                      if x["state"] == "active"), timeout=30), pools(s)
+        set_pools(s, **new_sizes)
+        assert s.wait_for(lambda: any(draining(x) for x in pools(s)["slots"]),
+                          timeout=30), pools(s)
+        victim = next(x["id"] for x in pools(s)["slots"] if draining(x))
+        os.kill(pids[victim], signal.SIGKILL)
+    finally:
+        signal_all(pids.values(), signal.SIGCONT)
+    for t in clients:
+        t.join()
+    return victim
+
+
 def test_worker_killed_while_draining(s):
     set_pools(s, aggregated=2)
     assert s.wait_for(lambda: reached(s, aggregated=2), timeout=60)
@@ -133,17 +169,8 @@ def test_worker_killed_while_draining(s):
         results.append(st)
 
     clients = [threading.Thread(target=one, args=(k,)) for k in range(6)]
-    for t in clients:
-        t.start()
-    assert s.wait_for(lambda: all(x["in_flight"] > 0 for x in pools(s)["slots"]
-                                  if x["state"] == "active"), timeout=30)
-    set_pools(s, aggregated=1)
-    assert s.wait_for(lambda: any(x["state"] == "draining" for x in pools(s)["slots"]), timeout=30)
-    victim = next(x["id"] for x in pools(s)["slots"] if x["state"] == "draining")
-    pid = next(w["pid"] for w in s.request("GET", "/health")[1]["workers"] if w["id"] == victim)
-    os.kill(pid, signal.SIGKILL)
-    for t in clients:
-        t.join()
+    victim = kill_while_draining(s, clients, dict(aggregated=1),
+                                 lambda x: x["state"] == "draining")
     # what had produced tokens on the dead worker fails as for any worker death; the rest ran
     # elsewhere; nothing hangs, and the slot is parked rather than restarted
     assert all(st in (200, 503) for st in results) and 200 in results, results
@@ -156,17 +183,8 @@ def test_worker_killed_while_draining(s):
     assert s.wait_for(lambda: reached(s, aggregated=2), timeout=60)
     results.clear()
     clients = [threading.Thread(target=one, args=(k,)) for k in range(10, 16)]
-    for t in clients:
-        t.start()
-    assert s.wait_for(lambda: all(x["in_flight"] > 0 for x in pools(s)["slots"]
-                                  if x["state"] == "active"), timeout=30)
-    set_pools(s, prefill=1, decode=1)
-    assert s.wait_for(lambda: any(x.get("then") == "decode" for x in pools(s)["slots"]), timeout=30)
-    victim = next(x["id"] for x in pools(s)["slots"] if x.get("then") == "decode")
-    pid = next(w["pid"] for w in s.request("GET", "/health")[1]["workers"] if w["id"] == victim)
-    os.kill(pid, signal.SIGKILL)
-    for t in clients:
-        t.join()
+    victim = kill_while_draining(s, clients, dict(prefill=1, decode=1),
+                                 lambda x: x.get("then") == "decode")
     assert all(st in (200, 503) for st in results) and 200 in results, results
     assert s.wait_for(lambda: reached(s, prefill=1, decode=1), timeout=60), pools(s)
     assert pools(s)["slots"][victim]["role"] == "decode", pools(s)
