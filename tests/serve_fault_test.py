@@ -170,6 +170,35 @@ def test_short_socket_io_changes_nothing():
         del os.environ["DYAD_FAULT_EVERY"], os.environ["DYAD_FAULT_SHORT_IO"]
 
 
+def test_failed_sends_are_placed_again():
+    """Every 5th frame the frontend sends to a worker fails as on a broken socket (EPIPE,
+    nothing sent): the frontend tears that worker's connection down (it is killed and started
+    again), and a request whose frame did not go out is placed on the other worker, so every
+    answer is whole and equal to the reference (it was a 503 'could not reach the worker')."""
+    os.environ.update(DYAD_FAULT_EVERY="0", DYAD_FAULT_SEND_EVERY="5")
+    try:
+        s = Server(FAULT, "--workers", "2", "--threads-per-worker", "1")
+        try:
+            want = {p: ask(s, "cmpl", p, False)[1] for p in PROMPTS}
+            os.kill(s.proc.pid, signal.SIGUSR2)  # faults on, in the frontend only
+            got = [(p, st, ask(s, "cmpl", p, st)) for _ in range(3) for p in PROMPTS
+                   for st in (False, True)]
+            os.kill(s.proc.pid, signal.SIGUSR2)
+            m = s.metrics()
+        finally:
+            assert s.stop() == 0
+    finally:
+        del os.environ["DYAD_FAULT_EVERY"], os.environ["DYAD_FAULT_SEND_EVERY"]
+    for p, st, r in got:
+        assert r == ("ok", want[p]), (p[:20], st, r)
+    restarts = sum(v for k, v in m.items() if k.startswith("dyad_worker_restarts_total"))
+    s.log.seek(0)
+    failures = s.log.read().count("could not send to worker")
+    print(f"--workers 2, every 5th send of the frontend fails: {len(got)} requests, all whole; "
+          f"{failures} sends failed, {int(restarts)} workers restarted")
+    assert failures >= 3 and restarts >= failures - 1, (failures, restarts)
+
+
 def test_allocation_failures_end_cleanly():
     if not os.path.exists(FAULT):
         raise AssertionError(f"{FAULT} is not built (it is built with the tests)")

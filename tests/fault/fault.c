@@ -5,10 +5,13 @@
  * Nothing happens until the process receives SIGUSR2; from then on, until the next SIGUSR2:
  *   DYAD_FAULT_EVERY=N (default 11; 0: none)  every Nth allocation fails;
  *   DYAD_FAULT_SHORT_IO=1                     reads and sends move 1 to 7 bytes at a time
- *                                             (as a busy network may), never failing.
+ *                                             (as a busy network may), never failing;
+ *   DYAD_FAULT_SEND_EVERY=N (default 0: none) every Nth send fails with EPIPE, sending
+ *                                             nothing (as when the peer's socket broke).
  * Disarming prints "dyad-fault PID: F of A allocations failed" to stderr, for the test's
  * counts, and so does exit. Test code: the environment and a signal handler are fine here,
  * and never in the product. */
+#include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -37,8 +40,8 @@ ssize_t __wrap_recv(int fd, void *buf, size_t n, int flags);
 ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags);
 
 static atomic_bool armed;
-static atomic_ulong calls, failed, io_calls;
-static unsigned long every = 11;
+static atomic_ulong calls, failed, io_calls, sends;
+static unsigned long every = 11, send_every;
 static bool short_io;
 
 /* Appends v in decimal (async-signal-safe, unlike snprintf). */
@@ -94,6 +97,9 @@ __attribute__((constructor)) static void fault_init(void)
         every = (unsigned long)atoi(e);
     const char *io = getenv("DYAD_FAULT_SHORT_IO");
     short_io = io && atoi(io) > 0;
+    const char *se = getenv("DYAD_FAULT_SEND_EVERY");
+    if (se && atoi(se) > 0)
+        send_every = (unsigned long)atoi(se);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = toggle;
@@ -159,5 +165,10 @@ ssize_t __wrap_recv(int fd, void *buf, size_t n, int flags)
 
 ssize_t __wrap_send(int fd, const void *buf, size_t n, int flags)
 {
+    if (send_every && atomic_load_explicit(&armed, memory_order_relaxed) &&
+        (atomic_fetch_add(&sends, 1) + 1) % send_every == 0) {
+        errno = EPIPE;
+        return -1;
+    }
     return __real_send(fd, buf, io_size(n), flags);
 }

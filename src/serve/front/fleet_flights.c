@@ -81,7 +81,7 @@ static dy_place_view place_view(dy_fleet *w)
         const slot *s = &w->slots[i];
         /* Starting, draining and parked workers take no new sequences, nor a restarted one
          * whose last incarnation failed to load, until this one has. */
-        const bool candidate = s->alive && s->state == DY_SLOT_ACTIVE &&
+        const bool candidate = s->alive && !s->unreachable && s->state == DY_SLOT_ACTIVE &&
                                (s->hello_seen || s->load_failures == 0);
         w->view[i] = (dy_place_worker){.alive = candidate,
                                        .pool = dy_fleet_pool_of_role(s->role),
@@ -169,10 +169,15 @@ void dy_fleet_send_cancel(slot *s, uint64_t id)
     dy_buf_free(&b);
 }
 
+typedef enum { SENT, NOT_SENT, UNREACHABLE } send_result;
+
 /* Sends choices [first, first + count) of a job — samples of one prompt, with consecutive
  * random streams — to slot s as one request with ids id .. id + count - 1, its prompt
- * prefilled by slot `prefill` (or locally if -1). */
-static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id, int prefill)
+ * prefilled by slot `prefill` (or locally if -1). UNREACHABLE: the frame could not be sent
+ * (the worker's connection is being torn down), and the slot is marked so that placement
+ * puts the samples elsewhere; NOT_SENT: out of memory. */
+static send_result send_samples(slot *s, dy_job *job, int first, int count, uint64_t id,
+                                int prefill)
 {
     for (int i = 0; i < count; i++) {
         dy_choice *c = &job->choices[first + i];
@@ -183,24 +188,31 @@ static bool send_samples(slot *s, dy_job *job, int first, int count, uint64_t id
     dy_msg_request m = job->choices[first].req;
     m.n_samples = (uint32_t)count;
     dy_buf b = {0};
-    bool ok = dy_wire_request(&b, &m) && dy_fleet_send_frame(s, &b);
+    if (!dy_wire_request(&b, &m) || b.oom) {
+        dy_buf_free(&b);
+        return NOT_SENT;
+    }
+    bool ok = dy_fleet_send_frame(s, &b);
     dy_buf_free(&b);
-    for (int i = 0; ok && i < count; i++) { /* the first sample's flight carries the prefill */
+    if (!ok) {
+        s->unreachable = true;
+        return UNREACHABLE;
+    }
+    for (int i = 0; i < count; i++) { /* the first sample's flight carries the prefill */
         flight *f = dy_fleet_add_flight(s, id + (uint64_t)i, job, first + i);
         f->prefill_slot = i ? -1 : prefill;
         f->group = i ? 1 : count;
     }
-    if (ok && prefill < 0)
+    if (prefill < 0)
         s->fleet->xfer.local++;
-    return ok;
+    return SENT;
 }
 
 /* Places and sends the samples [first, first + count) of one prompt. They stay together on
  * one worker — one prefill, one KV transfer, forked blocks — unless that worker's KV pool
  * could not hold them all at once; then they go in parts that fit, each placed anew
- * (docs/repeated-sampling.md). -1 if no worker is available. */
-/* Places and sends the samples [first, first + count) of one prompt. OK, or UNAVAILABLE (no
- * worker) or NO_MEMORY for the samples not sent. */
+ * (docs/repeated-sampling.md). A part whose worker cannot be reached is placed again on
+ * another. OK, or UNAVAILABLE (no worker) or NO_MEMORY for the samples not sent. */
 static dy_submit_result submit_samples(dy_fleet *w, dy_job *job, int first, int count)
 {
     while (count > 0) {
@@ -217,14 +229,16 @@ static dy_submit_result submit_samples(dy_fleet *w, dy_job *job, int first, int 
         pthread_mutex_unlock(&job->mu);
         uint64_t id = w->next_id;
         w->next_id += (uint64_t)part;
-        if (!send_samples(s, job, first, part, id, pl.prefill)) {
-            /* The worker's socket broke: the reader will see it die; fail these now. */
+        const send_result sent = send_samples(s, job, first, part, id, pl.prefill);
+        if (sent != SENT) {
             pthread_mutex_lock(&job->mu);
-            for (int i = 0; i < part; i++)
-                dy_choice_fail(&job->choices[first + i], "could not reach the worker");
+            for (int i = 0; sent == NOT_SENT && i < part; i++)
+                dy_choice_fail(&job->choices[first + i], "out of memory");
             job->refs -= part;
             pthread_mutex_unlock(&job->mu);
             dy_router_on_finished(w->router, &ticket);
+            if (sent == UNREACHABLE)
+                continue; /* the same samples, placed again without that worker */
         } else {
             flight *lead = dy_fleet_find_flight(s, id);
             lead->has_ticket = true;
@@ -398,18 +412,22 @@ static void rerun_or_fail(dy_fleet *w, flight *f)
     pthread_mutex_lock(&j->mu);
     bool rerun = !c->started && !c->done && !w->stopping;
     pthread_mutex_unlock(&j->mu);
-    dy_router_ticket t;
-    dy_placement pl = rerun ? place(w, &c->req, 1, true, &t, NULL)
-                            : (dy_placement){.gen = -1, .prefill = -1};
-    uint64_t id = w->next_id++;
-    if (pl.gen >= 0 && send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1)) {
-        flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);
-        nf->has_ticket = true;
-        nf->ticket = t;
-        return; /* the job reference moves with it */
-    }
-    if (pl.gen >= 0)
+    while (rerun) {
+        dy_router_ticket t;
+        dy_placement pl = place(w, &c->req, 1, true, &t, NULL);
+        if (pl.gen < 0)
+            break;
+        uint64_t id = w->next_id++;
+        const send_result sent = send_samples(&w->slots[pl.gen], j, f->choice, 1, id, -1);
+        if (sent == SENT) {
+            flight *nf = dy_fleet_find_flight(&w->slots[pl.gen], id);
+            nf->has_ticket = true;
+            nf->ticket = t;
+            return; /* the job reference moves with it */
+        }
         dy_router_on_finished(w->router, &t);
+        rerun = sent == UNREACHABLE; /* placed again without that worker */
+    }
     pthread_mutex_lock(&j->mu);
     /* Stopping: the drain's deadline passed and the workers were stopped under it. */
     dy_choice_fail(c, w->stopping ? "the server is shutting down and this request did not "

@@ -89,6 +89,9 @@ typedef struct {
     double spawned_at;        /* when this incarnation was started (dy_now) */
     bool hung;
     uint64_t hangs;
+    /* A frame to this incarnation could not be sent (its connection is being torn down):
+     * placement skips it until a new process starts. Set and read with mu held. */
+    bool unreachable;
     /* Its incarnations in a row that died or hung before HELLO (0 once one loads): the
      * back-off before the next start grows with it, and while it is > 0 the slot takes no
      * new sequences until its worker loads. */

@@ -98,6 +98,7 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     s->alive = true;
     s->hello_seen = false;
     s->hung = false; /* a new incarnation: judged afresh (up only once it says HELLO) */
+    s->unreachable = false;
     s->last_heard = s->spawned_at = dy_now();
     return 0;
 }
@@ -112,11 +113,17 @@ bool dy_fleet_send_frame(slot *s, const dy_buf *b)
     pthread_mutex_lock(&s->wmu);
     bool ok = limit > 0 ? dy_write_all_within(s->fd, b->data, b->len, limit)
                         : dy_write_all(s->fd, b->data, b->len);
-    bool stuck = !ok && limit > 0 && errno == ETIMEDOUT;
+    const int why = errno;
     pthread_mutex_unlock(&s->wmu);
-    if (stuck) {
-        fprintf(stderr, "dyad serve: worker %d took nothing for %.1f s; killing it and starting "
-                "a new one\n", s->index, limit);
+    /* A frame that did not go out whole leaves the stream unusable, whatever the cause: the
+     * connection is torn down and the reader handles it as a death. */
+    if (!ok) {
+        if (limit > 0 && why == ETIMEDOUT)
+            fprintf(stderr, "dyad serve: worker %d took nothing for %.1f s; killing it and "
+                    "starting a new one\n", s->index, limit);
+        else
+            fprintf(stderr, "dyad serve: could not send to worker %d (%s); killing it and "
+                    "starting a new one\n", s->index, strerror(why));
         kill(s->pid, SIGKILL);
         shutdown(s->fd, SHUT_RDWR); /* its reader sees the end: handled as a death */
     }

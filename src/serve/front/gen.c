@@ -822,8 +822,7 @@ static const dy_choice *failed_choice(const dy_job *j)
 static void error_for(const dy_choice *c, dy_api_error *e)
 {
     const char *msg = c->tail ? c->tail : "out of memory"; /* no message: it could not be kept */
-    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "could not reach", 15) ||
-        !strncmp(msg, "the server is shutting down", 27))
+    if (!strncmp(msg, "the worker", 10) || !strncmp(msg, "the server is shutting down", 27))
         dy_api_error_unavailable(e, msg);
     else if (!strncmp(msg, "out of memory", 13) || !strncmp(msg, "the engine step failed", 22))
         dy_api_error_internal(e, msg);
