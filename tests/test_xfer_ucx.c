@@ -162,6 +162,24 @@ static void test_unreachable(void **st)
     assert_non_null(strstr(err, addr));
     assert_null(dy_xfer_open(DY_XFER_UCX, "no-colon", DY_KV_F16, 64, err, sizeof err));
     assert_non_null(strstr(err, "host:port"));
+    /* a receiver that goes away after the connection was made: the send fails, bounded */
+    dy_kv_pool *src = pool(2, 16, 32, DY_KV_F16);
+    rx = dy_xfer_rx_start(DY_XFER_UCX, dst, "127.0.0.1", 0, err, sizeof err);
+    assert_non_null(rx);
+    dy_xfer_peer *p = dy_xfer_open(DY_XFER_UCX, dy_xfer_rx_addr(rx), DY_KV_F16,
+                                   dy_kv_block_bytes(src), err, sizeof err);
+    assert_non_null(p);
+    dy_xfer_rx_stop(rx);
+    const int32_t ids[2] = {0, 1};
+    uint64_t bytes;
+    t0 = now_s();
+    assert_int_equal(dy_xfer_send(p, 1, src, ids, ids, 2, &bytes, err, sizeof err), -1);
+    assert_true(now_s() - t0 < 15); /* at worst the stall timeout, 10 s */
+    assert_non_null(strstr(err, "UCX KV receiver"));
+    /* the peer is reopened after a failure; until then it keeps failing at once */
+    assert_int_equal(dy_xfer_send(p, 1, src, ids, ids, 2, &bytes, err, sizeof err), -1);
+    dy_xfer_close(p);
+    dy_kv_pool_free(src);
     dy_kv_pool_free(dst);
 }
 

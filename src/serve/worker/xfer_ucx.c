@@ -54,6 +54,7 @@ void dy_xfer_ucx_stop(dy_xfer_ucx_rx *u)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -155,6 +156,35 @@ static void close_ep(ucp_worker_h w, int efd, ucp_ep_h ep, bool failed)
     }
 }
 
+/* Whether a is one of this host's IPv4 addresses (in this network namespace). */
+static bool is_local(const struct sockaddr *a)
+{
+    if (a->sa_family != AF_INET)
+        return false;
+    const struct in_addr ip = ((const struct sockaddr_in *)a)->sin_addr;
+    if ((ntohl(ip.s_addr) >> 24) == 127)
+        return true;
+    struct ifaddrs *ifs = NULL;
+    bool local = false;
+    if (getifaddrs(&ifs) != 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i && !local; i = i->ifa_next)
+        local = i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+                ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == ip.s_addr;
+    freeifaddrs(ifs);
+    return local;
+}
+
+/* How an endpoint to a peer at a handles failures. Between hosts UCX reports a peer that
+ * died or went away (PEER). On one host that mode rules out UCX's shared-memory transports
+ * (in 1.13 they cannot detect a dead peer), which move blocks with one copy instead of
+ * through loopback TCP; there a dead peer shows as a send that stalls (STALL_TIMEOUT_S).
+ * Both ends decide from the other's address, so they agree. */
+static ucp_err_handling_mode_t err_mode_for(const struct sockaddr *a)
+{
+    return is_local(a) ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+}
+
 static int parse_addr(const char *hostport, struct sockaddr_in *a, char *err, size_t errlen)
 {
     char host[DY_WIRE_MAX_PEER + 1];
@@ -178,6 +208,8 @@ static int parse_addr(const char *hostport, struct sockaddr_in *a, char *err, si
 
 /* ---------------------------------------------------------------- sender */
 
+typedef struct send_state send_state;
+
 struct dy_xfer_ucx_tx {
     char name[DY_WIRE_MAX_PEER + 1];
     ucp_context_h ctx;
@@ -185,19 +217,25 @@ struct dy_xfer_ucx_tx {
     int efd;
     ucp_ep_h ep;
     ucs_status_t failed; /* set by the endpoint's error handler */
+    send_state *abandoned;
 };
-
-typedef struct {
-    int pending;         /* blocks in flight */
-    ucs_status_t first;  /* the first failure, or UCS_OK */
-    int first_index;     /* its block */
-    double last_done;    /* when a block last completed */
-} send_state;
 
 typedef struct {
     send_state *st;
     int index;
 } send_slot;
+
+/* One send's blocks in flight: on the heap, because a send UCX never completes (a peer on
+ * this host that died, err_mode_for) leaves it referenced until the worker goes. */
+struct send_state {
+    int pending;         /* blocks in flight */
+    ucs_status_t first;  /* the first failure, or UCS_OK */
+    int first_index;     /* its block */
+    double last_done;    /* when a block last completed */
+    send_state *next;    /* abandoned sends, freed with the worker */
+    dy_xfer_frame *hdrs; /* the headers, as long as UCX may read them */
+    send_slot slots[];
+};
 
 static void on_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
@@ -216,6 +254,12 @@ void dy_xfer_ucx_disconnect(dy_xfer_ucx_tx *t)
         ucp_worker_destroy(t->worker);
     if (t->ctx)
         ucp_cleanup(t->ctx);
+    while (t->abandoned) {
+        send_state *next = t->abandoned->next;
+        free(t->abandoned->hdrs);
+        free(t->abandoned);
+        t->abandoned = next;
+    }
     free(t);
 }
 
@@ -239,7 +283,7 @@ dy_xfer_ucx_tx *dy_xfer_ucx_connect(const char *peer, char *err, size_t errlen)
                       UCP_EP_PARAM_FIELD_ERR_HANDLER | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER,
         .sockaddr = {(const struct sockaddr *)&a, sizeof a},
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = err_mode_for((const struct sockaddr *)&a),
         .err_handler = {on_ep_error, t},
     };
     ucs_status_t s = ucp_ep_create(t->worker, &ep, &t->ep);
@@ -292,62 +336,89 @@ static void refusal_message(const dy_xfer_ucx_tx *t, const dy_xfer_frame *h, ucs
                  ucs_status_string(s));
 }
 
-int dy_xfer_ucx_send(dy_xfer_ucx_tx *t, const dy_xfer_frame *hdrs, const void *const *blocks,
-                     int n, size_t bb, char *err, size_t errlen)
+/* Starts every block's send; stops at the first that fails to start. */
+static void start_sends(dy_xfer_ucx_tx *t, send_state *st, const void *const *blocks, int n,
+                        size_t bb)
 {
-    if (t->failed != UCS_OK) {
-        snprintf(err, errlen, "UCX KV receiver %s: %s", t->name, ucs_status_string(t->failed));
-        return -1;
-    }
-    send_slot *slots = malloc(sizeof *slots * (size_t)(n ? n : 1));
-    if (!slots) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    send_state st = {0, UCS_OK, -1, now_s()};
     for (int i = 0; i < n; i++) {
-        slots[i] = (send_slot){&st, i};
+        st->slots[i] = (send_slot){st, i};
         /* Rendezvous: the receiver pulls the block into place, and the send completes only
          * then (or with the receiver's refusal). */
         ucp_request_param_t p = {
             .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                             UCP_OP_ATTR_FIELD_FLAGS,
-            .flags = UCP_AM_SEND_FLAG_RNDV, .cb.send = on_sent, .user_data = &slots[i]};
-        ucs_status_ptr_t r = ucp_am_send_nbx(t->ep, AM_BLOCK, &hdrs[i], sizeof hdrs[i],
+            .flags = UCP_AM_SEND_FLAG_RNDV, .cb.send = on_sent, .user_data = &st->slots[i]};
+        ucs_status_ptr_t r = ucp_am_send_nbx(t->ep, AM_BLOCK, &st->hdrs[i], sizeof st->hdrs[i],
                                              blocks[i], bb, &p);
-        if (UCS_PTR_IS_ERR(r) && st.first == UCS_OK) {
-            st.first = UCS_PTR_STATUS(r);
-            st.first_index = i;
-        } else if (UCS_PTR_IS_PTR(r))
-            st.pending++;
-        if (st.first != UCS_OK)
-            break;
-    }
-    while (st.pending > 0 && t->failed == UCS_OK && now_s() - st.last_done < STALL_TIMEOUT_S)
-        progress_or_wait(t->worker, t->efd, -1, 1);
-    if (st.pending > 0) {
-        /* The receiver went away or stalled: closing the endpoint by force completes the
-         * blocks still in flight (with an error) before slots goes. */
-        ucs_status_t why = t->failed != UCS_OK ? t->failed : UCS_ERR_TIMED_OUT;
-        close_ep(t->worker, t->efd, t->ep, true);
-        t->ep = NULL;
-        while (st.pending > 0)
-            progress_or_wait(t->worker, t->efd, -1, 1);
-        t->failed = why;
-        if (st.first == UCS_OK || st.first == UCS_ERR_CANCELED) {
-            st.first = why;
-            st.first_index = -1;
+        if (UCS_PTR_IS_ERR(r)) {
+            st->first = UCS_PTR_STATUS(r);
+            st->first_index = i;
+            return;
         }
+        if (UCS_PTR_IS_PTR(r))
+            st->pending++;
     }
-    free(slots);
-    if (st.first == UCS_OK)
+}
+
+/* The receiver went away or stalled: the endpoint is closed by force, which completes the
+ * blocks still in flight with an error, except where UCX cannot tell (err_mode_for); then
+ * st stays with t. Returns whether st may be freed. */
+static bool give_up(dy_xfer_ucx_tx *t, send_state *st)
+{
+    ucs_status_t why = t->failed != UCS_OK ? t->failed : UCS_ERR_TIMED_OUT;
+    close_ep(t->worker, t->efd, t->ep, true);
+    t->ep = NULL;
+    t->failed = why;
+    for (double end = now_s() + 1; st->pending > 0 && now_s() < end;)
+        progress_or_wait(t->worker, t->efd, -1, 1);
+    if (st->first == UCS_OK || st->first == UCS_ERR_CANCELED) {
+        st->first = why;
+        st->first_index = -1;
+    }
+    if (st->pending == 0)
+        return true;
+    st->next = t->abandoned;
+    t->abandoned = st;
+    return false;
+}
+
+int dy_xfer_ucx_send(dy_xfer_ucx_tx *t, const dy_xfer_frame *hdrs, const void *const *blocks,
+                     int n, size_t bb, char *err, size_t errlen)
+{
+    if (t->failed != UCS_OK || !t->ep) {
+        snprintf(err, errlen, "UCX KV receiver %s: %s (the connection needs reopening)",
+                 t->name, ucs_status_string(t->failed));
+        return -1;
+    }
+    send_state *st = calloc(1, sizeof *st + sizeof st->slots[0] * (size_t)(n ? n : 1));
+    if (st)
+        st->hdrs = malloc(sizeof *hdrs * (size_t)(n ? n : 1));
+    if (!st || !st->hdrs) {
+        free(st);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(st->hdrs, hdrs, sizeof *hdrs * (size_t)n);
+    st->first = UCS_OK;
+    st->first_index = -1;
+    st->last_done = now_s();
+    start_sends(t, st, blocks, n, bb);
+    while (st->pending > 0 && t->failed == UCS_OK && now_s() - st->last_done < STALL_TIMEOUT_S)
+        progress_or_wait(t->worker, t->efd, -1, 1);
+    bool own = st->pending == 0 || give_up(t, st);
+    const ucs_status_t first = st->first;
+    const dy_xfer_frame h = hdrs[st->first_index >= 0 ? st->first_index : 0];
+    if (own) {
+        free(st->hdrs);
+        free(st);
+    }
+    if (first == UCS_OK)
         return 0;
-    if (st.first == UCS_ERR_TIMED_OUT)
+    if (first == UCS_ERR_TIMED_OUT)
         snprintf(err, errlen, "UCX KV receiver %s took no block for %d s", t->name,
                  STALL_TIMEOUT_S);
     else
-        refusal_message(t, st.first_index >= 0 ? &hdrs[st.first_index] : &hdrs[0], st.first,
-                        err, errlen);
+        refusal_message(t, &h, first, err, errlen);
     return -1;
 }
 
@@ -387,17 +458,23 @@ static void on_rx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 static void on_conn_request(ucp_conn_request_h req, void *arg)
 {
     dy_xfer_ucx_rx *u = arg;
-    if (u->n_eps == MAX_EPS) {
-        fprintf(stderr, "dyad worker: UCX KV receiver: %d senders already; refusing another\n",
-                MAX_EPS);
+    ucp_conn_request_attr_t ca = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    if (ucp_conn_request_query(req, &ca) != UCS_OK) {
         ucp_listener_reject(u->listener, req);
         return;
+    }
+    if (u->n_eps == MAX_EPS) {
+        /* Senders on this host that died are not reported (err_mode_for): the oldest
+         * endpoint makes room. */
+        ucp_ep_h old = u->eps[0].ep;
+        u->eps[0] = u->eps[--u->n_eps];
+        close_ep(u->worker, u->efd, old, true);
     }
     ucp_ep_params_t p = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
         .conn_request = req,
-        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_mode = err_mode_for((const struct sockaddr *)&ca.client_address),
         .err_handler = {on_rx_ep_error, u},
     };
     ucp_ep_h ep;
