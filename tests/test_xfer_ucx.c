@@ -2,9 +2,11 @@
  * runs its own thread): blocks arrive byte for byte (small ones and ones large enough for
  * any protocol); blocks the receiver was not told to expect, or of another KV type of the
  * same size, are refused and the sender's send says so; a receiver that is not there fails
- * the open within a bounded time. Without UCX in the build, the open and the receiver fail
- * with a message naming --kv-transfer tcp. UCX_TLS is set by the test's CMake entry (tcp and
- * shared memory) so the transports are the same on every machine. */
+ * the open within a bounded time, and one that goes away fails the next send within a
+ * bounded time; more senders than the receiver keeps are served (the oldest endpoint makes
+ * room). Without UCX in the build, the open and the receiver fail with a message naming
+ * --kv-transfer tcp. UCX_TLS is set by the test's CMake entry (tcp and shared memory) so the
+ * transports are the same on every machine. */
 #include "testutil.h"
 #include "serve/worker/xfer.h"
 #include "serve/worker/xfer_ucx.h"
@@ -183,6 +185,42 @@ static void test_unreachable(void **st)
     dy_kv_pool_free(dst);
 }
 
+/* More senders than the receiver keeps (64; on one host a dead sender is not reported): the
+ * oldest endpoint makes room, and the newest sender's blocks arrive. */
+static void test_many_senders(void **st)
+{
+    (void)st;
+    char err[512];
+    enum { N = 66 };
+    dy_kv_pool *dst = pool(2, 16, 32, DY_KV_F16), *src = pool(2, 16, 32, DY_KV_F16);
+    fill(src, 3);
+    dy_xfer_rx *rx = dy_xfer_rx_start(DY_XFER_UCX, dst, "127.0.0.1", 0, err, sizeof err);
+    assert_non_null(rx);
+    dy_xfer_peer *p[N];
+    const int32_t ids[1] = {1};
+    uint64_t bytes;
+    for (int i = 0; i < N; i++) {
+        p[i] = dy_xfer_open(DY_XFER_UCX, dy_xfer_rx_addr(rx), DY_KV_F16, dy_kv_block_bytes(src),
+                            err, sizeof err);
+        assert_non_null(p[i]);
+    }
+    dy_xfer_rx_expect(rx, 5, ids, 1);
+    assert_int_equal(dy_xfer_send(p[N - 1], 5, src, ids, ids, 1, &bytes, err, sizeof err), 0);
+    assert_true(received(rx, 5, 1));
+    double t0 = now_s();
+    dy_xfer_rx_expect(rx, 6, ids, 1);
+    /* the oldest sender's endpoint was closed on the receiver's side: its send ends, bounded,
+     * and whatever arrives is still checked against the expectations */
+    if (dy_xfer_send(p[0], 6, src, ids, ids, 1, &bytes, err, sizeof err) == 0)
+        assert_true(received(rx, 6, 1));
+    assert_true(now_s() - t0 < 15);
+    for (int i = 0; i < N; i++)
+        dy_xfer_close(p[i]);
+    dy_xfer_rx_stop(rx);
+    dy_kv_pool_free(src);
+    dy_kv_pool_free(dst);
+}
+
 static void test_without_ucx(void **st)
 {
     (void)st;
@@ -205,6 +243,7 @@ int main(void)
         cmocka_unit_test(test_bytes_equal),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_unreachable),
+        cmocka_unit_test(test_many_senders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

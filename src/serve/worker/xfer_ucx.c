@@ -297,9 +297,11 @@ dy_xfer_ucx_tx *dy_xfer_ucx_connect(const char *peer, char *err, size_t errlen)
     } else
         t->ep = NULL;
     if (s != UCS_OK) {
+        char why[64] = "";
+        if (s == UCS_ERR_TIMED_OUT)
+            snprintf(why, sizeof why, " (no answer within %d s)", CONNECT_TIMEOUT_S);
         snprintf(err, errlen, "cannot connect to UCX KV receiver %s: %s%s", peer,
-                 ucs_status_string(s), s == UCS_ERR_TIMED_OUT ? " (no answer within "
-                 "5 s)" : "");
+                 ucs_status_string(s), why);
         t->failed = s;
         dy_xfer_ucx_disconnect(t);
         return NULL;
@@ -426,7 +428,8 @@ int dy_xfer_ucx_send(dy_xfer_ucx_tx *t, const dy_xfer_frame *hdrs, const void *c
 
 typedef struct {
     ucp_ep_h ep;
-    bool failed;
+    bool failed;   /* closed by the thread's loop, outside UCX's callbacks */
+    uint64_t age;  /* when it connected, in connections */
 } rx_ep;
 
 typedef struct {
@@ -442,8 +445,9 @@ struct dy_xfer_ucx_rx {
     ucp_listener_h listener;
     pthread_t thread;
     bool running;
-    rx_ep eps[MAX_EPS];
+    rx_ep eps[2 * MAX_EPS]; /* up to MAX_EPS live, and failed ones not yet closed */
     int n_eps;
+    uint64_t n_connected;
 };
 
 static void on_rx_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
@@ -463,13 +467,19 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
         ucp_listener_reject(u->listener, req);
         return;
     }
-    if (u->n_eps == MAX_EPS) {
-        /* Senders on this host that died are not reported (err_mode_for): the oldest
-         * endpoint makes room. */
-        ucp_ep_h old = u->eps[0].ep;
-        u->eps[0] = u->eps[--u->n_eps];
-        close_ep(u->worker, u->efd, old, true);
+    int live = 0, oldest = -1;
+    for (int i = 0; i < u->n_eps; i++)
+        if (!u->eps[i].failed) {
+            live++;
+            oldest = oldest < 0 || u->eps[i].age < u->eps[oldest].age ? i : oldest;
+        }
+    if (u->n_eps == 2 * MAX_EPS) {
+        fprintf(stderr, "dyad worker: UCX KV receiver: too many senders; refusing another\n");
+        ucp_listener_reject(u->listener, req);
+        return;
     }
+    if (live >= MAX_EPS) /* senders on this host that died are not reported (err_mode_for): */
+        u->eps[oldest].failed = true; /* the oldest endpoint makes room */
     ucp_ep_params_t p = {
         .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLER |
                       UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE,
@@ -479,7 +489,7 @@ static void on_conn_request(ucp_conn_request_h req, void *arg)
     };
     ucp_ep_h ep;
     if (ucp_ep_create(u->worker, &p, &ep) == UCS_OK)
-        u->eps[u->n_eps++] = (rx_ep){ep, false};
+        u->eps[u->n_eps++] = (rx_ep){ep, false, u->n_connected++};
 }
 
 static void on_received(void *request, ucs_status_t status, size_t length, void *user)
