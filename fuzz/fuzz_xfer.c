@@ -46,7 +46,7 @@ static receiver *the_receiver(void)
         char err[256];
         r.pool = dy_kv_pool_new(N_BLOCKS, 1, 1, 2);
         fz_check(r.pool != NULL, "no KV pool");
-        r.rx = dy_xfer_rx_start(r.pool, "127.0.0.1", 0, err, sizeof err);
+        r.rx = dy_xfer_rx_start(DY_XFER_TCP, r.pool, "127.0.0.1", 0, err, sizeof err);
         fz_check(r.rx != NULL, "the receiver did not start: %s", err);
         const char *a = dy_xfer_rx_addr(r.rx);
         r.addr = (struct sockaddr_in){.sin_family = AF_INET,

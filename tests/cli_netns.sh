@@ -2,7 +2,8 @@
 # cli_netns.sh DYAD SOURCE_DIR — KV transfer across hosts. Two network namespaces joined by a
 # veth pair stand in for two machines: the prefill worker runs in one, the decode worker in
 # the other, KV moves over TCP between their addresses, and the output must be the one
-# aggregated serving gives. Needs root (ip netns); exits 77 (skipped) without it. The
+# aggregated serving gives. The same over UCX (--kv-transfer ucx; UCX_TLS=tcp,sm unless set),
+# where the build has it. Needs root (ip netns); exits 77 (skipped) without it. The
 # namespaces and links are removed on exit.
 set -euo pipefail
 dyad=$1; src=$2
@@ -46,6 +47,14 @@ address() { # log file
 start "$tmp/d.log" --kv-transfer tcp --kv-host "$net.2" \
   --prefill-launcher "ip netns exec $a" --decode-launcher "ip netns exec $b"
 start "$tmp/a.log" --workers 1
+# Built with UCX? The transfer is checked before the model loads (a build without it says so).
+ucx=0
+if ! "$dyad" serve --kv-transfer ucx --model /nonexistent.gguf 2>&1 | grep -q "built without UCX"; then
+  ucx=1
+  export UCX_TLS=${UCX_TLS:-tcp,sm}
+  start "$tmp/u.log" --kv-transfer ucx --kv-host "$net.2" \
+    --prefill-launcher "ip netns exec $a" --decode-launcher "ip netns exec $b"
+fi
 disagg=$(address "$tmp/d.log")
 agg=$(address "$tmp/a.log")
 [ -n "$disagg" ] && [ -n "$agg" ] || { echo "FAIL: servers did not start"; cat "$tmp"/*.log; exit 1; }
@@ -72,5 +81,18 @@ same=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"] == jso
 check "output equals aggregated serving" '[ "$same" = True ]'
 # The decode worker's receiver really listens on the other namespace's address.
 check "receiver bound in namespace B" 'ip netns exec "$b" ss -ltn | grep -q "$net.2:"'
+if [ "$ucx" = 1 ]; then
+  overucx=$(address "$tmp/u.log")
+  [ -n "$overucx" ] || { echo "FAIL: the UCX server did not start"; cat "$tmp/u.log"; exit 1; }
+  got=$(ask "$overucx")
+  pw=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["prefill_worker"])' "$got")
+  check "prefilled remotely over UCX (worker $pw)" '[ "$pw" = 0 ]'
+  bytes=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["kv_transfer"]["bytes"])' "$got")
+  check "KV bytes crossed the veth over UCX ($bytes)" '[ "$bytes" -gt 0 ]'
+  same=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"] == json.loads(sys.argv[2])["text"])' "$got" "$want")
+  check "output over UCX equals aggregated serving" '[ "$same" = True ]'
+else
+  echo "(built without UCX: no UCX case)"
+fi
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -29,7 +29,7 @@ grep -q 'dyad bench engine --json --threads 1 --reps 1 --quick' "$tmp/m.json" &&
 # Bad input.
 expect_fail "no output" 2 "-o/--out: required" "$dyad" sim fit
 expect_fail "unknown tool" 2 "unknown tool" "$dyad" sim frobnicate
-expect_fail "bad backend" 2 "--backend" "$dyad" sim fit -o "$tmp/x.json" --backend ucx
+expect_fail "bad backend" 2 "--backend" "$dyad" sim fit -o "$tmp/x.json" --backend rdma
 echo "not json" >"$tmp/junk.json"
 expect_fail "junk engine file" 1 "$tmp/junk.json" \
   "$dyad" sim fit -o "$tmp/x.json" --engine-json "$tmp/junk.json" --xfer-json "$tmp/xfer.json"

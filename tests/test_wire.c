@@ -285,6 +285,19 @@ static void test_disagg_messages_round_trip(void **st)
         assert_false(dy_wire_decode_prefill(p, n, &pd, err, sizeof err));
         dy_msg_prefill_free(&pd);
     }
+    /* over UCX: the same frame; a transfer kind past the known ones is refused */
+    for (int k = DY_XFER_UCX; k <= DY_XFER_UCX + 1; k++) {
+        b.len = 0;
+        pf.xfer = (uint8_t)k;
+        assert_true(dy_wire_prefill(&b, &pf));
+        one_frame(&b, &t, &p, &len);
+        assert_int_equal(dy_wire_decode_prefill(p, len, &pd, err, sizeof err), k == DY_XFER_UCX);
+        if (k == DY_XFER_UCX)
+            assert_int_equal(pd.xfer, DY_XFER_UCX);
+        else
+            assert_non_null(strstr(err, "unknown transfer kind"));
+        dy_msg_prefill_free(&pd);
+    }
 
     b.len = 0;
     dy_msg_prefill_done dn = {.id = 6, .ok = 1, .bytes = 1 << 20, .prefill_seconds = 0.5,

@@ -22,6 +22,8 @@ static void assert_same(const dy_worker_config *a, const dy_worker_config *b)
     assert_same_str(a->model, b->model);
     assert_same_str(a->tokenizer, b->tokenizer);
     assert_same_str(a->kv_listen, b->kv_listen);
+    /* an unset receiver (0) is the default, TCP */
+    assert_int_equal(a->kv_receiver ? a->kv_receiver : DY_XFER_TCP, b->kv_receiver);
     assert_int_equal(a->fd, b->fd);
     assert_int_equal(a->worker_id, b->worker_id);
     assert_int_equal(a->threads, b->threads);
@@ -116,6 +118,7 @@ static void test_round_trips(void **state)
                            .max_batch_tokens = 65536, .max_running = 4096,
                            .no_prefix_cache = true, .no_kv_events = true,
                            .role = DY_ROLE_DECODE, .kv_listen = "10.0.0.2:0",
+                           .kv_receiver = DY_XFER_UCX,
                            .kv_host_mib = 4096, .kv_disk_dir = "/var/tmp/kv",
                            .kv_disk_gib = 0.25, .kv_offload = 1, .kv_disk_min_uses = 5,
                            .kv_hold = 1, .kv_hold_ttl_s = 2.5, .kv_hold_margin_ms = 7,

@@ -73,7 +73,7 @@ static void test_tcp(void **st)
     assert_int_equal(dy_kv_block_bytes(f32), dy_kv_block_bytes(dst));
     fill(src, 5);
     fill(f32, 9);
-    dy_xfer_rx *rx = dy_xfer_rx_start(dst, "127.0.0.1", 0, err, sizeof err);
+    dy_xfer_rx *rx = dy_xfer_rx_start(DY_XFER_TCP, dst, "127.0.0.1", 0, err, sizeof err);
     assert_non_null(rx);
     const int32_t from[2] = {0, 2}, to[2] = {3, 1};
     uint64_t bytes;

@@ -1,7 +1,8 @@
 /* cmd_bench_xfer.c — `dyad bench xfer`: what moving KV costs. Copies the same blocks with a
- * plain memcpy (the floor), through the shared-memory backend, and over TCP on loopback, and
- * prints GB/s for each; with --listen / --connect the TCP sender and receiver run in separate
- * processes (on separate hosts or network namespaces). Block size follows a model shape
+ * plain memcpy (the floor), through the shared-memory backend, over TCP on loopback and (where
+ * the build has it) over UCX on loopback, and prints GB/s for each; with --listen / --connect
+ * the TCP or UCX sender and receiver run in separate processes (on separate hosts or network
+ * namespaces). Block size follows a model shape
  * (16 positions × layers × 2 × KV width × the --kv-type's bytes per value). With --tiers it measures the lower KV tiers
  * instead (docs/kv-tiers.md): the worker's mover thread copying blocks primary → host → disk and
  * back, per block size. A benchmark: prints, asserts nothing. */
@@ -21,11 +22,14 @@
 
 static const char xfer_usage[] =
     "usage: dyad bench xfer [--shape 15m|110m|1b] [--mib N] [--reps N]\n"
-    "       dyad bench xfer --listen HOST:PORT [--shape S] [--mib N]   (receiver)\n"
-    "       dyad bench xfer --connect HOST:PORT [--shape S] [--mib N]  (sender)\n"
+    "       dyad bench xfer --listen HOST:PORT [--kv-transfer tcp|ucx] [--shape S] [--mib N]\n"
+    "                                                                  (receiver)\n"
+    "       dyad bench xfer --connect HOST:PORT [--kv-transfer tcp|ucx] [--shape S] [--mib N]\n"
+    "                                                                  (sender)\n"
     "       dyad bench xfer --tiers [--disk-dir DIR] [--shape S] [--mib N] [--reps N]\n"
     "Every form takes --kv-type f32|f16|q8_0 (the blocks' element type; default f32).\n"
-    "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP; with --tiers,\n"
+    "Moves N MiB of KV blocks of the shape's size: memcpy, shared memory, TCP, UCX (its\n"
+    "transports from UCX_TLS); with --tiers,\n"
     "between the KV cache, the host tier and the disk tier, for blocks of 16, 32 and 64\n"
     "positions. On a terminal, stderr shows a progress line.\n";
 
@@ -46,6 +50,7 @@ typedef struct {
     const char *disk_dir;
     int shape_index;
     int kv_type; /* dy_kv_type */
+    int remote_kind; /* --listen/--connect: DY_XFER_TCP or DY_XFER_UCX */
     const char *shape_names[N_SHAPES + 1];
     bool json;
 } xopts;
@@ -72,29 +77,38 @@ static void report(const char *what, double bytes, double s)
            bytes / s / 1e9);
 }
 
-/* Fastest one-block send over shared memory and over TCP, in seconds: with the bulk
- * bandwidth, what a cost model's transfer latency is fitted from. */
-static void one_block_times(const xopts *o, dy_xfer_peer *shm, dy_xfer_peer *tcp, dy_xfer_rx *rx,
-                            const dy_kv_pool *src, double *t_shm, double *t_tcp)
+/* Sends n blocks (ids → ids) as sequence seq and waits until the receiver holds them: over
+ * shared memory (rx NULL) the copy is done when the send returns. */
+static void send_wait(dy_xfer_peer *p, dy_xfer_rx *rx, uint64_t seq, const dy_kv_pool *src,
+                      const int32_t *ids, int n)
 {
     char err[256];
     uint64_t bytes;
-    int32_t id = 0;
-    *t_shm = *t_tcp = 1e9;
-    for (int r = 0; r < o->reps; r++) {
-        uint64_t seq = 1000000u + (uint64_t)r;
-        double t0 = dy_now();
-        dy_xfer_send(shm, seq, src, &id, &id, 1, &bytes, err, sizeof err);
-        double t1 = dy_now();
-        dy_xfer_rx_expect(rx, seq, &id, 1);
-        dy_xfer_send(tcp, seq, src, &id, &id, 1, &bytes, err, sizeof err);
-        while (dy_xfer_rx_received(rx, seq) < 1)
+    if (rx)
+        dy_xfer_rx_expect(rx, seq, ids, n);
+    if (dy_xfer_send(p, seq, src, ids, ids, n, &bytes, err, sizeof err) != 0)
+        fprintf(stderr, "dyad bench xfer: %s\n", err);
+    else if (rx)
+        while (dy_xfer_rx_received(rx, seq) < n)
             ;
-        double t2 = dy_now();
+    if (rx)
         dy_xfer_rx_forget(rx, seq);
-        *t_shm = t1 - t0 < *t_shm ? t1 - t0 : *t_shm;
-        *t_tcp = t2 - t1 < *t_tcp ? t2 - t1 : *t_tcp;
+}
+
+/* Fastest one-block send through p, in seconds: with the bulk bandwidth, what a cost model's
+ * transfer latency is fitted from. */
+static double one_block_time(const xopts *o, dy_xfer_peer *p, dy_xfer_rx *rx,
+                             const dy_kv_pool *src)
+{
+    int32_t id = 0;
+    double best = 1e9;
+    for (int r = 0; r < o->reps; r++) {
+        double t0 = dy_now();
+        send_wait(p, rx, 1000000u + (uint64_t)r, src, &id, 1);
+        double t = dy_now() - t0;
+        best = t < best ? t : best;
     }
+    return best;
 }
 
 /* Latency = a one-block send less that block's bytes at the bulk bandwidth (never below 0). */
@@ -104,16 +118,57 @@ static double latency_us(double one_block_s, double block_bytes, double gbps)
     return l > 0 ? l : 0;
 }
 
-static void report_json(const xopts *o, size_t bb, double total, double mem, double shm,
-                        double tcp, double one_shm, double one_tcp)
+/* The backends a local run measures: memcpy (no peer), then each transfer backend. */
+#define N_BACKENDS 4
+typedef struct {
+    const char *key, *label;
+    dy_xfer_peer *peer;
+    dy_xfer_rx *rx;   /* TCP, UCX: the receiver on dst */
+    double best;      /* fastest bulk copy, s */
+} backend;
+
+static void report_json(const xopts *o, size_t bb, double total, const backend *b, int nb,
+                        const dy_kv_pool *src)
 {
-    double g_shm = total / shm / 1e9, g_tcp = total / tcp / 1e9;
-    printf("{\"shape\":\"%s\",\"kv_type\":\"%s\",\"block_bytes\":%zu,\"bytes_per_token\":%zu,\"bytes\":%.0f,"
-           "\"reps\":%d,\"backends\":[{\"backend\":\"memcpy\",\"gbps\":%.3f},"
-           "{\"backend\":\"shm\",\"gbps\":%.3f,\"latency_us\":%.2f},"
-           "{\"backend\":\"tcp\",\"gbps\":%.3f,\"latency_us\":%.2f}]}\n",
-           o->sh->name, dy_kv_type_name((dy_kv_type)o->kv_type), bb, bb / 16, total, o->reps, total / mem / 1e9, g_shm,
-           latency_us(one_shm, (double)bb, g_shm), g_tcp, latency_us(one_tcp, (double)bb, g_tcp));
+    printf("{\"shape\":\"%s\",\"kv_type\":\"%s\",\"block_bytes\":%zu,\"bytes_per_token\":%zu,"
+           "\"bytes\":%.0f,\"reps\":%d,\"backends\":[", o->sh->name,
+           dy_kv_type_name((dy_kv_type)o->kv_type), bb, bb / 16, total, o->reps);
+    for (int i = 0; i < nb; i++) {
+        double g = total / b[i].best / 1e9;
+        printf("%s{\"backend\":\"%s\",\"gbps\":%.3f", i ? "," : "", b[i].key, g);
+        if (b[i].peer)
+            printf(",\"latency_us\":%.2f",
+                   latency_us(one_block_time(o, b[i].peer, b[i].rx, src), (double)bb, g));
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+/* Opens the transfer backends into dst (shared-memory name shm); UCX only where it is built. */
+static int open_backends(backend *b, dy_kv_pool *dst, const char *shm, const dy_kv_pool *src,
+                         char *err, size_t errlen)
+{
+    const size_t bb = dy_kv_block_bytes(src);
+    int n = 0;
+    b[n++] = (backend){"memcpy", "memcpy (floor)", NULL, NULL, 1e9};
+    b[n] = (backend){"shm", "shared memory (dyad)", NULL, NULL, 1e9};
+    if (!(b[n++].peer = dy_xfer_open(DY_XFER_SHM, shm, src->type, bb, err, errlen)))
+        return -1;
+    const dy_xfer_kind net[2] = {DY_XFER_TCP, DY_XFER_UCX};
+    const char *keys[2] = {"tcp", "ucx"}, *labels[2] = {"TCP loopback (dyad)",
+                                                         "UCX loopback (dyad)"};
+    for (int k = 0; k < 2; k++) {
+        if (!dy_xfer_kind_available(net[k], err, errlen))
+            continue;
+        b[n] = (backend){keys[k], labels[k], NULL, NULL, 1e9};
+        b[n].rx = dy_xfer_rx_start(net[k], dst, "127.0.0.1", 0, err, errlen);
+        b[n].peer = b[n].rx ? dy_xfer_open(net[k], dy_xfer_rx_addr(b[n].rx), src->type, bb, err,
+                                           errlen)
+                            : NULL;
+        if (!b[n++].peer)
+            return -1;
+    }
+    return n;
 }
 
 static int run_local(const xopts *o)
@@ -129,59 +184,50 @@ static int run_local(const xopts *o)
     for (int i = 0; i < o->n; i++)
         ids[i] = i;
     const size_t bb = dy_kv_block_bytes(src);
-    double total = (double)bb * o->n, best_mem = 1e9, best_shm = 1e9, best_tcp = 1e9;
-    dy_xfer_peer *shm = dy_xfer_open(DY_XFER_SHM, name, src->type, bb, err, sizeof err);
-    dy_xfer_rx *rx = dy_xfer_rx_start(dst, "127.0.0.1", 0, err, sizeof err);
-    dy_xfer_peer *tcp = rx ? dy_xfer_open(DY_XFER_TCP, dy_xfer_rx_addr(rx), src->type, bb, err,
-                                          sizeof err)
-                           : NULL;
-    if (!shm || !tcp) {
+    const double total = (double)bb * o->n;
+    backend b[N_BACKENDS] = {{0}};
+    int nb = open_backends(b, dst, name, src, err, sizeof err);
+    if (nb < 0) {
         fprintf(stderr, "dyad bench xfer: %s\n", err);
         return 1;
     }
-    uint64_t bytes;
-    /* Progress in bytes copied, three copies a rep; drawn between the timed copies. */
+    /* Progress in bytes copied, nb copies a rep; drawn between the timed copies. */
     dy_progress *pg = dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench xfer",
-                                      DY_PROGRESS_BYTES, NULL, 3 * total * o->reps, dy_now());
-    /* Alternate the three so machine noise spreads over all of them. */
-    for (int r = 0; r < o->reps; r++) {
-        double t0 = dy_now();
-        for (int i = 0; i < o->n; i++)
-            memcpy(dy_kv_block_data(dst, i), dy_kv_block_data(src, i), bb);
-        double t1 = dy_now();
-        dy_progress_update(pg, total * (3 * r + 1), "memcpy", t1);
-        double t1s = dy_now(); /* the line's drawing is timed with nothing */
-        dy_xfer_send(shm, 1, src, ids, ids, o->n, &bytes, err, sizeof err);
-        double t2 = dy_now();
-        dy_progress_update(pg, total * (3 * r + 2), "shared memory", t2);
-        double t2s = dy_now();
-        dy_xfer_rx_expect(rx, (uint64_t)r + 10, ids, o->n);
-        dy_xfer_send(tcp, (uint64_t)r + 10, src, ids, ids, o->n, &bytes, err, sizeof err);
-        while (dy_xfer_rx_received(rx, (uint64_t)r + 10) < o->n)
-            ;
-        double t3 = dy_now();
-        dy_xfer_rx_forget(rx, (uint64_t)r + 10);
-        dy_progress_update(pg, total * (3 * r + 3), "TCP loopback", dy_now());
-        best_mem = t1 - t0 < best_mem ? t1 - t0 : best_mem;
-        best_shm = t2 - t1s < best_shm ? t2 - t1s : best_shm;
-        best_tcp = t3 - t2s < best_tcp ? t3 - t2s : best_tcp;
-    }
+                                      DY_PROGRESS_BYTES, NULL, nb * total * o->reps, dy_now());
+    /* Alternate the backends so machine noise spreads over all of them. */
+    for (int r = 0; r < o->reps; r++)
+        for (int k = 0; k < nb; k++) {
+            double t0 = dy_now(); /* the progress line's drawing is timed with nothing */
+            if (!b[k].peer)
+                for (int i = 0; i < o->n; i++)
+                    memcpy(dy_kv_block_data(dst, i), dy_kv_block_data(src, i), bb);
+            else
+                send_wait(b[k].peer, b[k].rx, (uint64_t)(r * N_BACKENDS + k) + 10, src, ids,
+                          o->n);
+            double t = dy_now() - t0;
+            b[k].best = t < b[k].best ? t : b[k].best;
+            dy_progress_update(pg, total * (nb * r + k + 1), b[k].label, dy_now());
+        }
     dy_progress_finish(pg);
     if (o->json) {
-        double one_shm, one_tcp;
-        one_block_times(o, shm, tcp, rx, src, &one_shm, &one_tcp);
-        report_json(o, bb, total, best_mem, best_shm, best_tcp, one_shm, one_tcp);
+        report_json(o, bb, total, b, nb, src);
     } else {
         printf("shape %s, %s KV: %zu bytes per block of 16 positions (%zu per token); min of %d "
                "reps\n", o->sh->name, dy_kv_type_name((dy_kv_type)o->kv_type), bb, bb / 16,
                o->reps);
-        report("memcpy (floor)", total, best_mem);
-        report("shared memory (dyad)", total, best_shm);
-        report("TCP loopback (dyad)", total, best_tcp);
+        for (int k = 0; k < nb; k++)
+            report(b[k].label, total, b[k].best);
+        for (int k = 1; k < nb; k++) {
+            char what[64];
+            snprintf(what, sizeof what, "one block, %s", b[k].key);
+            printf("%-28s %8.1f us (fastest)\n", what,
+                   one_block_time(o, b[k].peer, b[k].rx, src) * 1e6);
+        }
     }
-    dy_xfer_close(tcp);
-    dy_xfer_close(shm);
-    dy_xfer_rx_stop(rx);
+    for (int k = 0; k < nb; k++) {
+        dy_xfer_close(b[k].peer);
+        dy_xfer_rx_stop(b[k].rx);
+    }
     dy_kv_pool_free(src);
     dy_kv_pool_free(dst);
     free(ids);
@@ -347,7 +393,8 @@ static int run_remote(const xopts *o)
             return 2;
         }
         *colon = 0;
-        dy_xfer_rx *rx = dy_xfer_rx_start(pool, host, atoi(colon + 1), err, sizeof err);
+        dy_xfer_rx *rx = dy_xfer_rx_start((dy_xfer_kind)o->remote_kind, pool, host,
+                                          atoi(colon + 1), err, sizeof err);
         if (!rx) {
             fprintf(stderr, "dyad bench xfer: %s\n", err);
             return 1;
@@ -361,10 +408,15 @@ static int run_remote(const xopts *o)
                 t0 = dy_now();
             usleep(100);
         }
-        report("TCP receive", total, dy_now() - t0);
+        /* UCX has every block in flight at once, so they land together: no receive time */
+        if (o->remote_kind == DY_XFER_UCX)
+            printf("UCX receive %25.1f MiB (the sender's line has the time)\n",
+                   total / (1 << 20));
+        else
+            report("TCP receive", total, dy_now() - t0);
         dy_xfer_rx_stop(rx);
     } else {
-        dy_xfer_peer *p = dy_xfer_open(DY_XFER_TCP, o->connect, pool->type,
+        dy_xfer_peer *p = dy_xfer_open((dy_xfer_kind)o->remote_kind, o->connect, pool->type,
                                        dy_kv_block_bytes(pool), err, sizeof err);
         uint64_t bytes;
         double t0 = dy_now();
@@ -372,7 +424,7 @@ static int run_remote(const xopts *o)
             fprintf(stderr, "dyad bench xfer: %s\n", err);
             return 1;
         }
-        report("TCP send", total, dy_now() - t0);
+        report(o->remote_kind == DY_XFER_UCX ? "UCX send" : "TCP send", total, dy_now() - t0);
         dy_xfer_close(p);
     }
     dy_kv_pool_free(pool);
@@ -383,6 +435,8 @@ static int run_remote(const xopts *o)
 int cmd_bench_xfer(int argc, char **argv)
 {
     xopts o = {0};
+    static const char *const remote_names[] = {"tcp", "ucx", NULL};
+    static const int remote_values[] = {DY_XFER_TCP, DY_XFER_UCX};
     for (int i = 0; i < N_SHAPES; i++)
         o.shape_names[i] = shapes[i].name;
     const dy_opt t[] = {
@@ -397,9 +451,12 @@ int cmd_bench_xfer(int argc, char **argv)
         {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
          .help = "repetitions; the fastest is reported", .min = 1, .max = 1000, .def = 5},
         {.name = "listen", .kind = DY_OPT_STR, .dst = &o.listen, .meta = "HOST:PORT",
-         .help = "receive over TCP on HOST:PORT (the receiving process)"},
+         .help = "receive on HOST:PORT (the receiving process)"},
         {.name = "connect", .kind = DY_OPT_STR, .dst = &o.connect, .meta = "HOST:PORT",
-         .help = "send over TCP to a receiver on HOST:PORT (the sending process)"},
+         .help = "send to a receiver on HOST:PORT (the sending process)"},
+        {.name = "kv-transfer", .kind = DY_OPT_ENUM, .dst = &o.remote_kind, .meta = "tcp|ucx",
+         .help = "--listen, --connect: over TCP or UCX", .names = remote_names,
+         .values = remote_values, .def = DY_XFER_TCP},
         {.name = "tiers", .kind = DY_OPT_FLAG, .dst = &o.tiers,
          .help = "measure the lower KV tiers instead: KV cache <-> host memory <-> disk, through "
                  "the worker's mover thread, for blocks of 16, 32 and 64 positions"},

@@ -8,6 +8,7 @@
 #include "engine/model.h"
 #include "serve/front/http.h"
 #include "serve/wire/worker_args.h"
+#include "serve/worker/xfer.h"
 #include "util/clock.h"
 
 #include <limits.h>
@@ -67,8 +68,8 @@ static bool set_tier_cost(void *ctx, const char *value, char *err, size_t errlen
 /* The frontend's own options; the workers' come from worker_args.h. */
 static int frontend_opts(serve_opts *o, dy_opt *t)
 {
-    static const char *const transfers[] = {"shm", "tcp", NULL};
-    static const int transfer_values[] = {DY_XFER_SHM, DY_XFER_TCP};
+    static const char *const transfers[] = {"shm", "tcp", "ucx", NULL};
+    static const int transfer_values[] = {DY_XFER_SHM, DY_XFER_TCP, DY_XFER_UCX};
     static const int policy_values[] = {DY_ROUTER_ROUND_ROBIN, DY_ROUTER_RANDOM,
                                         DY_ROUTER_LEAST_LOADED, DY_ROUTER_KV_AWARE};
     for (int i = 0; i < 4; i++)
@@ -104,10 +105,12 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
          .meta = "N", .help = "prefill backlog above which prompts stay local", .min = 0,
          .max = 1 << 30, .def = (double)route.prefill_busy_tokens},
         {.name = "kv-transfer", .kind = DY_OPT_ENUM, .dst = (int *)&o->w.xfer,
-         .meta = "shm|tcp", .help = "how KV moves from prefill to decode workers",
+         .meta = "shm|tcp|ucx", .help = "how KV moves from prefill to decode workers: shared "
+                                          "memory (one host), TCP, or UCX (its transports: "
+                                          "UCX_TLS; docs/disaggregation.md)",
          .names = transfers, .values = transfer_values, .def = DY_XFER_SHM},
         {.name = "kv-host", .kind = DY_OPT_STR, .dst = &o->w.kv_host, .meta = "ADDR",
-         .help = "TCP: the address decode workers receive KV on", .def_str = "127.0.0.1"},
+         .help = "TCP, UCX: the address decode workers receive KV on", .def_str = "127.0.0.1"},
         {.name = "xfer-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.xfer_timeout_s,
          .meta = "S", .help = "a prefill not done by then is redone locally", .min = 0.01,
          .max = 86400, .def = 30},
@@ -238,7 +241,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         return rc;
     o->w.route.prefill_busy_tokens = o->prefill_busy_tokens;
     char err[256];
-    if (!dy_worker_args_check(&o->w.worker, err, sizeof err)) {
+    if (!dy_worker_args_check(&o->w.worker, err, sizeof err) ||
+        !dy_xfer_kind_available(o->w.xfer, err, sizeof err)) {
         fprintf(stderr, "dyad serve: %s\n", err);
         return 2;
     }
@@ -349,7 +353,9 @@ int cmd_serve(int argc, char **argv)
                 "threads, KV over %s, router %s (chat template: %s)\n",
                 o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_prefill,
                 n_started - o.w.n_prefill, o.w.worker.threads,
-                o.w.xfer == DY_XFER_TCP ? "tcp" : "shared memory",
+                o.w.xfer == DY_XFER_TCP   ? "tcp"
+                : o.w.xfer == DY_XFER_UCX ? "ucx"
+                                          : "shared memory",
                 dy_router_policy_name(o.w.router.policy), dy_chat_family_name(chat));
     else
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d aggregated worker%s × %d threads, "

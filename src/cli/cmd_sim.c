@@ -29,7 +29,7 @@ typedef struct {
     bool quick;
 } fit_opts;
 
-static const char *const backends[] = {"shm", "tcp", NULL};
+static const char *const backends[] = {"shm", "tcp", "ucx", NULL};
 
 /* Runs `dyad ARGS...` (this binary) with its stdout in the file `path`; its stderr stays ours.
  * 0 when it exited 0. */
@@ -134,7 +134,7 @@ static int fit(int argc, char **argv)
         {.name = "kv-mem", .kind = DY_OPT_INT, .dst = &o.kv_mem_mib, .meta = "MiB",
          .help = "KV memory per worker (as `dyad serve --kv-mem`): the modelled KV capacity",
          .min = 1, .max = 1 << 20, .def = 256},
-        {.name = "backend", .kind = DY_OPT_ENUM, .dst = &o.backend, .meta = "shm|tcp",
+        {.name = "backend", .kind = DY_OPT_ENUM, .dst = &o.backend, .meta = "shm|tcp|ucx",
          .help = "the KV transfer backend whose rate the model uses", .names = backends},
         {.name = "reps", .kind = DY_OPT_INT, .dst = &o.reps, .meta = "N",
          .help = "repetitions per benchmark figure (the minimum is kept)", .min = 1, .max = 1000,

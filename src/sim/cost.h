@@ -62,7 +62,7 @@ typedef struct {
     const char *source;         /* how the benchmark was made, kept in the file; NULL: its path */
     int64_t kv_capacity_tokens; /* > 0, or 0: kv_mem_bytes / the benchmark's KV bytes per token */
     int64_t kv_mem_bytes;       /* the worker's KV memory (`--kv-mem`), when capacity is 0 */
-    const char *xfer_backend;   /* "shm" or "tcp" (recorded, not interpreted) */
+    const char *xfer_backend;   /* "shm", "tcp" or "ucx" (recorded, not interpreted) */
     double xfer_gbps;           /* > 0 */
     double xfer_latency_us;     /* >= 0 */
 } dy_cost_fit_opts;

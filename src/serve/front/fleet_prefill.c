@@ -87,7 +87,8 @@ static void end_prefill(dy_fleet *w, slot *p, flight *f, bool ok)
         if (f->cancel_decode)
             dy_fleet_send_cancel(d, f->decode_id);
         else
-            send_kv_ready(d, f->decode_id, ok, ok && w->cfg.xfer == DY_XFER_TCP ? f->n_blocks : 0);
+            send_kv_ready(d, f->decode_id, ok,
+                          ok && DY_XFER_NETWORKED(w->cfg.xfer) ? f->n_blocks : 0);
     }
     dy_job *j = f->job;
     dy_fleet_remove_flight(p, f);
@@ -149,7 +150,7 @@ void dy_fleet_prefill_drop_feeding(dy_fleet *w, const slot *s)
 
 const char *dy_fleet_peer_name(const dy_fleet *w, const slot *s)
 {
-    return w->cfg.xfer == DY_XFER_TCP ? s->hello.tcp_addr : s->hello.shm_name;
+    return DY_XFER_NETWORKED(w->cfg.xfer) ? s->hello.tcp_addr : s->hello.shm_name;
 }
 
 void dy_fleet_peer_gone(dy_fleet *w, const slot *s)

@@ -58,9 +58,10 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     wc.role = s->role;
     wc.switchable = c->switchable;
     char listen[DY_WIRE_MAX_PEER + 8];
-    if ((s->role == DY_ROLE_DECODE || c->switchable) && c->xfer == DY_XFER_TCP) {
+    if ((s->role == DY_ROLE_DECODE || c->switchable) && DY_XFER_NETWORKED(c->xfer)) {
         snprintf(listen, sizeof listen, "%s:0", c->kv_host);
         wc.kv_listen = listen;
+        wc.kv_receiver = (int)c->xfer;
     }
     if (dy_worker_args_argv(&wc, argv + a, DY_WORKER_ARGV_MAX, store, sizeof store) < 0) {
         snprintf(err, errlen, "the worker's arguments do not fit");

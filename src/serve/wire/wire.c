@@ -722,7 +722,8 @@ bool dy_wire_decode_prefill(const uint8_t *p, size_t n, dy_msg_prefill *m, char 
     memset(m, 0, sizeof *m);
     m->id = get_u64(&r);
     m->xfer = get_u8(&r);
-    if (!r.bad && m->xfer != DY_XFER_SHM && m->xfer != DY_XFER_TCP)
+    if (!r.bad && m->xfer != DY_XFER_SHM && m->xfer != DY_XFER_TCP &&
+        m->xfer != DY_XFER_UCX)
         return bad(&r, "unknown transfer kind %u", m->xfer);
     if (!get_name(&r, m->peer))
         return false;

@@ -67,7 +67,10 @@ typedef enum { DY_ROLE_AGG = 0, DY_ROLE_PREFILL = 1, DY_ROLE_DECODE = 2 } dy_wor
  * worker id: the worker creates it, the frontend parses it back to remove pools of workers
  * that died unseen. */
 #define DY_KV_SHM_NAME "dyad-kv-%d-%d"
-typedef enum { DY_XFER_SHM = 1, DY_XFER_TCP = 2 } dy_xfer_kind;
+typedef enum { DY_XFER_SHM = 1, DY_XFER_TCP = 2, DY_XFER_UCX = 3 } dy_xfer_kind;
+/* Whether blocks of kind go to a receiver at "host:port" (the decode worker's HELLO tcp_addr)
+ * rather than into a shared-memory pool. */
+#define DY_XFER_NETWORKED(kind) ((kind) == DY_XFER_TCP || (kind) == DY_XFER_UCX)
 
 #define DY_WIRE_MAX_PEER 128
 
@@ -78,7 +81,8 @@ typedef struct {
     uint8_t role;                     /* dy_worker_role */
     uint32_t block_bytes;             /* bytes of one KV block */
     char shm_name[DY_WIRE_MAX_PEER + 1]; /* decode/agg: its KV pool's shared-memory name, or "" */
-    char tcp_addr[DY_WIRE_MAX_PEER + 1]; /* decode/agg: "host:port" of its KV receiver, or "" */
+    char tcp_addr[DY_WIRE_MAX_PEER + 1]; /* decode/agg: "host:port" of its KV receiver
+                                          * (TCP or UCX), or "" */
 } dy_msg_hello;
 
 typedef struct {

@@ -11,6 +11,8 @@ static const char *const role_names[] = {"agg", "prefill", "decode", NULL};
 static const char *const offload_names[] = {"write-through", "write-back", NULL};
 static const char *const hold_names[] = {"prefetch", "pin", "off", NULL};
 static const int role_values[] = {DY_ROLE_AGG, DY_ROLE_PREFILL, DY_ROLE_DECODE};
+static const char *const receiver_names[] = {"tcp", "ucx", NULL};
+static const int receiver_values[] = {DY_XFER_TCP, DY_XFER_UCX};
 
 typedef struct {
     dy_opt opt;
@@ -102,7 +104,11 @@ static int describe(dy_worker_config *c, worker_opt *out)
           .help = "agg (prefill and decode), prefill, or decode", .names = role_names,
           .values = role_values, .def = DY_ROLE_AGG}, NULL},
         {{.name = "kv-listen", .kind = DY_OPT_STR, .dst = &c->kv_listen, .meta = "HOST:PORT",
-          .help = "decode role: also receive KV blocks over TCP (port 0: any)"}, NULL},
+          .help = "decode role: also receive KV blocks over TCP or UCX (--kv-receiver) on "
+                  "HOST:PORT (port 0: any)"}, NULL},
+        {{.name = "kv-receiver", .kind = DY_OPT_ENUM, .dst = &c->kv_receiver, .meta = "tcp|ucx",
+          .help = "what --kv-listen receives KV blocks over", .names = receiver_names,
+          .values = receiver_values, .def = DY_XFER_TCP}, NULL},
         {{.name = "switchable", .kind = DY_OPT_FLAG, .dst = &c->switchable,
           .help = "the frontend may switch this worker's role (a ROLE frame): its KV pool is "
                   "shared memory and --kv-listen applies in every role"}, NULL},

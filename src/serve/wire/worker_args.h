@@ -25,7 +25,8 @@ typedef struct {
     bool no_prefix_cache;
     bool no_kv_events;    /* publish no KV events (the router runs in approximate mode) */
     int role;              /* dy_worker_role (serve/wire/wire.h) */
-    const char *kv_listen; /* decode role: "host:port" for the TCP KV receiver, or NULL */
+    const char *kv_listen; /* decode role: "host:port" for the KV receiver, or NULL */
+    int kv_receiver;       /* dy_xfer_kind of that receiver: DY_XFER_TCP or DY_XFER_UCX */
     bool switchable;       /* may be told to take another role (ROLE): its KV pool is in
                             * shared memory, and it runs the TCP receiver, whatever its role */
     /* lower KV tiers (serve/worker/kv_tiers.h) */
@@ -43,7 +44,7 @@ typedef enum {
     DY_WORKER_OPTS_ALL,    /* every option of `dyad worker` */
     /* those `dyad serve` takes once for all its workers, under its names (--threads is
      * --threads-per-worker there); the frontend sets the others (--fd, --id, --role,
-     * --kv-listen, --switchable) itself for each worker it starts */
+     * --kv-listen, --kv-receiver, --switchable) itself for each worker it starts */
     DY_WORKER_OPTS_SHARED,
 } dy_worker_opts_set;
 

@@ -703,7 +703,8 @@ static int setup(worker *w, char *err, size_t errlen)
         int port = colon ? atoi(colon + 1) : 0;
         if (colon)
             *colon = 0;
-        if (!(w->rx = dy_xfer_rx_start(w->pool, host, port, err, errlen)))
+        if (!(w->rx = dy_xfer_rx_start((dy_xfer_kind)c->kv_receiver, w->pool, host, port, err,
+                                         errlen)))
             return -1;
     }
     w->kv = w->pool ? dy_kv_cache_new(w->pool, w->model->fingerprint) : NULL;

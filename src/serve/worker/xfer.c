@@ -1,7 +1,8 @@
 /* xfer.c — the sending side of KV transfer (see xfer.h): map a peer's shared-memory pool and
- * copy, or stream framed blocks over TCP. */
+ * copy, stream framed blocks over TCP, or hand them to UCX (xfer_ucx.c). */
 #include "serve/worker/xfer.h"
 #include "serve/wire/xfer_frame.h"
+#include "serve/worker/xfer_ucx.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,6 +37,8 @@ struct dy_xfer_peer {
     atomic_bool stop;  /* tells the populator to quit early (the peer is being closed) */
     /* tcp */
     int fd;
+    /* ucx */
+    dy_xfer_ucx_tx *ucx;
 };
 
 /* Maps every page of the peer's pool into this process, a chunk at a time, beside the
@@ -140,7 +143,9 @@ dy_xfer_peer *dy_xfer_open(dy_xfer_kind kind, const char *peer, dy_kv_type type,
     p->type = type;
     p->block_bytes = block_bytes;
     snprintf(p->name, sizeof p->name, "%s", peer);
-    int rc = kind == DY_XFER_SHM ? open_shm(p, err, errlen) : open_tcp(p, err, errlen);
+    int rc = kind == DY_XFER_SHM ? open_shm(p, err, errlen)
+             : kind == DY_XFER_UCX ? ((p->ucx = dy_xfer_ucx_connect(peer, err, errlen)) ? 0 : -1)
+                                   : open_tcp(p, err, errlen);
     if (rc != 0) {
         free(p);
         return NULL;
@@ -160,6 +165,7 @@ void dy_xfer_close(dy_xfer_peer *p)
         munmap(p->map, p->map_size);
     if (p->fd >= 0)
         close(p->fd);
+    dy_xfer_ucx_disconnect(p->ucx);
     free(p);
 }
 
@@ -188,6 +194,37 @@ static bool send_all(int fd, const void *buf, size_t n)
     return true;
 }
 
+/* Every block's frame and source at once: UCX keeps them all in flight, and returns once they
+ * are in the peer's pool. */
+static int send_ucx(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src,
+                    const int32_t *src_ids, const int32_t *dst_ids, int n, uint64_t *bytes,
+                    char *err, size_t errlen)
+{
+    dy_xfer_frame *hdrs = malloc(sizeof *hdrs * (size_t)(n ? n : 1));
+    const void **from = malloc(sizeof *from * (size_t)(n ? n : 1));
+    int rc = -1;
+    if (!hdrs || !from) {
+        snprintf(err, errlen, "out of memory");
+    } else {
+        for (int i = 0; i < n && rc == -1; i++)
+            if (dst_ids[i] < 0) {
+                snprintf(err, errlen, "destination block %d is outside %s", dst_ids[i], p->name);
+                rc = -2;
+            }
+        for (int i = 0; i < n && rc == -1; i++) {
+            hdrs[i] = (dy_xfer_frame){DY_XFER_MAGIC, (uint32_t)p->block_bytes, seq_id,
+                                      dst_ids[i], (uint32_t)p->type};
+            from[i] = dy_kv_block_data(src, src_ids[i]);
+        }
+        rc = rc == -2 ? -1 : dy_xfer_ucx_send(p->ucx, hdrs, from, n, p->block_bytes, err, errlen);
+        if (rc == 0)
+            *bytes = (uint64_t)n * p->block_bytes;
+    }
+    free(hdrs);
+    free(from);
+    return rc;
+}
+
 int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const int32_t *src_ids,
                  const int32_t *dst_ids, int n, uint64_t *bytes, char *err, size_t errlen)
 {
@@ -199,6 +236,8 @@ int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const 
                  dy_kv_type_name(p->type), bb, p->name);
         return -1;
     }
+    if (p->kind == DY_XFER_UCX)
+        return send_ucx(p, seq_id, src, src_ids, dst_ids, n, bytes, err, errlen);
     for (int i = 0; i < n; i++) {
         const void *from = dy_kv_block_data(src, src_ids[i]);
         if (dst_ids[i] < 0 || (size_t)(dst_ids[i] + 1) * bb > (p->kind == DY_XFER_SHM ? p->map_size : SIZE_MAX)) {
@@ -218,4 +257,15 @@ int dy_xfer_send(dy_xfer_peer *p, uint64_t seq_id, const dy_kv_pool *src, const 
         *bytes += bb;
     }
     return 0;
+}
+
+bool dy_xfer_kind_available(dy_xfer_kind kind, char *err, size_t errlen)
+{
+    if (kind == DY_XFER_UCX && !dy_xfer_ucx_built()) {
+        snprintf(err, errlen, "--kv-transfer ucx: this dyad was built without UCX (libucx-dev "
+                 "was not found when it was configured); use --kv-transfer tcp, or install "
+                 "libucx-dev and rebuild");
+        return false;
+    }
+    return true;
 }

@@ -1,9 +1,12 @@
-/* xfer_rx.c — the TCP receiving side of KV transfer (see xfer.h). One thread polls the
- * listening socket and every peer connection; each connection reads a frame header, checks
- * that its sequence expects that destination block, then reads the block's bytes straight
- * into the pool. A frame that breaks the rules closes that connection. */
+/* xfer_rx.c — the receiving side of KV transfer (see xfer.h): the expectations every
+ * backend checks a block against, and the TCP receiver. Its thread polls the listening socket
+ * and every peer connection; each connection reads a frame header, checks that its sequence
+ * expects that destination block, then reads the block's bytes straight into the pool. A
+ * frame that breaks the rules closes that connection. The UCX receiver (xfer_ucx.c) has a
+ * thread of its own and applies the same rules (dy_xfer_rx_admit). */
 #include "serve/worker/xfer.h"
 #include "serve/wire/xfer_frame.h"
+#include "serve/worker/xfer_ucx.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +39,7 @@ typedef struct {
 
 struct dy_xfer_rx {
     dy_kv_pool *pool;
+    dy_xfer_ucx_rx *ucx; /* the UCX receiver, or NULL for TCP */
     int listen_fd, wake[2];
     char addr[DY_WIRE_MAX_PEER + 1];
     pthread_t thread;
@@ -127,48 +131,59 @@ static int expected_block(dy_xfer_rx *rx, uint64_t seq_id, int32_t dst, int *e)
     return -1;
 }
 
-/* Accepts a header: a block of this pool's type and size that its sequence expects and has
- * not yet received. */
-static bool accept_header(dy_xfer_rx *rx, conn *k)
+dy_xfer_admit dy_xfer_rx_admit(dy_xfer_rx *rx, const dy_xfer_frame *h, uint8_t **dst)
 {
-    if (k->hdr.magic != DY_XFER_MAGIC) {
-        fprintf(stderr, "dyad worker: KV receiver: a frame without the KV magic; closing the "
-                "connection\n");
-        return false;
+    if (h->magic != DY_XFER_MAGIC) {
+        fprintf(stderr, "dyad worker: KV receiver: a frame without the KV magic; refused\n");
+        return DY_XFER_ADMIT_BAD_MAGIC;
     }
-    if (k->hdr.kv_type != (uint32_t)rx->pool->type ||
-        k->hdr.nbytes != dy_kv_block_bytes(rx->pool)) {
-        const char *t = dy_kv_type_name((dy_kv_type)k->hdr.kv_type);
+    if (h->kv_type != (uint32_t)rx->pool->type || h->nbytes != dy_kv_block_bytes(rx->pool)) {
+        const char *t = dy_kv_type_name((dy_kv_type)h->kv_type);
         fprintf(stderr, "dyad worker: KV receiver: refusing a %s block of %u bytes: this pool "
                 "holds %s blocks of %zu bytes (every worker of a deployment needs the same "
-                "--kv-type and --block-size); closing the connection\n", t ? t : "unknown-type", k->hdr.nbytes,
+                "--kv-type and --block-size)\n", t ? t : "unknown-type", h->nbytes,
                 dy_kv_type_name(rx->pool->type), dy_kv_block_bytes(rx->pool));
-        return false;
+        return DY_XFER_ADMIT_MISMATCH;
     }
     int e;
     pthread_mutex_lock(&rx->mu);
-    int b = expected_block(rx, k->hdr.seq_id, k->hdr.dst, &e);
+    int b = expected_block(rx, h->seq_id, h->dst, &e);
     pthread_mutex_unlock(&rx->mu);
     if (b < 0) {
         fprintf(stderr, "dyad worker: KV receiver: unexpected block %d for sequence %llu; "
-                "closing the connection\n", k->hdr.dst, (unsigned long long)k->hdr.seq_id);
+                "refused\n", h->dst, (unsigned long long)h->seq_id);
+        return DY_XFER_ADMIT_UNEXPECTED;
+    }
+    *dst = dy_kv_block_data(rx->pool, h->dst);
+    return DY_XFER_ADMIT_OK;
+}
+
+void dy_xfer_rx_done(dy_xfer_rx *rx, const dy_xfer_frame *h)
+{
+    int e;
+    pthread_mutex_lock(&rx->mu);
+    int b = expected_block(rx, h->seq_id, h->dst, &e);
+    if (b >= 0) {
+        rx->exps[e].got[b] = true;
+        rx->exps[e].received++;
+    }
+    pthread_mutex_unlock(&rx->mu);
+}
+
+/* Accepts a header (a refused one closes the connection: dy_xfer_rx_admit said why). */
+static bool accept_header(dy_xfer_rx *rx, conn *k)
+{
+    if (dy_xfer_rx_admit(rx, &k->hdr, &k->dst) != DY_XFER_ADMIT_OK) {
+        k->dst = NULL;
         return false;
     }
-    k->dst = dy_kv_block_data(rx->pool, k->hdr.dst);
     k->body_got = 0;
     return true;
 }
 
 static void block_done(dy_xfer_rx *rx, conn *k)
 {
-    int e;
-    pthread_mutex_lock(&rx->mu);
-    int b = expected_block(rx, k->hdr.seq_id, k->hdr.dst, &e);
-    if (b >= 0) {
-        rx->exps[e].got[b] = true;
-        rx->exps[e].received++;
-    }
-    pthread_mutex_unlock(&rx->mu);
+    dy_xfer_rx_done(rx, &k->hdr);
     k->hdr_got = 0;
     k->dst = NULL;
 }
@@ -223,8 +238,21 @@ static void *rx_main(void *arg)
 
 /* ---------------------------------------------------------------- lifetime */
 
-dy_xfer_rx *dy_xfer_rx_start(dy_kv_pool *pool, const char *host, int port, char *err,
+/* The UCX receiver: its own listener and thread (xfer_ucx.c). */
+static dy_xfer_rx *start_ucx(dy_xfer_rx *rx, const char *host, int port, char *err,
                              size_t errlen)
+{
+    rx->listen_fd = -1;
+    if (!(rx->ucx = dy_xfer_ucx_listen(rx, host, port, rx->addr, sizeof rx->addr, err,
+                                       errlen))) {
+        dy_xfer_rx_stop(rx);
+        return NULL;
+    }
+    return rx;
+}
+
+dy_xfer_rx *dy_xfer_rx_start(dy_xfer_kind kind, dy_kv_pool *pool, const char *host, int port,
+                             char *err, size_t errlen)
 {
     dy_xfer_rx *rx = calloc(1, sizeof *rx);
     if (!rx) {
@@ -234,6 +262,8 @@ dy_xfer_rx *dy_xfer_rx_start(dy_kv_pool *pool, const char *host, int port, char 
     rx->pool = pool;
     rx->wake[0] = rx->wake[1] = -1;
     pthread_mutex_init(&rx->mu, NULL);
+    if (kind == DY_XFER_UCX)
+        return start_ucx(rx, host, port, err, errlen);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     int one = 1;
     rx->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -262,6 +292,7 @@ void dy_xfer_rx_stop(dy_xfer_rx *rx)
 {
     if (!rx)
         return;
+    dy_xfer_ucx_stop(rx->ucx); /* its thread ends before the expectations go */
     if (rx->wake[1] >= 0) {
         if (write(rx->wake[1], "x", 1) == 1)
             pthread_join(rx->thread, NULL);
