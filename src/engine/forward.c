@@ -31,7 +31,21 @@ struct dy_engine {
     size_t act_cap;
     float *inv_freq; /* RoPE: n_rot / 2 frequencies */
     dy_tok_slot *slots;
+    /* Phase timing (dy_engine_time_phases): off while clock is NULL. */
+    double (*clock)(void);
+    dy_phase_times *times;
+    double lap_start; /* when the phase being timed began */
 };
+
+/* The time since the last lap goes to phase p (nothing is read while timing is off). */
+static void lap(dy_engine *e, dy_phase p)
+{
+    if (!e->clock)
+        return;
+    const double now = e->clock();
+    e->times->s[p] += now - e->lap_start;
+    e->lap_start = now;
+}
 
 /* ---------------------------------------------------------------- small kernels */
 
@@ -197,6 +211,7 @@ static void matmul(dy_engine *e, int n, const dy_mat *const *w, float *const *ou
         }
     }
     dy_pool_run(e->pool, matmul_phase, &j);
+    lap(e, DY_PHASE_MATMUL);
 }
 
 static void matmul1(dy_engine *e, const dy_mat *w, float *out, const float *X, int B)
@@ -290,6 +305,7 @@ static void layer_forward(dy_engine *e, int l, int T)
 
     for (int t = 0; t < T; t++)
         rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->attn_norm, dim, hp->rms_eps);
+    lap(e, DY_PHASE_REST);
     const dy_mat *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
     float *qkv_out[3] = {e->q, e->k, e->v};
     matmul(e, 3, qkv, qkv_out, e->xb, T);
@@ -298,23 +314,28 @@ static void layer_forward(dy_engine *e, int l, int T)
         rope(e->k + (size_t)t * kvd, hp->n_kv_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
     }
     store_kv(e, l, T);
+    lap(e, DY_PHASE_REST);
     dy_attn aj = {e->kv, l, hp->n_heads, hp->n_kv_heads, hp->head_dim, T, e->slots, e->q,
                   e->att, e->scores, e->scores_per_thread, e->simd};
     dy_pool_run(e->pool, attn_phase, &aj);
+    lap(e, DY_PHASE_ATTENTION);
     matmul1(e, &ly->wo, e->xb, e->att, T);
     for (size_t i = 0; i < (size_t)T * dim; i++)
         e->x[i] += e->xb[i];
 
     for (int t = 0; t < T; t++)
         rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->ffn_norm, dim, hp->rms_eps);
+    lap(e, DY_PHASE_REST);
     const dy_mat *gu[2] = {&ly->w_gate, &ly->w_up};
     float *gu_out[2] = {e->hg, e->hu};
     matmul(e, 2, gu, gu_out, e->xb, T);
     for (size_t i = 0; i < (size_t)T * hp->hidden_dim; i++)
         e->hg[i] = silu(e->hg[i]) * e->hu[i];
+    lap(e, DY_PHASE_REST);
     matmul1(e, &ly->w_down, e->xb, e->hg, T);
     for (size_t i = 0; i < (size_t)T * dim; i++)
         e->x[i] += e->xb[i];
+    lap(e, DY_PHASE_REST);
 }
 
 /* Final norm of the rows that need logits, gathered contiguously, then one product. */
@@ -328,6 +349,7 @@ static void logits_forward(dy_engine *e, const dy_span *spans, int n, float *log
             rmsnorm(e->xb + (size_t)out * dim, e->x + (size_t)j * dim, e->m->out_norm, dim,
                     e->m->hp.rms_eps);
     }
+    lap(e, DY_PHASE_REST);
     if (out > 0)
         matmul1(e, &e->m->output, logits, e->xb, out);
 }
@@ -338,6 +360,8 @@ int dy_engine_step(dy_engine *e, const dy_span *spans, int n_spans, float *logit
     int T, n_out;
     if (check_spans(e, spans, n_spans, &T, &n_out, err, errlen) != 0)
         return -1;
+    if (e->clock)
+        e->lap_start = e->clock();
     embed(e, spans, n_spans);
     for (int l = 0; l < e->m->hp.n_layers; l++)
         layer_forward(e, l, T);
@@ -444,6 +468,12 @@ dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t)
 {
     const dy_hparams *hp = &m->hp;
     return (dy_kv_shape){block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim, hp->head_dim, t};
+}
+
+void dy_engine_time_phases(dy_engine *e, double (*clock)(void), dy_phase_times *out)
+{
+    e->clock = out ? clock : NULL;
+    e->times = out;
 }
 
 int dy_engine_max_step_tokens(const dy_engine *e) { return e->max_tokens; }
