@@ -247,19 +247,40 @@ typedef struct {
     double ms[DY_N_PHASES];
 } phase_row;
 
+/* The draws of a step's n logits rows, split by row across the engine's threads as the
+ * worker splits them (serve/worker/worker.c, draw_phase). */
+typedef struct {
+    bench_ctx *b;
+    dy_sampler **samplers; /* one per thread */
+    dy_rng *rngs;          /* one per row */
+    int n;
+} draw_job;
+
+static void draw_phase(void *ctx, int ith, int nth)
+{
+    const draw_job *j = ctx;
+    const dy_sampling cfg = dy_sampling_default();
+    const int V = j->b->m->hp.vocab_size, per = (j->n + nth - 1) / nth;
+    for (int k = per * ith; k < per * (ith + 1) && k < j->n; k++)
+        (void)dy_sample(j->samplers[ith], &cfg, &j->rngs[k], j->b->logits + (size_t)k * V);
+}
+
 static int time_phases(bench_ctx *b, const dy_span *spans, int n, int reps, phase_row *best)
 {
-    dy_sampler *smp = dy_sampler_new(b->m->hp.vocab_size);
-    if (!smp) {
-        snprintf(b->err, sizeof b->err, "out of memory");
-        return -1;
-    }
-    const dy_sampling cfg = dy_sampling_default();
-    dy_rng rng;
-    dy_rng_seed(&rng, 1, 0);
+    const int nth = dy_engine_threads(b->e);
+    dy_sampler *samplers[256] = {0};
+    dy_rng rngs[PHASE_B];
+    int rc = 0;
+    for (int i = 0; i < nth; i++)
+        if (!(samplers[i] = dy_sampler_new(b->m->hp.vocab_size))) {
+            snprintf(b->err, sizeof b->err, "out of memory");
+            rc = -1;
+        }
+    for (int k = 0; k < n; k++)
+        dy_rng_seed(&rngs[k], 1, (uint64_t)k);
+    draw_job dj = {b, samplers, rngs, n};
     dy_phase_times pt;
     dy_engine_time_phases(b->e, dy_now, &pt);
-    int rc = 0;
     best->step_ms = -1;
     for (int r = 0; r < reps && rc == 0; r++) {
         memset(&pt, 0, sizeof pt);
@@ -269,8 +290,10 @@ static int time_phases(bench_ctx *b, const dy_span *spans, int n, int reps, phas
             break;
         }
         const double t1 = dy_now();
-        for (int i = 0; i < n; i++)
-            (void)dy_sample(smp, &cfg, &rng, b->logits + (size_t)i * b->m->hp.vocab_size);
+        if (n >= 4)
+            dy_engine_run(b->e, draw_phase, &dj);
+        else
+            draw_phase(&dj, 0, 1);
         const double t2 = dy_now();
         if (best->step_ms < 0 || (t1 - t0) * 1e3 < best->step_ms) {
             best->step_ms = (t1 - t0) * 1e3;
@@ -280,7 +303,8 @@ static int time_phases(bench_ctx *b, const dy_span *spans, int n, int reps, phas
         }
     }
     dy_engine_time_phases(b->e, NULL, NULL);
-    dy_sampler_free(smp);
+    for (int i = 0; i < nth; i++)
+        dy_sampler_free(samplers[i]);
     return rc;
 }
 

@@ -538,6 +538,11 @@ dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t)
     return (dy_kv_shape){block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim, hp->head_dim, t};
 }
 
+void dy_engine_run(dy_engine *e, dy_pool_fn fn, void *ctx)
+{
+    dy_pool_run(e->pool, fn, ctx);
+}
+
 void dy_engine_time_phases(dy_engine *e, double (*clock)(void), dy_phase_times *out)
 {
     e->clock = out ? clock : NULL;
