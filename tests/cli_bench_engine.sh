@@ -2,7 +2,8 @@
 # cli_bench_engine.sh DYAD SOURCE_DIR — `dyad bench engine`'s roofline and batch tables: the
 # JSON names the ceilings it compared with (cache or DRAM, int8 or fp32 peak) and holds a
 # batch table with private KV at each --batch-context, skipping exactly the B whose KV is
-# over --batch-kv-mib; bad values are refused with a clear message.
+# over --batch-kv-mib; --phases gives the two steps by phase as shares; bad values are refused
+# with a clear message.
 set -euo pipefail
 dyad=$1
 source "$(dirname "$0")/shell_helpers.sh"
@@ -32,4 +33,13 @@ expect_fail "bad context" 2 "--batch-context: a context from 1 to 65536, not 'x'
   "$dyad" bench engine --batch-context x
 expect_fail "too many" 2 "at most 4 contexts" "$dyad" bench engine --batch-context 1 \
   --batch-context 2 --batch-context 3 --batch-context 4 --batch-context 5
+# --phases: the two steps by phase, as shares; the phases add up to the step (sampling after).
+"$dyad" bench engine --phases --json --reps 1 --threads 2 >"$tmp/p.json" 2>"$tmp/err" && ok || bad "phases run ($(cat "$tmp/err"))"
+[ "$(field "$tmp/p.json" '[(p["step"], p["p"], p["b"]) for p in d["phases"]]')" = "[('prefill', 512, 1), ('decode', 1, 64)]" ] && ok || bad "phase steps"
+[ "$(field "$tmp/p.json" 'all(p["matmul_ms"] > 0 and p["attention_ms"] > 0 and p["rest_ms"] > 0 and p["sampling_ms"] >= 0 and p["matmul_ms"] + p["attention_ms"] + p["rest_ms"] + p["sampling_ms"] <= p["ms"] * 1.001 for p in d["phases"])')" = True ] && ok || bad "phase times"
+[ "$(field "$tmp/p.json" 'all(abs(p["outside_matmul_share"] - (1 - p["matmul_ms"] / p["ms"])) < 1e-3 for p in d["phases"])')" = True ] && ok || bad "phase share"
+"$dyad" bench engine --phases --reps 1 --threads 1 >"$tmp/p.txt"
+grep -q "decode B=64, context 64" "$tmp/p.txt" && grep -q "outside matmul" "$tmp/p.txt" && ok || bad "phases text"
+expect_fail "phases quick" 2 "--phases measures one prefill and one decode step" \
+  "$dyad" bench engine --phases --quick
 finish

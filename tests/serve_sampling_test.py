@@ -142,10 +142,22 @@ def test_disagg_moves_kv_once(agg, dis):
     assert [c["text"] for c in r["choices"]] == [c["text"] for c in want["choices"]]
 
 
+def test_threads_draw_the_same(agg, dis, threaded):
+    """A batch's draws split across 3 engine threads give 1 thread's samples."""
+    body = {"model": MODEL, "prompt": "Once upon a time", "max_tokens": 12,
+            "temperature": 1.0, "seed": 33, "n": 8}
+    one = agg.request("POST", "/v1/completions", body)[1]
+    three = threaded.request("POST", "/v1/completions", body)[1]
+    ta = [c["text"] for c in one["choices"]]
+    assert len(set(ta)) > 1, ta
+    assert ta == [c["text"] for c in three["choices"]], (ta, three["choices"])
+
+
 def main():
     run_tests(globals(), [Server(DYAD, "--workers", "1", "--threads-per-worker", "1"),
                           Server(DYAD, "--prefill-workers", "1", "--decode-workers", "1",
-                                 "--disagg-min-tokens", "16")])
+                                 "--disagg-min-tokens", "16"),
+                          Server(DYAD, "--workers", "1", "--threads-per-worker", "3")])
 
 
 main()

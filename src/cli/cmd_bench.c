@@ -10,6 +10,7 @@
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/roofline.h"
+#include "engine/sampler.h"
 #include "bench/bench.h"
 #include "util/clock.h"
 #include "util/progress.h"
@@ -45,6 +46,7 @@ typedef struct {
     int batch_ctx[MAX_BATCH_CTX], n_batch_ctx; /* batch tables with private KV at these */
     int batch_kv_mib; /* the KV those tables may take; larger B are skipped */
     bool json, quick;
+    bool phases;     /* only the phase breakdown of a prefill and a batched decode step */
     const char *models[MAX_MODELS];
     int n_models;
     const char *tokenizer; /* accepted for symmetry with `dyad run`; token ids are synthetic */
@@ -80,6 +82,8 @@ typedef struct {
 /* The figures of one model, and of the machine (read bandwidth and FMA peak). */
 static int model_points(const bench_opts *o)
 {
+    if (o->phases)
+        return 2;
     return (o->quick ? 5 + 3 + 5 : N_PREFILL + N_DECODE + N_BATCH) + (o->extra_ctx > 0) +
            o->n_batch_ctx * N_BATCH;
 }
@@ -229,6 +233,156 @@ out:
     free(tables);
     free(spans);
     return rc;
+}
+
+/* --phases: where the time of two steps goes, a PHASE_P-token prefill from position 0 and a
+ * decode step of PHASE_B sequences at context BATCH_CTX (time_batch's step), each followed by
+ * sampling its logits rows at temperature 1 as a server would. The engine adds each phase's
+ * time while the bench's clock is set (dy_engine_time_phases); the fastest rep is kept. */
+#define PHASE_P 512
+#define PHASE_B 64
+
+typedef struct {
+    double step_ms, sample_ms;
+    double ms[DY_N_PHASES];
+} phase_row;
+
+/* The draws of a step's n logits rows, split by row across the engine's threads as the
+ * worker splits them (serve/worker/worker.c, draw_phase). */
+typedef struct {
+    bench_ctx *b;
+    dy_sampler **samplers; /* one per thread */
+    dy_rng *rngs;          /* one per row */
+    int n;
+} draw_job;
+
+static void draw_phase(void *ctx, int ith, int nth)
+{
+    const draw_job *j = ctx;
+    const dy_sampling cfg = dy_sampling_default();
+    const int V = j->b->m->hp.vocab_size, per = (j->n + nth - 1) / nth;
+    for (int k = per * ith; k < per * (ith + 1) && k < j->n; k++)
+        (void)dy_sample(j->samplers[ith], &cfg, &j->rngs[k], j->b->logits + (size_t)k * V);
+}
+
+static int time_phases(bench_ctx *b, const dy_span *spans, int n, int reps, phase_row *best)
+{
+    const int nth = dy_engine_threads(b->e);
+    dy_sampler *samplers[256] = {0};
+    dy_rng rngs[PHASE_B];
+    int rc = 0;
+    for (int i = 0; i < nth; i++)
+        if (!(samplers[i] = dy_sampler_new(b->m->hp.vocab_size))) {
+            snprintf(b->err, sizeof b->err, "out of memory");
+            rc = -1;
+        }
+    for (int k = 0; k < n; k++)
+        dy_rng_seed(&rngs[k], 1, (uint64_t)k);
+    draw_job dj = {b, samplers, rngs, n};
+    dy_phase_times pt;
+    dy_engine_time_phases(b->e, dy_now, &pt);
+    best->step_ms = -1;
+    for (int r = 0; r < reps && rc == 0; r++) {
+        memset(&pt, 0, sizeof pt);
+        const double t0 = dy_now();
+        if (dy_engine_step(b->e, spans, n, b->logits, b->err, sizeof b->err) != 0) {
+            rc = -1;
+            break;
+        }
+        const double t1 = dy_now();
+        if (n >= 4)
+            dy_engine_run(b->e, draw_phase, &dj);
+        else
+            draw_phase(&dj, 0, 1);
+        const double t2 = dy_now();
+        if (best->step_ms < 0 || (t1 - t0) * 1e3 < best->step_ms) {
+            best->step_ms = (t1 - t0) * 1e3;
+            best->sample_ms = (t2 - t1) * 1e3;
+            for (int p = 0; p < DY_N_PHASES; p++)
+                best->ms[p] = pt.s[p] * 1e3;
+        }
+    }
+    dy_engine_time_phases(b->e, NULL, NULL);
+    for (int i = 0; i < nth; i++)
+        dy_sampler_free(samplers[i]);
+    return rc;
+}
+
+static int measure_phases(bench_ctx *b, const bench_opts *o, phase_row *prefill, phase_row *decode)
+{
+    dy_span s = {b->tokens, PHASE_P, 0, b->blocks, b->n_blocks, 1};
+    if (time_phases(b, &s, 1, o->reps, prefill) != 0)
+        return -1;
+    point_done(b->progress, base_name(b->m->path));
+    const int bs = b->kv->block_size, shared = BATCH_CTX / bs;
+    int32_t *tables = malloc(sizeof(int32_t) * PHASE_B * (shared + 1));
+    dy_span spans[PHASE_B];
+    if (!tables) {
+        snprintf(b->err, sizeof b->err, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < PHASE_B; i++) {
+        int32_t *tb = tables + (size_t)i * (shared + 1);
+        memcpy(tb, b->blocks, sizeof(int32_t) * shared);
+        tb[shared] = b->blocks[b->n_blocks - 1 - i]; /* private blocks from the far end */
+        spans[i] = (dy_span){b->tokens + i, 1, BATCH_CTX, tb, shared + 1, 1};
+    }
+    int rc = prefill_to(b, BATCH_CTX) == 0 ? time_phases(b, spans, PHASE_B, o->reps, decode) : -1;
+    free(tables);
+    point_done(b->progress, base_name(b->m->path));
+    return rc;
+}
+
+/* The share of a step (sampling included) spent outside the matrix products. */
+static double outside_share(const phase_row *r)
+{
+    const double all = r->step_ms + r->sample_ms;
+    return all > 0 ? 1 - r->ms[DY_PHASE_MATMUL] / all : 0;
+}
+
+static void print_phase_json(const char *step, int p, int bn, int ctx, const phase_row *r)
+{
+    printf("{\"step\":\"%s\",\"p\":%d,\"b\":%d,\"context\":%d,\"ms\":%.4f,"
+           "\"matmul_ms\":%.4f,\"attention_ms\":%.4f,\"rest_ms\":%.4f,\"sampling_ms\":%.4f,"
+           "\"outside_matmul_share\":%.4f}",
+           step, p, bn, ctx, r->step_ms + r->sample_ms, r->ms[DY_PHASE_MATMUL],
+           r->ms[DY_PHASE_ATTENTION], r->ms[DY_PHASE_REST], r->sample_ms, outside_share(r));
+}
+
+static void print_phase_row(const char *what, const phase_row *r)
+{
+    const double all = r->step_ms + r->sample_ms;
+    printf("  %-24s %-9.3f", what, all);
+    for (int p = 0; p < DY_N_PHASES; p++)
+        printf(" %-8.3f %3.0f%%  ", r->ms[p], 100 * r->ms[p] / all);
+    printf(" %-8.3f %3.0f%%   %.1f%%\n", r->sample_ms, 100 * r->sample_ms / all,
+           100 * outside_share(r));
+}
+
+static void print_phases(const bench_opts *o, const dy_model *m, dy_simd simd,
+                         const phase_row *prefill, const phase_row *decode)
+{
+    if (o->json) {
+        printf("{\"model\":\"%s\",\"type\":\"%s\",\"threads\":%d,\"kernels\":\"%s\","
+               "\"reps\":%d,\"kv_type\":\"%s\",\"phases\":[",
+               base_name(m->path), dy_type_name(dy_model_weight_type(m)), o->threads,
+               dy_simd_name(simd), o->reps, dy_kv_type_name((dy_kv_type)o->kv_type));
+        print_phase_json("prefill", PHASE_P, 1, 0, prefill);
+        printf(",");
+        print_phase_json("decode", 1, PHASE_B, BATCH_CTX, decode);
+        printf("]}\n");
+        return;
+    }
+    printf("\n== %s (%s weights), %d threads, %s kernels, fastest of %d reps, %s KV\n",
+           base_name(m->path), dy_type_name(dy_model_weight_type(m)), o->threads,
+           dy_simd_name(simd), o->reps, dy_kv_type_name((dy_kv_type)o->kv_type));
+    printf("phases:   step                     ms        matmul         attention      rest"
+           "           sampling       outside matmul\n");
+    char what[64];
+    snprintf(what, sizeof what, "prefill P=%d", PHASE_P);
+    print_phase_row(what, prefill);
+    snprintf(what, sizeof what, "decode B=%d, context %d", PHASE_B, BATCH_CTX);
+    print_phase_row(what, decode);
 }
 
 static int measure(bench_ctx *b, const bench_opts *o, results *r)
@@ -440,10 +594,14 @@ static int bench_model(const char *path, const bench_opts *o, const machine *mc,
         b.tokens[i] = (int32_t)((i * 7919u + 13) % (unsigned)b.m->hp.vocab_size);
     if (!(b.e = dy_engine_new(b.m, b.kv, o->threads, 512, b.err, sizeof b.err)))
         goto out;
-    if (measure(&b, o, &r) != 0)
+    phase_row pre, dec;
+    if (o->phases ? measure_phases(&b, o, &pre, &dec) != 0 : measure(&b, o, &r) != 0)
         goto out;
     dy_progress_clear(pt->line); /* the report goes to the same terminal */
-    print_report(o, b.m, &r, mc, dy_engine_simd(b.e));
+    if (o->phases)
+        print_phases(o, b.m, dy_engine_simd(b.e), &pre, &dec);
+    else
+        print_report(o, b.m, &r, mc, dy_engine_simd(b.e));
     fflush(stdout);
     rc = 0;
 out:
@@ -534,6 +692,10 @@ static int bench_engine(int argc, char **argv)
          .def = 4096},
         {.name = "quick", .kind = DY_OPT_FLAG, .dst = &o.quick,
          .help = "fewer points (P ≤ 128, B ≤ 16) for smoke tests"},
+        {.name = "phases", .kind = DY_OPT_FLAG, .dst = &o.phases,
+         .help = "instead of the tables: the time of a 512-token prefill and of a B = 64 "
+         "decode step (context 64) by phase (matrix products, attention, the rest, "
+         "sampling) and the share outside the matrix products (docs/engine.md)"},
         {.name = "json", .kind = DY_OPT_FLAG, .dst = &o.json,
          .help = "one JSON object per model on stdout instead of the report"},
     };
@@ -541,6 +703,11 @@ static int bench_engine(int argc, char **argv)
                        argc, argv, NULL);
     if (rc != CLI_GO)
         return rc;
+    if (o.phases && (o.quick || o.extra_ctx > 0 || o.n_batch_ctx > 0)) {
+        fprintf(stderr, "dyad bench engine: --phases measures one prefill and one decode step; "
+                "it does not take --quick, --decode-context or --batch-context\n");
+        return 2;
+    }
     char def[4096];
     if (o.n_models == 0) {
         snprintf(def, sizeof def, "%s/stories260K.bin", dyad_model_dir());
@@ -551,14 +718,17 @@ static int bench_engine(int argc, char **argv)
         fprintf(stderr, "dyad bench engine: cannot start %d threads\n", o.threads);
         return 1;
     }
+    const int machine_points = o.phases ? 0 : MACHINE_POINTS;
     points pt = {dy_progress_new(stderr, isatty(STDERR_FILENO) == 1, "dyad bench engine",
                                  DY_PROGRESS_COUNT, "figures",
-                                 MACHINE_POINTS + o.n_models * model_points(&o), dy_now()), 0};
+                                 machine_points + o.n_models * model_points(&o), dy_now()), 0};
     dy_progress_update(pt.line, 0, "machine", dy_now());
-    machine mc = measure_machine(pool, &o, &pt);
+    machine mc = {0};
+    if (!o.phases)
+        mc = measure_machine(pool, &o, &pt);
     dy_pool_free(pool);
     dy_progress_clear(pt.line);
-    if (!o.json)
+    if (!o.json && !o.phases)
         printf("machine: read bandwidth %.1f GB/s from DRAM, %.1f GB/s from the %.0f MiB "
                "last-level cache; peaks at %d bits (%s kernels): fp32 FMA %.1f GFLOP/s, "
                "int8 %.1f GOP/s (%d threads)\n",

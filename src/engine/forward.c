@@ -1,6 +1,7 @@
 /* forward.c — the llama forward pass over a step of spans (see forward.h). Read top to
- * bottom: per-token bookkeeping, the parallel phases (matrix products, attention), then
- * dy_engine_step, which is the whole transformer in one screen. */
+ * bottom: the small kernels, the parallel phases (matrix products, attention, the work done
+ * token by token), then dy_engine_step, which is the whole transformer in one screen. Every
+ * phase runs on all the pool's threads. */
 #include "engine/forward.h"
 #include "engine/attention.h"
 #include "engine/kv_codec.h"
@@ -31,7 +32,23 @@ struct dy_engine {
     size_t act_cap;
     float *inv_freq; /* RoPE: n_rot / 2 frequencies */
     dy_tok_slot *slots;
+    int32_t *tok;    /* the step's token ids [T] */
+    int *logit_src;  /* row of x each logits row is computed from [T] */
+    /* Phase timing (dy_engine_time_phases): off while clock is NULL. */
+    double (*clock)(void);
+    dy_phase_times *times;
+    double lap_start; /* when the phase being timed began */
 };
+
+/* The time since the last lap goes to phase p (nothing is read while timing is off). */
+static void lap(dy_engine *e, dy_phase p)
+{
+    if (!e->clock)
+        return;
+    const double now = e->clock();
+    e->times->s[p] += now - e->lap_start;
+    e->lap_start = now;
+}
 
 /* ---------------------------------------------------------------- small kernels */
 
@@ -197,6 +214,7 @@ static void matmul(dy_engine *e, int n, const dy_mat *const *w, float *const *ou
         }
     }
     dy_pool_run(e->pool, matmul_phase, &j);
+    lap(e, DY_PHASE_MATMUL);
 }
 
 static void matmul1(dy_engine *e, const dy_mat *w, float *out, const float *X, int B)
@@ -211,19 +229,107 @@ static void attn_phase(void *ctx, int ith, int nth)
     dy_attention(ctx, ith, nth);
 }
 
-/* Writes the step's new keys and values into each token's slot of its block table, in the
- * pool's element type. */
-static void store_kv(dy_engine *e, int layer, int T)
+/* ---------------------------------------------------------------- work by rows */
+
+/* The step's elementwise work (embedding, norms, RoPE, SiLU·gate, residual adds) is done a
+ * token (a row) at a time, each row by the same float operations whichever thread has it, so
+ * splitting rows across the pool changes no bit. A prefill chunk's rows are its tokens, a
+ * batched decode's its sequences. Steps of fewer than PAR_ROWS rows stay on the caller: the
+ * work is a few microseconds, about what waking the pool costs. */
+#define PAR_ROWS 4
+
+typedef void (*rows_fn)(dy_engine *e, const void *arg, int t0, int t1);
+
+typedef struct {
+    dy_engine *e;
+    rows_fn fn;
+    const void *arg;
+    int T;
+} rows_job;
+
+static void rows_phase(void *ctx, int ith, int nth)
 {
-    const int hd = e->m->hp.head_dim, kvd = e->m->hp.n_kv_heads * hd, bs = e->kv->block_size;
-    const dy_kv_type type = e->kv->type;
-    for (int t = 0; t < T; t++) {
-        const dy_tok_slot *s = &e->slots[t];
-        int32_t b = s->blocks[s->pos / bs];
-        size_t off = (size_t)(s->pos % bs) * e->kv->row_bytes;
-        dy_kv_encode_row(type, e->k + (size_t)t * kvd, kvd, hd, dy_kv_key_rows(e->kv, b, layer) + off);
-        dy_kv_encode_row(type, e->v + (size_t)t * kvd, kvd, hd, dy_kv_value_rows(e->kv, b, layer) + off);
+    const rows_job *j = ctx;
+    const int per = (j->T + nth - 1) / nth, t0 = per * ith, t1 = t0 + per < j->T ? t0 + per : j->T;
+    if (t0 < t1)
+        j->fn(j->e, j->arg, t0, t1);
+}
+
+/* fn(e, arg, t0, t1) over rows [0, T), split across the pool; timed as "the rest". */
+static void for_rows(dy_engine *e, int T, rows_fn fn, const void *arg)
+{
+    rows_job j = {e, fn, arg, T};
+    if (T >= PAR_ROWS)
+        dy_pool_run(e->pool, rows_phase, &j);
+    else
+        fn(e, arg, 0, T);
+    lap(e, DY_PHASE_REST);
+}
+
+static void embed_rows(dy_engine *e, const void *arg, int t0, int t1)
+{
+    (void)arg;
+    const dy_mat *emb = &e->m->tok_embd;
+    for (int t = t0; t < t1; t++)
+        dy_dequant_row(emb->type, (const char *)emb->data + (size_t)e->tok[t] * emb->row_bytes,
+                       e->x + (size_t)t * emb->cols, emb->cols);
+}
+
+/* xb = rmsnorm(x) · w */
+static void norm_rows(dy_engine *e, const void *w, int t0, int t1)
+{
+    const size_t dim = (size_t)e->m->hp.dim;
+    for (int t = t0; t < t1; t++)
+        rmsnorm(e->xb + t * dim, e->x + t * dim, w, (int)dim, e->m->hp.rms_eps);
+}
+
+/* x += xb (the residual add after a block), then xb = rmsnorm(x) · w for the next block */
+static void residual_norm_rows(dy_engine *e, const void *w, int t0, int t1)
+{
+    const size_t dim = (size_t)e->m->hp.dim;
+    for (int t = t0; t < t1; t++) {
+        for (size_t i = t * dim; i < (t + 1) * dim; i++)
+            e->x[i] += e->xb[i];
+        if (w)
+            rmsnorm(e->xb + t * dim, e->x + t * dim, w, (int)dim, e->m->hp.rms_eps);
     }
+}
+
+/* RoPE on the new queries and keys, then the keys and values into each token's slot of its
+ * block table, in the pool's element type (each token writes only its own slot). */
+static void rope_store_rows(dy_engine *e, const void *layer, int t0, int t1)
+{
+    const dy_hparams *hp = &e->m->hp;
+    const int l = *(const int *)layer, hd = hp->head_dim, bs = e->kv->block_size;
+    const size_t qd = (size_t)hp->n_heads * hd, kvd = (size_t)hp->n_kv_heads * hd;
+    for (int t = t0; t < t1; t++) {
+        const dy_tok_slot *s = &e->slots[t];
+        rope(e->q + t * qd, hp->n_heads, hd, hp->n_rot, e->inv_freq, s->pos);
+        rope(e->k + t * kvd, hp->n_kv_heads, hd, hp->n_rot, e->inv_freq, s->pos);
+        const int32_t b = s->blocks[s->pos / bs];
+        const size_t off = (size_t)(s->pos % bs) * e->kv->row_bytes;
+        dy_kv_encode_row(e->kv->type, e->k + t * kvd, (int)kvd, hd, dy_kv_key_rows(e->kv, b, l) + off);
+        dy_kv_encode_row(e->kv->type, e->v + t * kvd, (int)kvd, hd, dy_kv_value_rows(e->kv, b, l) + off);
+    }
+}
+
+/* hg = silu(hg) · hu */
+static void swiglu_rows(dy_engine *e, const void *arg, int t0, int t1)
+{
+    (void)arg;
+    const size_t hidden = (size_t)e->m->hp.hidden_dim;
+    for (size_t i = t0 * hidden; i < t1 * hidden; i++)
+        e->hg[i] = silu(e->hg[i]) * e->hu[i];
+}
+
+/* xb's logits rows: the final norm of the rows of x that want logits, gathered */
+static void out_norm_rows(dy_engine *e, const void *arg, int o0, int o1)
+{
+    (void)arg;
+    const size_t dim = (size_t)e->m->hp.dim;
+    for (int o = o0; o < o1; o++)
+        rmsnorm(e->xb + o * dim, e->x + (size_t)e->logit_src[o] * dim, e->m->out_norm, (int)dim,
+                e->m->hp.rms_eps);
 }
 
 /* ---------------------------------------------------------------- the step */
@@ -269,67 +375,44 @@ static int check_spans(const dy_engine *e, const dy_span *spans, int n, int *T, 
     return 0;
 }
 
-static void embed(dy_engine *e, const dy_span *spans, int n)
+/* Per-token bookkeeping: each token's id and KV slot, and the rows that want logits. */
+static void gather_tokens(dy_engine *e, const dy_span *spans, int n)
 {
-    const dy_mat *emb = &e->m->tok_embd;
-    int t = 0;
-    for (int i = 0; i < n; i++)
+    int t = 0, out = 0;
+    for (int i = 0; i < n; i++) {
         for (int j = 0; j < spans[i].n_tokens; j++, t++) {
-            const char *row = (const char *)emb->data + (size_t)spans[i].tokens[j] * emb->row_bytes;
-            dy_dequant_row(emb->type, row, e->x + (size_t)t * emb->cols, emb->cols);
+            e->tok[t] = spans[i].tokens[j];
             e->slots[t].blocks = spans[i].blocks;
             e->slots[t].pos = spans[i].pos + j;
         }
+        for (int j = t - spans[i].n_logits; j < t; j++)
+            e->logit_src[out++] = j;
+    }
 }
 
 static void layer_forward(dy_engine *e, int l, int T)
 {
     const dy_hparams *hp = &e->m->hp;
     const dy_layer *ly = &e->m->layers[l];
-    const int dim = hp->dim, qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
 
-    for (int t = 0; t < T; t++)
-        rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->attn_norm, dim, hp->rms_eps);
+    for_rows(e, T, norm_rows, ly->attn_norm); /* xb = rmsnorm(x) */
     const dy_mat *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
     float *qkv_out[3] = {e->q, e->k, e->v};
     matmul(e, 3, qkv, qkv_out, e->xb, T);
-    for (int t = 0; t < T; t++) {
-        rope(e->q + (size_t)t * qd, hp->n_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
-        rope(e->k + (size_t)t * kvd, hp->n_kv_heads, hp->head_dim, hp->n_rot, e->inv_freq, e->slots[t].pos);
-    }
-    store_kv(e, l, T);
+    for_rows(e, T, rope_store_rows, &l);
     dy_attn aj = {e->kv, l, hp->n_heads, hp->n_kv_heads, hp->head_dim, T, e->slots, e->q,
                   e->att, e->scores, e->scores_per_thread, e->simd};
     dy_pool_run(e->pool, attn_phase, &aj);
+    lap(e, DY_PHASE_ATTENTION);
     matmul1(e, &ly->wo, e->xb, e->att, T);
-    for (size_t i = 0; i < (size_t)T * dim; i++)
-        e->x[i] += e->xb[i];
 
-    for (int t = 0; t < T; t++)
-        rmsnorm(e->xb + (size_t)t * dim, e->x + (size_t)t * dim, ly->ffn_norm, dim, hp->rms_eps);
+    for_rows(e, T, residual_norm_rows, ly->ffn_norm); /* x += xb; xb = rmsnorm(x) */
     const dy_mat *gu[2] = {&ly->w_gate, &ly->w_up};
     float *gu_out[2] = {e->hg, e->hu};
     matmul(e, 2, gu, gu_out, e->xb, T);
-    for (size_t i = 0; i < (size_t)T * hp->hidden_dim; i++)
-        e->hg[i] = silu(e->hg[i]) * e->hu[i];
+    for_rows(e, T, swiglu_rows, NULL); /* hg = silu(hg) · hu */
     matmul1(e, &ly->w_down, e->xb, e->hg, T);
-    for (size_t i = 0; i < (size_t)T * dim; i++)
-        e->x[i] += e->xb[i];
-}
-
-/* Final norm of the rows that need logits, gathered contiguously, then one product. */
-static void logits_forward(dy_engine *e, const dy_span *spans, int n, float *logits)
-{
-    const int dim = e->m->hp.dim;
-    int t = 0, out = 0;
-    for (int i = 0; i < n; i++) {
-        t += spans[i].n_tokens;
-        for (int j = t - spans[i].n_logits; j < t; j++, out++)
-            rmsnorm(e->xb + (size_t)out * dim, e->x + (size_t)j * dim, e->m->out_norm, dim,
-                    e->m->hp.rms_eps);
-    }
-    if (out > 0)
-        matmul1(e, &e->m->output, logits, e->xb, out);
+    for_rows(e, T, residual_norm_rows, NULL); /* x += xb */
 }
 
 int dy_engine_step(dy_engine *e, const dy_span *spans, int n_spans, float *logits, char *err,
@@ -338,10 +421,15 @@ int dy_engine_step(dy_engine *e, const dy_span *spans, int n_spans, float *logit
     int T, n_out;
     if (check_spans(e, spans, n_spans, &T, &n_out, err, errlen) != 0)
         return -1;
-    embed(e, spans, n_spans);
+    if (e->clock)
+        e->lap_start = e->clock();
+    gather_tokens(e, spans, n_spans);
+    for_rows(e, T, embed_rows, NULL);
     for (int l = 0; l < e->m->hp.n_layers; l++)
         layer_forward(e, l, T);
-    logits_forward(e, spans, n_spans, logits);
+    for_rows(e, n_out, out_norm_rows, NULL);
+    if (n_out > 0)
+        matmul1(e, &e->m->output, logits, e->xb, n_out);
     return 0;
 }
 
@@ -404,7 +492,9 @@ dy_engine *dy_engine_new(const dy_model *m, dy_kv_pool *kv, int n_threads, int m
     e->act[1] = aligned_alloc(64, (e->act_cap + 63) / 64 * 64);
     e->inv_freq = malloc(sizeof(float) * (size_t)(hp->n_rot / 2));
     e->slots = malloc(sizeof *e->slots * T);
-    if (!e->x || !e->xb || !e->q || !e->k || !e->v || !e->att || !e->hg || !e->hu || !e->scores ||
+    e->tok = malloc(sizeof *e->tok * T);
+    e->logit_src = malloc(sizeof *e->logit_src * T);
+    if (!e->tok || !e->logit_src || !e->x || !e->xb || !e->q || !e->k || !e->v || !e->att || !e->hg || !e->hu || !e->scores ||
         !e->act[0] || !e->act[1] || !e->inv_freq || !e->slots)
         goto oom;
     for (int i = 0; i < hp->n_rot; i += 2)
@@ -437,6 +527,8 @@ void dy_engine_free(dy_engine *e)
     free(e->act[1]);
     free(e->inv_freq);
     free(e->slots);
+    free(e->tok);
+    free(e->logit_src);
     free(e);
 }
 
@@ -444,6 +536,17 @@ dy_kv_shape dy_model_kv_shape(const dy_model *m, int block_size, dy_kv_type t)
 {
     const dy_hparams *hp = &m->hp;
     return (dy_kv_shape){block_size, hp->n_layers, hp->n_kv_heads * hp->head_dim, hp->head_dim, t};
+}
+
+void dy_engine_run(dy_engine *e, dy_pool_fn fn, void *ctx)
+{
+    dy_pool_run(e->pool, fn, ctx);
+}
+
+void dy_engine_time_phases(dy_engine *e, double (*clock)(void), dy_phase_times *out)
+{
+    e->clock = out ? clock : NULL;
+    e->times = out;
 }
 
 int dy_engine_max_step_tokens(const dy_engine *e) { return e->max_tokens; }

@@ -45,4 +45,22 @@ void dy_engine_set_simd(dy_engine *e, dy_simd simd);
 int dy_engine_step(dy_engine *e, const dy_span *spans, int n_spans, float *logits, char *err,
                    size_t errlen);
 
+/* Runs fn(ctx, i, n) on each of the engine's n threads (the caller is thread 0) between
+ * steps, returning when all are done: for work after a step that splits by sequence, such as
+ * sampling a batch's logits. */
+void dy_engine_run(dy_engine *e, dy_pool_fn fn, void *ctx);
+
+/* Where a step's time goes: the matrix products (activation conversion included), attention
+ * (the reads of the KV pool), and the rest (embedding, norms, RoPE and the KV write,
+ * SiLU·gate, residual adds, the logits' norm). */
+typedef enum { DY_PHASE_MATMUL, DY_PHASE_ATTENTION, DY_PHASE_REST, DY_N_PHASES } dy_phase;
+typedef struct {
+    double s[DY_N_PHASES]; /* seconds, by dy_phase */
+} dy_phase_times;
+
+/* With a clock (seconds, monotonic), every later step adds the time of each of its phases to
+ * *out (which the caller zeroes); with NULL, the default, steps read no clock. The engine
+ * owns no clock of its own: timing is the caller's (`dyad bench engine --phases`). */
+void dy_engine_time_phases(dy_engine *e, double (*clock)(void), dy_phase_times *out);
+
 #endif

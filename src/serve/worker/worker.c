@@ -363,7 +363,9 @@ static void sample_dead(wreq *r, sample_out *o)
     *o = (sample_out){.req = r, .token = r->seq->tokens[r->seq->n_tokens - 1], .dead = true};
 }
 
-static void sample_item(worker *w, wreq *r, float *logits, sample_out *o)
+/* What comes before the draw, one item at a time: the grammar's mask (the guides share one
+ * cache) and the end tokens an ignore_eos request may not draw. */
+static void prepare_item(worker *w, wreq *r, float *logits, sample_out *o)
 {
     char why[128];
     if (r->guide.e && !dy_guide_mask(&w->guides, &r->guide, logits, !r->ignore_eos, why,
@@ -376,13 +378,36 @@ static void sample_item(worker *w, wreq *r, float *logits, sample_out *o)
     if (r->ignore_eos)
         for (int i = 0; i < w->n_eog; i++)
             logits[w->eog_ids[i]] = -INFINITY;
-    o->req = r;
-    o->dead = false;
-    o->token = dy_sample(w->sampler, &r->sampling, &r->rng, logits);
+    *o = (sample_out){.req = r};
+}
+
+static void draw_item(dy_sampler *s, const float *logits, sample_out *o)
+{
+    wreq *r = o->req;
+    o->token = dy_sample(s, &r->sampling, &r->rng, logits);
     o->n_top = r->want_logprobs ? r->n_logprobs : 0;
-    o->logprob = r->want_logprobs ? dy_logprob(w->sampler, logits, o->token, o->n_top,
-                                               o->top_ids, o->top_lps)
+    o->logprob = r->want_logprobs ? dy_logprob(s, logits, o->token, o->n_top, o->top_ids,
+                                               o->top_lps)
                                   : 0.0f;
+}
+
+/* The draws of a step's n items, split by item across the engine's threads: an item's draw
+ * depends only on its logits and its request's random stream, so which thread makes it
+ * changes nothing. */
+typedef struct {
+    worker *w;
+    int n;
+} draw_job;
+
+static void draw_phase(void *ctx, int ith, int nth)
+{
+    const draw_job *j = ctx;
+    const int V = j->w->model->hp.vocab_size, per = (j->n + nth - 1) / nth;
+    for (int k = per * ith; k < per * (ith + 1) && k < j->n; k++) {
+        sample_out *o = &j->w->outs[k];
+        if (!o->dead && !o->req->prefill_only)
+            draw_item(j->w->samplers[ith], j->w->logits + (size_t)k * V, o);
+    }
 }
 
 /* How a stop string ends an answer: "stop", except that an answer whose grammar it cuts short
@@ -618,10 +643,16 @@ static void step(worker *w)
             if (r->prefill_only) /* its prompt is done: nothing to sample, KV to ship */
                 w->outs[k] = (sample_out){.req = r};
             else
-                sample_item(w, r, w->logits + (size_t)k * V, &w->outs[k]);
-            w->sampled[k] = w->outs[k].token;
+                prepare_item(w, r, w->logits + (size_t)k * V, &w->outs[k]);
             k++;
         }
+    draw_job dj = {w, n_logits};
+    if (n_logits >= 4)
+        dy_engine_run(w->engine, draw_phase, &dj);
+    else
+        draw_phase(&dj, 0, 1);
+    for (int k = 0; k < n_logits; k++)
+        w->sampled[k] = w->outs[k].token;
     dy_sched_commit(w->sched, w->sampled);
     for (int k = 0; k < n_logits; k++) {
         if (w->outs[k].req->prefill_only) {
@@ -710,13 +741,16 @@ static int setup(worker *w, char *err, size_t errlen)
     w->kv = w->pool ? dy_kv_cache_new(w->pool, w->model->fingerprint) : NULL;
     dy_sched_config sc = {c->max_batch_tokens, c->max_running, c->no_prefix_cache};
     w->sched = w->kv ? dy_sched_new(&sc, w->kv) : NULL;
-    w->sampler = dy_sampler_new(hp->vocab_size);
+    w->samplers = calloc((size_t)c->threads, sizeof *w->samplers);
+    for (int i = 0; w->samplers && i < c->threads; i++)
+        if (!(w->samplers[i] = dy_sampler_new(hp->vocab_size)))
+            break;
     w->logits = malloc(sizeof(float) * (size_t)hp->vocab_size * (size_t)c->max_running);
     w->spans = malloc(sizeof *w->spans * (size_t)c->max_running);
     w->sampled = malloc(sizeof *w->sampled * (size_t)c->max_running);
     w->outs = malloc(sizeof *w->outs * (size_t)c->max_running);
     w->eog_ids = malloc(sizeof *w->eog_ids * (size_t)hp->vocab_size);
-    if (!w->sched || !w->sampler || !w->logits || !w->spans || !w->sampled || !w->outs ||
+    if (!w->sched || !w->samplers || !w->samplers[c->threads - 1] || !w->logits || !w->spans || !w->sampled || !w->outs ||
         !w->eog_ids) {
         snprintf(err, errlen, "out of memory for %d KV blocks", blocks);
         return -1;
@@ -750,7 +784,9 @@ static void teardown(worker *w)
     dy_sched_free(w->sched);
     dy_kv_cache_free(w->kv);
     dy_kv_pool_free(w->pool);
-    dy_sampler_free(w->sampler);
+    for (int i = 0; w->samplers && i < w->cfg.threads; i++)
+        dy_sampler_free(w->samplers[i]);
+    free(w->samplers);
     dy_guides_free(&w->guides);
     dy_model_free(w->model);
     free(w->logits);

@@ -81,7 +81,7 @@ typedef struct {
     dy_kv_publisher kvpub;      /* KV events for the frontend's global prefix index */
     dy_kv_tiers *tiers;         /* host and disk tiers; NULL without --kv-host-mem */
     dy_engine *engine;
-    dy_sampler *sampler;
+    dy_sampler **samplers;      /* one per engine thread: a batch's draws split across them */
     dy_guides guides;           /* the grammars of structured outputs */
     float *logits;
     dy_span *spans;
