@@ -26,8 +26,7 @@ static dy_kv_pool *pool(int n, int bs, int kv_dim, dy_kv_type t)
 
 static void fill(dy_kv_pool *p, unsigned salt)
 {
-    for (size_t i = 0; i < p->data_bytes; i++)
-        ((uint8_t *)p->data)[i] = (uint8_t)(i * 31u + salt);
+    tu_fill_pattern(p->data, p->data_bytes, salt);
 }
 
 static double now_s(void)

@@ -61,6 +61,12 @@ float tu_rng_normal(uint64_t *s)
     return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
 }
 
+void tu_fill_pattern(void *p, size_t n, unsigned salt)
+{
+    for (size_t i = 0; i < n; i++)
+        ((uint8_t *)p)[i] = (uint8_t)(i * 31u + salt);
+}
+
 static double tu_step_cost(void *ctx, const dy_step_shape *sh)
 {
     (void)ctx;

@@ -24,6 +24,8 @@ uint64_t tu_rng_u64(uint64_t *state);
 /* Uniform in (0, 1), and standard normal (Box-Muller), from the same stream. */
 float tu_rng_uniform(uint64_t *state);
 float tu_rng_normal(uint64_t *state);
+/* Fills n bytes with a pattern that differs with salt (KV pools in the transfer tests). */
+void tu_fill_pattern(void *p, size_t n, unsigned salt);
 
 /* The simulator tests' hand-computation cost model: 1 ms a step, 0.01 ms a prompt token,
  * 0.1 ms a decoding sequence; every KV transfer 0.5 ms. */
