@@ -70,27 +70,28 @@ r = json.loads(urllib.request.urlopen(req, timeout=60).read())
 print(json.dumps({"text": r["choices"][0]["text"], "dyad": r["dyad"]["choices"][0]}))
 PY
 }
-got=$(ask "$disagg"); want=$(ask "$agg")
+want=$(ask "$agg")
 passes=0; fails=0
 check() { if eval "$2"; then passes=$((passes+1)); else echo "FAIL: $1"; fails=$((fails+1)); fi; }
-pw=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["prefill_worker"])' "$got")
-check "prefilled remotely over TCP (worker $pw)" '[ "$pw" = 0 ]'
-bytes=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["kv_transfer"]["bytes"])' "$got")
-check "KV bytes crossed the veth ($bytes)" '[ "$bytes" -gt 0 ]'
-same=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"] == json.loads(sys.argv[2])["text"])' "$got" "$want")
-check "output equals aggregated serving" '[ "$same" = True ]'
+# The prompt through the disaggregated server at $2 over transfer $1: prefilled on the other
+# namespace's worker, its KV across the veth, the text that aggregated serving gives.
+check_served() { # transfer host:port
+  local got pw bytes same
+  got=$(ask "$2")
+  pw=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["prefill_worker"])' "$got")
+  check "prefilled remotely over $1 (worker $pw)" '[ "$pw" = 0 ]'
+  bytes=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["kv_transfer"]["bytes"])' "$got")
+  check "KV bytes crossed the veth over $1 ($bytes)" '[ "$bytes" -gt 0 ]'
+  same=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"] == json.loads(sys.argv[2])["text"])' "$got" "$want")
+  check "output over $1 equals aggregated serving" '[ "$same" = True ]'
+}
+check_served TCP "$disagg"
 # The decode worker's receiver really listens on the other namespace's address.
 check "receiver bound in namespace B" 'ip netns exec "$b" ss -ltn | grep -q "$net.2:"'
 if [ "$ucx" = 1 ]; then
   overucx=$(address "$tmp/u.log")
   [ -n "$overucx" ] || { echo "FAIL: the UCX server did not start"; cat "$tmp/u.log"; exit 1; }
-  got=$(ask "$overucx")
-  pw=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["prefill_worker"])' "$got")
-  check "prefilled remotely over UCX (worker $pw)" '[ "$pw" = 0 ]'
-  bytes=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["dyad"]["kv_transfer"]["bytes"])' "$got")
-  check "KV bytes crossed the veth over UCX ($bytes)" '[ "$bytes" -gt 0 ]'
-  same=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["text"] == json.loads(sys.argv[2])["text"])' "$got" "$want")
-  check "output over UCX equals aggregated serving" '[ "$same" = True ]'
+  check_served UCX "$overucx"
 else
   echo "(built without UCX: no UCX case)"
 fi
