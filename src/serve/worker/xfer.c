@@ -95,22 +95,31 @@ static int open_shm(dy_xfer_peer *p, char *err, size_t errlen)
     return 0;
 }
 
-static int open_tcp(dy_xfer_peer *p, char *err, size_t errlen)
+int dy_xfer_resolve(const char *hostport, int family, struct addrinfo **out, char *err,
+                    size_t errlen)
 {
     char host[DY_WIRE_MAX_PEER + 1];
-    snprintf(host, sizeof host, "%s", p->name);
+    snprintf(host, sizeof host, "%s", hostport);
     char *colon = strrchr(host, ':');
     if (!colon) {
-        snprintf(err, errlen, "peer '%s' is not host:port", p->name);
+        snprintf(err, errlen, "peer '%s' is not host:port", hostport);
         return -1;
     }
     *colon = 0;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int rc = getaddrinfo(host, colon + 1, &hints, &ai);
+    struct addrinfo hints = {.ai_family = family, .ai_socktype = SOCK_STREAM};
+    int rc = getaddrinfo(host, colon + 1, &hints, out);
     if (rc != 0) {
-        snprintf(err, errlen, "peer '%s': %s", p->name, gai_strerror(rc));
+        snprintf(err, errlen, "peer '%s': %s", hostport, gai_strerror(rc));
         return -1;
     }
+    return 0;
+}
+
+static int open_tcp(dy_xfer_peer *p, char *err, size_t errlen)
+{
+    struct addrinfo *ai = NULL;
+    if (dy_xfer_resolve(p->name, AF_UNSPEC, &ai, err, errlen) != 0)
+        return -1;
     p->fd = -1;
     for (struct addrinfo *a = ai; a && p->fd < 0; a = a->ai_next) {
         int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);

@@ -51,6 +51,8 @@ void dy_xfer_ucx_stop(dy_xfer_ucx_rx *u)
 
 #else
 
+#include "util/clock.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,7 +65,6 @@ void dy_xfer_ucx_stop(dy_xfer_ucx_rx *u)
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <ucp/api/ucp.h>
 
@@ -80,13 +81,6 @@ void dy_xfer_ucx_stop(dy_xfer_ucx_rx *u)
 bool dy_xfer_ucx_built(void)
 {
     return true;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 /* A context and worker of their own, with a wake-up fd so waits sleep instead of spinning. */
@@ -134,9 +128,9 @@ static ucs_status_t wait_request(ucp_worker_h w, int efd, ucs_status_ptr_t r, do
         return UCS_OK;
     if (UCS_PTR_IS_ERR(r))
         return UCS_PTR_STATUS(r);
-    double end = now_s() + timeout_s;
+    double end = dy_now() + timeout_s;
     ucs_status_t s;
-    while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && now_s() < end)
+    while ((s = ucp_request_check_status(r)) == UCS_INPROGRESS && dy_now() < end)
         progress_or_wait(w, efd, -1, 1);
     if (s == UCS_INPROGRESS)
         ucp_request_cancel(w, r);
@@ -187,20 +181,9 @@ static ucp_err_handling_mode_t err_mode_for(const struct sockaddr *a)
 
 static int parse_addr(const char *hostport, struct sockaddr_in *a, char *err, size_t errlen)
 {
-    char host[DY_WIRE_MAX_PEER + 1];
-    snprintf(host, sizeof host, "%s", hostport);
-    char *colon = strrchr(host, ':');
-    if (!colon) {
-        snprintf(err, errlen, "peer '%s' is not host:port", hostport);
+    struct addrinfo *ai = NULL;
+    if (dy_xfer_resolve(hostport, AF_INET, &ai, err, errlen) != 0)
         return -1;
-    }
-    *colon = 0;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    int rc = getaddrinfo(host, colon + 1, &hints, &ai);
-    if (rc != 0) {
-        snprintf(err, errlen, "peer '%s': %s", hostport, gai_strerror(rc));
-        return -1;
-    }
     memcpy(a, ai->ai_addr, sizeof *a);
     freeaddrinfo(ai);
     return 0;
@@ -318,7 +301,7 @@ static void on_sent(void *request, ucs_status_t status, void *user)
         st->first_index = slot->index;
     }
     st->pending--;
-    st->last_done = now_s();
+    st->last_done = dy_now();
     ucp_request_free(request);
 }
 
@@ -371,7 +354,7 @@ static bool give_up(dy_xfer_ucx_tx *t, send_state *st)
     close_ep(t->worker, t->efd, t->ep, true);
     t->ep = NULL;
     t->failed = why;
-    for (double end = now_s() + 1; st->pending > 0 && now_s() < end;)
+    for (double end = dy_now() + 1; st->pending > 0 && dy_now() < end;)
         progress_or_wait(t->worker, t->efd, -1, 1);
     if (st->first == UCS_OK || st->first == UCS_ERR_CANCELED) {
         st->first = why;
@@ -403,9 +386,9 @@ int dy_xfer_ucx_send(dy_xfer_ucx_tx *t, const dy_xfer_frame *hdrs, const void *c
     memcpy(st->hdrs, hdrs, sizeof *hdrs * (size_t)n);
     st->first = UCS_OK;
     st->first_index = -1;
-    st->last_done = now_s();
+    st->last_done = dy_now();
     start_sends(t, st, blocks, n, bb);
-    while (st->pending > 0 && t->failed == UCS_OK && now_s() - st->last_done < STALL_TIMEOUT_S)
+    while (st->pending > 0 && t->failed == UCS_OK && dy_now() - st->last_done < STALL_TIMEOUT_S)
         progress_or_wait(t->worker, t->efd, -1, 1);
     bool own = st->pending == 0 || give_up(t, st);
     const ucs_status_t first = st->first;

@@ -10,6 +10,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+
+struct addrinfo;
+
+/* Resolves a peer's "host:port" for stream sockets of `family` (AF_UNSPEC: any) into *out,
+ * which the caller frees with freeaddrinfo; -1 with the reason in err. Both the TCP and the
+ * UCX sender dial peers through it (defined in xfer.c). */
+int dy_xfer_resolve(const char *hostport, int family, struct addrinfo **out, char *err,
+                    size_t errlen);
 #include <stdint.h>
 #include "kv/kv_pool.h"
 #include "serve/wire/xfer_frame.h"
