@@ -474,10 +474,10 @@ static void test_n_and_best_of(void **st)
     dy_api_request_free(&r);
 
     bad(CMPL, "'n':0", "n", "integer_below_min_value");
-    bad(CHAT, "'n':17", "n", "integer_above_max_value");
+    bad(CHAT, "'n':65", "n", "integer_above_max_value");
     bad(CHAT, "'n':'2'", "n", "invalid_type");
     bad(CMPL, "'n':3,'best_of':2", "best_of", "invalid_value");
-    bad(CMPL, "'best_of':17", "best_of", "integer_above_max_value");
+    bad(CMPL, "'best_of':65", "best_of", "integer_above_max_value");
     bad(CMPL, "'n':1,'best_of':3,'stream':true", "best_of", "invalid_value");
     /* 5 prompts x 16 samples = 80 sequences > 64 */
     bad_body(CMPL, "{'model':'m','prompt':['a','b','c','d','e'],'n':16}", "n", "invalid_value");

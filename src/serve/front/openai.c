@@ -1525,7 +1525,7 @@ dy_api_limits dy_api_limits_default(int context)
     return (dy_api_limits){
         .max_body_bytes = 4u << 20,
         .max_prompts = 64,
-        .max_n = 16,
+        .max_n = 64,
         .max_sequences = 64,
         .max_stop = 4,
         .max_stop_len = 256,
