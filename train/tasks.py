@@ -17,6 +17,7 @@ import random
 ALPHABET = " 0123456789+-*=()%;?abcdefghijklmnopqrstuvwxyz"
 
 HELDOUT_SEED = 1_000_003  # the held-out sets are drawn from this seed (per task, below)
+HELDOUT_MAX = 1000  # held-out problems per task: the training stream skips all of them
 
 
 def gen_add(rng):
@@ -140,7 +141,10 @@ def solve(task, prompt):
 
 
 def heldout(task, count, seed=HELDOUT_SEED):
-    """The first `count` distinct held-out problems of `task`: the same for any caller."""
+    """The first `count` distinct held-out problems of `task`: the same for any caller. More
+    than HELDOUT_MAX would reach problems the training stream may have used."""
+    if not 0 <= count <= HELDOUT_MAX:
+        raise ValueError(f"held-out count {count} is outside 0..{HELDOUT_MAX}")
     rng = random.Random(f"{seed}/{task}")
     seen, out = set(), []
     while len(out) < count:
