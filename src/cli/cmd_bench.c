@@ -636,10 +636,10 @@ static machine measure_machine(dy_pool *pool, const bench_opts *o, points *pt)
 {
     const dy_simd simd = dy_simd_detect();
     machine mc = {.llc_bytes = dy_llc_bytes(), .simd = simd, .width = dy_roofline_width(simd)};
-    mc.dram_gbps = dy_measure_read_gbps(pool, o->quick ? (64u << 20) : (1u << 30), o->reps);
+    mc.dram_gbps = dy_measure_read_gbps(pool, simd, o->quick ? (64u << 20) : (1u << 30), o->reps);
     point_done(pt, "machine");
     const size_t llc_set = mc.llc_bytes ? mc.llc_bytes / 2 : (4u << 20);
-    mc.llc_gbps = dy_measure_read_gbps(pool, llc_set, o->reps);
+    mc.llc_gbps = dy_measure_read_gbps(pool, simd, llc_set, o->reps);
     point_done(pt, "machine");
     mc.fma_gflops = dy_measure_fma_gflops(pool, simd, o->reps);
     point_done(pt, "machine");

@@ -8,29 +8,40 @@
 #include <string.h>
 
 typedef struct {
+    dy_simd simd;
     const uint64_t *buf;
     size_t words;
     int passes; /* reads of the whole buffer per repetition */
     uint64_t sink[64];
 } read_job;
 
-/* Integer sums vectorise without reassociation concerns, so this loop streams at full rate. */
+static uint64_t read_sum_scalar(const uint64_t *p, size_t words, int passes)
+{
+    uint64_t s[8] = {0};
+    for (int pass = 0; pass < passes; pass++)
+        for (size_t i = 0; i + 8 <= words; i += 8)
+            for (int k = 0; k < 8; k++)
+                s[k] += p[i + k];
+    return s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
+}
+
+/* Each thread streams its own slice with the widest loads of the kernel level, as the decode
+ * kernels read weights: a loop of narrower loads is bound by the core, not the memory. */
 static void read_phase(void *ctx, int ith, int nth)
 {
     read_job *j = ctx;
     size_t per = j->words / (size_t)nth, w0 = per * (size_t)ith;
     const uint64_t *p = j->buf + w0;
-    uint64_t s[8] = {0};
-    for (int pass = 0; pass < j->passes; pass++)
-        for (size_t i = 0; i + 8 <= per; i += 8)
-            for (int k = 0; k < 8; k++)
-                s[k] += p[i + k];
-    j->sink[ith % 64] = s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
+    switch (dy_roofline_width(j->simd)) {
+    case 256: j->sink[ith % 64] = dy_read_sum_avx2(p, per, j->passes); break;
+    case 512: j->sink[ith % 64] = dy_read_sum_avx512(p, per, j->passes); break;
+    default: j->sink[ith % 64] = read_sum_scalar(p, per, j->passes);
+    }
 }
 
-double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps)
+double dy_measure_read_gbps(dy_pool *pool, dy_simd simd, size_t bytes, int reps)
 {
-    read_job j = {0};
+    read_job j = {.simd = simd};
     j.words = bytes / 8;
     const size_t gib = (size_t)1 << 30;
     j.passes = bytes >= gib ? 1 : (int)(gib / (bytes ? bytes : 1));

@@ -8,13 +8,14 @@
 #define DYAD_ROOFLINE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "engine/kernels.h"
 #include "engine/threadpool.h"
 
-/* Reads `bytes` split across the pool's threads, `reps` times; returns the best GB/s (10^9
+/* Reads `bytes` split across the pool's threads with the loads of level simd, `reps` times; returns the best GB/s (10^9
  * bytes per second). A working set under the last-level cache is read several times per
  * repetition (about 1 GiB in all) so the figure is the cache's rate, not the clock's grain. */
-double dy_measure_read_gbps(dy_pool *pool, size_t bytes, int reps);
+double dy_measure_read_gbps(dy_pool *pool, dy_simd simd, size_t bytes, int reps);
 /* Bytes of this CPU's last-level cache (the largest level Linux reports in sysfs), or 0
  * where it reports none. */
 size_t dy_llc_bytes(void);
@@ -38,5 +39,9 @@ int dy_int8_loop_avx2(long iters);
 int dy_int8_loop_avx512vnni_256(long iters);
 float dy_fma_loop_avx512(long iters);
 int dy_int8_loop_avx512(long iters);
+/* The streaming read loops of dy_measure_read_gbps: `passes` reads of p[0, words) with 256-
+ * or 512-bit loads into independent sums; the result depends on every word read. */
+uint64_t dy_read_sum_avx2(const uint64_t *p, size_t words, int passes);
+uint64_t dy_read_sum_avx512(const uint64_t *p, size_t words, int passes);
 
 #endif

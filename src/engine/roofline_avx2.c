@@ -55,3 +55,19 @@ int dy_int8_loop_avx2(long iters)
         s = _mm256_add_epi32(s, acc[k]);
     return _mm256_extract_epi32(s, 0) ^ _mm256_extract_epi32(s, 7); /* xor: a sum may overflow */
 }
+
+/* Four independent 64-bit sums of 256-bit loads: two loads a cycle keep a core's share of
+ * DRAM or the last-level cache busy without the adds becoming the limit. */
+uint64_t dy_read_sum_avx2(const uint64_t *p, size_t words, int passes)
+{
+    __m256i s0 = _mm256_setzero_si256(), s1 = s0, s2 = s0, s3 = s0;
+    for (int pass = 0; pass < passes; pass++)
+        for (size_t i = 0; i + 16 <= words; i += 16) {
+            s0 = _mm256_add_epi64(s0, _mm256_loadu_si256((const __m256i *)(p + i)));
+            s1 = _mm256_add_epi64(s1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+            s2 = _mm256_add_epi64(s2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+            s3 = _mm256_add_epi64(s3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+        }
+    const __m256i s = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
+    return (uint64_t)_mm256_extract_epi64(s, 0) ^ (uint64_t)_mm256_extract_epi64(s, 3);
+}

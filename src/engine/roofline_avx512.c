@@ -57,3 +57,18 @@ float dy_fma_loop_avx512(long iters)
         s = _mm512_add_ps(s, acc[k]);
     return _mm512_reduce_add_ps(s);
 }
+
+/* The 512-bit read loop: four sums of one cache line each per step. */
+uint64_t dy_read_sum_avx512(const uint64_t *p, size_t words, int passes)
+{
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+    for (int pass = 0; pass < passes; pass++)
+        for (size_t i = 0; i + 32 <= words; i += 32) {
+            s0 = _mm512_add_epi64(s0, _mm512_loadu_si512(p + i));
+            s1 = _mm512_add_epi64(s1, _mm512_loadu_si512(p + i + 8));
+            s2 = _mm512_add_epi64(s2, _mm512_loadu_si512(p + i + 16));
+            s3 = _mm512_add_epi64(s3, _mm512_loadu_si512(p + i + 24));
+        }
+    const __m512i s = _mm512_xor_si512(_mm512_xor_si512(s0, s1), _mm512_xor_si512(s2, s3));
+    return (uint64_t)_mm512_reduce_add_epi64(s);
+}
