@@ -294,7 +294,7 @@ static void check_scalar_simd_identical(const dy_simd *lv, int nl, int64_t rows,
         const int64_t cols = w.cols;
         for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0]; bi++) {
             const int B = Bs[bi];
-            /* 40 and 130 are for the 512-bit float kernel's crossovers (wide and short rows);
+            /* 40 and 130 run the 512-bit float kernel (from 32 rows), on wide and short rows;
              * short tiles suffice for them */
             if ((B == 40 || B > 70) && (!float_rows || rows > 32))
                 continue;

@@ -28,17 +28,14 @@ enum {
     ZKC = 4096, /* columns packed per step (a multiple of 8): past it, accumulators spill */
 };
 
-/* Whether this kernel beats the AVX2 one (which needs no packing) for B activation rows of n
- * columns: the AVX2 tile keeps its 4 weight rows in L1 up to about 1024 f32 columns, and there
- * it is as fast from fewer rows on; BF16 weights it widens in two steps per use. Crossovers
- * measured with bench/kernel_micro (docs/engine.md, "Kernel choices"). */
-static bool zmm_float_wins(dy_type t, int64_t n, int B)
+/* Whether this kernel beats the AVX2 one (which needs no packing) for B activation rows:
+ * from 32 rows the packing is paid back at every width. (On Zen 4, which splits a 512-bit FMA
+ * in two, the two tie on matrices of up to 1024 columns; on an Ice Lake Xeon, with two
+ * 512-bit FMA units, this one is ahead there too. Crossovers measured with bench/kernel_micro:
+ * docs/engine.md, "Kernel choices".) */
+static bool zmm_float_wins(int B)
 {
-    if (B < 32)
-        return false;
-    if (t == DY_BF16 || n > 1024)
-        return true;
-    return B >= (t == DY_F16 ? 64 : 128);
+    return B >= 32;
 }
 
 /* Lane r of the result is the sum of the 8 lanes of row r's accumulator, r = 0..3, in the
@@ -707,7 +704,7 @@ void dy_zmm_act_q8_k(const float *x, void *dst, int64_t n)
 void dy_zmm_matmul(const dy_mat *W, const void *act, int B, float *Y, int64_t ldy, int64_t r0,
                    int64_t r1, int64_t pf_end)
 {
-    if (zmm_float_wins(W->type, W->cols, B)) {
+    if (zmm_float_wins(B)) {
         switch (W->type) {
         case DY_F32: f32_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
         case DY_F16: f16_rows(W, act, B, Y, ldy, r0, r1, pf_end); return;
