@@ -34,7 +34,8 @@ static const char plan_epilog[] =
     "--percentile of TTFT and of TPOT (a request's mean inter-token latency) over the simulated\n"
     "requests; none may fail. The cost is GPUs (roofline) or cores (measured). docs/plan.md\n"
     "explains the criterion and the search. `dyad plan predict --trace F` measures the load\n"
-    "predictors on a trace.\n"
+    "predictors on a trace; `dyad plan quality --file F --accuracy A` picks the model size,\n"
+    "method and samples k that reach an accuracy at the least cost (docs/quality.md).\n"
     "Exit status: 0 when a deployment meets the objectives; 1 when none does within the budget\n"
     "(the table says why) or a file is bad; 2 on a usage error.\n";
 
@@ -679,6 +680,8 @@ int cmd_plan(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "predict"))
         return cmd_plan_predict(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "quality"))
+        return cmd_plan_quality(argc - 1, argv + 1);
     plan_cmd *c = calloc(1, sizeof *c);
     if (!c) {
         fprintf(stderr, "dyad plan: out of memory\n");
