@@ -131,12 +131,12 @@ def best_logprob(samples):
 
 
 class Bench:
-    def __init__(self, dyad, path, threads):
-        self.info = model_info(path)
+    def __init__(self, dyad, path, threads, kv_type):
+        self.info = {**model_info(path), "kv_type": kv_type}
         self.threads = threads
         self.server = dyad_http.Server(dyad, "--model", path, "--workers", "1",
                                        "--threads-per-worker", str(threads),
-                                       "--kv-blocks", str(KV_BLOCKS))
+                                       "--kv-blocks", str(KV_BLOCKS), "--kv-type", kv_type)
 
     def complete(self, body):
         """One completions request: (response, seconds)."""
@@ -297,6 +297,8 @@ def main():
     ap.add_argument("--subset", type=int, default=int(os.environ.get("SUBSET", "0")),
                     help="problems for majority_server and the separate requests (default all)")
     ap.add_argument("--threads", type=int, default=1, help="engine threads of the worker")
+    ap.add_argument("--kv-type", default="f32", choices=("f32", "f16", "q8_0"),
+                    help="element type of the worker's KV cache (each point records it)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=None, help="JSON file (default docs/bench/quality.json; "
                     "with --smoke a file in the temporary directory)")
@@ -334,7 +336,7 @@ def main():
 
     points, t_start = [], time.monotonic()
     for path in models:
-        bench = Bench(args.dyad, path, args.threads)
+        bench = Bench(args.dyad, path, args.threads, args.kv_type)
         log(bench.server.banner)
         try:
             for task in task_names:
@@ -349,6 +351,7 @@ def main():
                          "ks": args.ks, "server_ks": args.server_ks,
                          "separate_ks": args.separate_ks, "problems": args.problems,
                          "subset": args.subset, "threads_per_worker": args.threads,
+                         "kv_type": args.kv_type,
                          "kv_blocks": KV_BLOCKS, "answer_regex": ANSWER_REGEX,
                          "dyad": benchlib.binary_id(args.dyad)},
               "seconds": round(time.monotonic() - t_start, 1), "points": points}

@@ -17,6 +17,7 @@ static dy_quality_point pt(const char *model, const char *task, const char *meth
     strcpy(p.model, model);
     strcpy(p.size, model[0] == 's' ? "s" : "m");
     strcpy(p.type, "f32");
+    strcpy(p.kv_type, "f32");
     strcpy(p.task, task);
     strcpy(p.method, method);
     return p;
@@ -115,6 +116,23 @@ static void test_capacity(void **state)
     assert_int_equal(dy_quality_candidates(p, n, &g, c, 2), 4);
 }
 
+/* The same model and method with another KV type is another configuration. */
+static void test_kv_type(void **state)
+{
+    (void)state;
+    dy_quality_point p[2] = {pt("s", "add", "greedy", 1, 0.50, 1.0, 10),
+                             pt("s", "add", "greedy", 1, 0.45, 0.8, 10)};
+    strcpy(p[1].kv_type, "q8_0");
+    dy_quality_goal g = {.min_accuracy = 0.45, .task = "add"};
+    dy_quality_candidate c[2];
+    assert_int_equal(dy_quality_candidates(p, 2, &g, c, 2), 2);
+    assert_string_equal(p[c[dy_quality_choose(c, 2)].first].kv_type, "q8_0");
+    g.min_accuracy = 0.5;
+    assert_string_equal(p[c[0].first].kv_type, "q8_0"); /* cheapest first */
+    dy_quality_candidates(p, 2, &g, c, 2);
+    assert_string_equal(p[c[dy_quality_choose(c, 2)].first].kv_type, "f32");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -122,6 +140,7 @@ int main(void)
         cmocka_unit_test(test_every_task),
         cmocka_unit_test(test_frontier),
         cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_kv_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,6 +88,10 @@ static int read_point(const reader *r, json_t *o, size_t i, dy_quality_point *p)
         read_number(r, o, i, "prompt_tokens", 0, 1e12, &p->prompt_tokens) ||
         read_number(r, o, i, "completion_tokens", 0, 1e12, &p->completion_tokens))
         return -1;
+    if (!json_object_get(o, "kv_type")) /* files from before the bench took --kv-type */
+        strcpy(p->kv_type, "f32");
+    else if (read_name(r, o, i, "kv_type", p->kv_type))
+        return -1;
     if (!json_is_boolean(one))
         return fail(r, i, "one_request", "missing or not true/false");
     if (k != floor(k) || problems != floor(problems))
@@ -153,12 +157,22 @@ static void config_text(const dy_quality_point *p, char *out, size_t cap)
         snprintf(out, cap, "%s@%d%s", p->method, p->k, p->one_request ? "" : " (k requests)");
 }
 
+/* The weight type, and the KV cache's where it is not f32. */
+static void type_text(const dy_quality_point *p, char *out, size_t cap)
+{
+    if (!strcmp(p->kv_type, "f32"))
+        snprintf(out, cap, "%s", p->type);
+    else
+        snprintf(out, cap, "%s, KV %s", p->type, p->kv_type);
+}
+
 static void print_row(const dy_quality_point *pts, const dy_quality_candidate *c, bool chosen)
 {
     const dy_quality_point *p = &pts[c->first];
-    char how[64];
+    char how[64], type[80];
     config_text(p, how, sizeof how);
-    printf("| %s | %s | %.3g | %s | %.3f | %.4g | %.1f |%s\n", p->size, p->type, p->params, how,
+    type_text(p, type, sizeof type);
+    printf("| %s | %s | %.3g | %s | %.3f | %.4g | %.1f |%s\n", p->size, type, p->params, how,
            c->accuracy, c->core_seconds * 1e3, c->latency_ms_p90, chosen ? " ← chosen" : "");
 }
 
@@ -225,11 +239,12 @@ int cmd_plan_quality(int argc, char **argv)
     printf("%s\n\n", verifier ? ", a checker may select (pass@k)" : "");
     if (best >= 0) {
         const dy_quality_point *p = &pts[cands[best].first];
-        char how[64];
+        char how[64], type[80];
         config_text(p, how, sizeof how);
+        type_text(p, type, sizeof type);
         printf("choice: %s (%s, %.3g parameters), %s: accuracy %.3f at %.4g core-ms and "
                "%.1f ms p90 per problem\n\n",
-               p->model, p->type, p->params, how, cands[best].accuracy,
+               p->model, type, p->params, how, cands[best].accuracy,
                cands[best].core_seconds * 1e3, cands[best].latency_ms_p90);
     } else {
         printf("choice: none of the measured configurations reaches it\n\n");

@@ -12,7 +12,8 @@ bool dy_quality_needs_verifier(const char *method)
 /* Whether points a and b are the same configuration (on any task). */
 static bool same_config(const dy_quality_point *a, const dy_quality_point *b)
 {
-    return !strcmp(a->model, b->model) && !strcmp(a->method, b->method) && a->k == b->k &&
+    return !strcmp(a->model, b->model) && !strcmp(a->kv_type, b->kv_type) &&
+           !strcmp(a->method, b->method) && a->k == b->k &&
            a->one_request == b->one_request;
 }
 

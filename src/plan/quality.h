@@ -4,7 +4,7 @@
  * frontier of accuracy against cost. The points come from the quality bench
  * (bench/quality.py, docs/quality.md); `dyad plan quality` reads its file and calls this.
  *
- * A candidate is one (model, method, k, one_request) configuration. For one task it is the
+ * A candidate is one (model, KV type, method, k, one_request) configuration. For one task it is the
  * point of that task; for every task at once ("all") it needs a point on each task the file
  * measured, its accuracy is the lowest of them (it must meet the target on each), its cost
  * the mean over the tasks and its latency the highest. Methods that need a checker to select
@@ -21,6 +21,7 @@ typedef struct {
     char model[DY_QUALITY_NAME];  /* e.g. "s-q8_0" */
     char size[DY_QUALITY_NAME];   /* "s", "m", "l" */
     char type[DY_QUALITY_NAME];   /* weight type: "f32", "q8_0", ... */
+    char kv_type[DY_QUALITY_NAME]; /* the KV cache's element type: "f32", "f16", "q8_0" */
     char task[DY_QUALITY_NAME];   /* "add", "sort", ... */
     char method[DY_QUALITY_NAME]; /* greedy, pass, majority, majority_server, logprob */
     double params;                /* the model's parameters */
