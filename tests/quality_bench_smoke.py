@@ -144,4 +144,40 @@ def test_estimators():
                            {"answer": "z", "logprob": -1.0}]) == "y"
 
 
+def written_report():
+    """The smoke run's report in a file of its own (the bench's was removed)."""
+    points()
+    f = tempfile.NamedTemporaryFile("w", prefix="dyad-quality-smoke-", suffix=".json", delete=False)
+    json.dump(REPORT, f)
+    f.close()
+    return f.name
+
+
+def test_verdict_report_reads_it():
+    path = written_report()
+    svg = path + ".svg"
+    try:
+        out = subprocess.run([sys.executable, os.path.join(SRC, "bench", "quality_verdict.py"), path,
+                              "--svg", svg], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert "## The claim, per task" in out.stdout and "| s | f32 |" in out.stdout, out.stdout
+        with open(svg) as f:
+            assert f.read().startswith("<svg"), "the plot is no SVG"
+    finally:
+        os.unlink(path)
+        if os.path.exists(svg):
+            os.unlink(svg)
+
+
+def test_plan_quality_reads_it():
+    path = written_report()
+    try:
+        out = subprocess.run([DYAD, "plan", "quality", "--file", path, "--accuracy", "0",
+                              "--task", "sort"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.count("choice: s-f32 (f32") == 1, out.stdout
+    finally:
+        os.unlink(path)
+
+
 run_tests(dict(globals()), [])
