@@ -35,6 +35,25 @@ static int continues(const dy_attn *a, int t)
            a->slots[t].pos == a->slots[t - 1].pos + 1;
 }
 
+/* Asks for the keys and values of the chunk at position p (this head's rows of its block)
+ * while the current chunk is computed: blocks are scattered in the pool, so the hardware
+ * prefetcher, which follows one stream within a page, loses the way at every block, and a
+ * long context's decode then waits on DRAM a block at a time. */
+static void prefetch_next_chunk(const dy_attn *a, const int32_t *blocks, int p, int kvh)
+{
+    const int bs = a->kv->block_size, in_block = p % bs;
+    const size_t row = a->kv->row_bytes, head = dy_kv_head_bytes(a->kv->type, a->head_dim);
+    const size_t off = (size_t)in_block * row + (size_t)kvh * head;
+    const int n = bs - in_block < DY_ATTN_CHUNK ? bs - in_block : DY_ATTN_CHUNK;
+    const uint8_t *k = dy_kv_key_rows(a->kv, blocks[p / bs], a->layer) + off;
+    const uint8_t *v = dy_kv_value_rows(a->kv, blocks[p / bs], a->layer) + off;
+    for (int i = 0; i < n; i++)
+        for (size_t c = 0; c < head; c += 64) {
+            __builtin_prefetch(k + (size_t)i * row + c);
+            __builtin_prefetch(v + (size_t)i * row + c);
+        }
+}
+
 /* Tokens [t0, t0+nt) (one sequence, consecutive positions) × heads [h0, h0+nh) (one KV
  * head). */
 static void attend_unit(const dy_attn *a, float *scratch, int t0, int nt, int h0, int nh)
@@ -75,6 +94,8 @@ static void attend_unit(const dy_attn *a, float *scratch, int t0, int nt, int h0
         }
         const uint8_t *k = dy_kv_key_rows(a->kv, b, a->layer) + off;
         const uint8_t *v = dy_kv_value_rows(a->kv, b, a->layer) + off;
+        if (p + n <= last)
+            prefetch_next_chunk(a, blocks, p + n, kvh);
         if (a->kv->type == DY_KV_F32) {
             dy_attn_chunk(a->simd, qs, nq, (const float *)(const void *)k,
                           (const float *)(const void *)v, row / sizeof(float), n, hd, scale);
