@@ -446,7 +446,7 @@ ALWAYS_INLINE __m256i kq_row(dy_type t, const uint8_t *blk, const dy_block_q8_k 
 
 /* Lane r: dot(weight row r, one Q8_K activation row), decoding the weights in registers. */
 ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t nsb, size_t bb,
-                               const dy_block_q8_k *x, pf_range pf, bool vnni)
+                               const dy_block_q8_k *x, pf_range pf, dy_simd simd)
 {
     const size_t d_off = t == DY_Q6_K ? offsetof(dy_block_q6_k, d) : 0;
     __m256 acc = _mm256_setzero_ps();
@@ -457,8 +457,9 @@ ALWAYS_INLINE __m256 kq_direct(dy_type t, const uint8_t *const rows[8], int64_t 
         const __m128i bsp = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));
         __m256i sum, msum;
         if (t == DY_Q4_K) {
-            sum = vnni ? dy_avx512_q4k_direct_sb(rows, off, x, bsp, &msum)
-                       : q4k_direct_sb(rows, off, x, bsp, &msum);
+            sum = simd == DY_SIMD_AVX512       ? dy_zmm_q4k_direct_sb(rows, off, x, bsp, &msum)
+                  : simd >= DY_SIMD_AVX512_VNNI ? dy_avx512_q4k_direct_sb(rows, off, x, bsp, &msum)
+                                                : q4k_direct_sb(rows, off, x, bsp, &msum);
         } else { /* rows in pairs, reduced as they finish (hsum8_epi32 in steps) */
             __m256i h[4];
             __m128i hm[4];
@@ -576,7 +577,6 @@ ALWAYS_INLINE void kq_tile_shared(dy_type t, const uint8_t *const rows[8], int64
 ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B, float *Y,
                              int64_t ldy, int64_t r0, int64_t r1, int64_t pf_end, dy_simd simd)
 {
-    const bool vnni = simd >= DY_SIMD_AVX512_VNNI;
     const int64_t nsb = W->cols / DY_QK_K;
     const size_t bb = dy_type_block_bytes(t);
     const size_t arb = dy_type_row_bytes(DY_Q8_K, W->cols);
@@ -594,7 +594,7 @@ ALWAYS_INLINE void kq_rows_t(dy_type t, const dy_mat *W, const void *act, int B,
                 for (int b = 0; b < nb; b++)
                     acc[b] = kq_direct(t, rows, nsb, bb,
                                        (const dy_block_q8_k *)(abase + (size_t)b * arb),
-                                       b == 0 ? pf : no_prefetch(), vnni);
+                                       b == 0 ? pf : no_prefetch(), simd);
             store_tile(acc, b0, nb, Y, ldy, r, nr);
         }
     }

@@ -328,6 +328,9 @@ void dy_avx512_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dm
  * bits). */
 void dy_zmm_kq_superblock(dy_type t, const kq_scratch *s, __m256 d, __m256 dmin,
                           const uint8_t *act, size_t arb, int nb, __m256 *acc);
+/* dy_avx512_q4k_direct_sb (few activation rows: decode) with two 32-byte chunks to a zmm. */
+__m256i dy_zmm_q4k_direct_sb(const uint8_t *const rows[8], size_t off, const dy_block_q8_k *x,
+                             __m128i bsp, __m256i *msum);
 /* In kernels_avx2.c, for kernels_zmm.c: the 8 rows' super-block at offset off, decoded into s
  * as kq_tile_shared does. */
 void dy_avx2_kq_unpack8(dy_type t, const uint8_t *const rows[8], size_t off, kq_scratch *s);

@@ -402,6 +402,59 @@ static int zmm_q8_direct_max(dy_type t)
 
 /* ------------------------------------------------------------------ K-quants × Q8_K */
 
+/* Q4K_DIRECT_SB_BODY (kernels_simd.h) with chunks 2cc and 2cc+1 of a row side by side in a
+ * zmm: one load, mask and shift decode 128 values, and the activations are paired once per
+ * super-block for all 8 rows. Each group's scale is picked from the row's 8 by a permute. The
+ * two halves of a row's sums are added (exact integers) before the same reduction, so the
+ * result is the 256-bit body's. */
+__m256i dy_zmm_q4k_direct_sb(const uint8_t *const rows[8], size_t off, const dy_block_q8_k *x,
+                             __m128i bsp, __m256i *msum)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    int32_t scl[8][8] __attribute__((aligned(32)));
+    __m128i hm[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;
+        const size_t so = offsetof(dy_block_q4_k, scales);
+        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),
+                               k4_row_scales(b + so, scl[2 * k + 1], bsp));
+    }
+    *msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));
+    /* pair cc: chunk 2cc's low nibbles meet x[128cc, +32), its high ones x[128cc+32, +32);
+     * chunk 2cc+1's meet x[128cc+64, +32) and x[128cc+96, +32). Scales likewise: groups 4cc and
+     * 4cc+2 for the low nibbles, 4cc+1 and 4cc+3 for the high ones. */
+    __m512i xlo[2], xhi[2], ilo[2], ihi[2];
+    for (int cc = 0; cc < 2; cc++) {
+        const int8_t *q = x->qs + 128 * cc;
+        xlo[cc] = join_si256(_mm256_loadu_si256((const __m256i *)q),
+                             _mm256_loadu_si256((const __m256i *)(q + 64)));
+        xhi[cc] = join_si256(_mm256_loadu_si256((const __m256i *)(q + 32)),
+                             _mm256_loadu_si256((const __m256i *)(q + 96)));
+        ilo[cc] = join_si256(_mm256_set1_epi32(4 * cc), _mm256_set1_epi32(4 * cc + 2));
+        ihi[cc] = join_si256(_mm256_set1_epi32(4 * cc + 1), _mm256_set1_epi32(4 * cc + 3));
+    }
+    __m256i p[8];
+#pragma GCC unroll 8
+    for (int r = 0; r < 8; r++) {
+        const dy_block_q4_k *w = (const dy_block_q4_k *)(rows[r] + off);
+        const __m512i sc = _mm512_broadcast_i64x4(_mm256_load_si256((const __m256i *)scl[r]));
+        __m512i acc = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int cc = 0; cc < 2; cc++) {
+            const __m512i v = _mm512_loadu_si512(w->qs + 64 * cc);
+            const __m512i ql = _mm512_and_si512(v, m4);
+            const __m512i qv = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(ql, xlo[cc]),
+                                      _mm512_permutexvar_epi32(ilo[cc], sc));
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(qv, xhi[cc]),
+                                      _mm512_permutexvar_epi32(ihi[cc], sc));
+        }
+        p[r] = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    }
+    return hsum8_epi32(p);
+}
+
 /* kq_superblock (kernels_avx2.c, KQ_SUPERBLOCK_BODY) with two 32-column chunks to a zmm: the
  * scratch's values and scale vectors of chunks 2j and 2j+1 are adjacent, as are the
  * activation's, so each row takes 4 maddubs + vpdpwssd pairs instead of 8; the two halves of
