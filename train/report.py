@@ -40,15 +40,13 @@ def load_runs():
 
 
 def served_accuracy(bench):
-    """{(size, type): {task: greedy accuracy}} from the quality bench's JSON, if any."""
+    """{(size, type): ({task: greedy accuracy}, problems)} from the quality bench's points
+    (bench/quality.py: greedy, f32 KV), if the file exists."""
     out = {}
-    for m in (bench or {}).get("models", []):
-        acc = {}
-        for t, r in m.get("tasks", {}).items():
-            g = r.get("greedy")
-            if g:
-                acc[t] = g["accuracy"]
-        out[(m["size"], m["type"])] = acc
+    for p in (bench or {}).get("points", []):
+        if p["method"] == "greedy" and p.get("kv_type", "f32") == "f32" and p["one_request"]:
+            acc, _ = out.setdefault((p["size"], p["type"]), ({}, p["problems"]))
+            acc[p["task"]] = p["accuracy"]
     return out
 
 
@@ -71,10 +69,11 @@ def card(s, summary, log, served):
              "| weights | " + " | ".join(tasks.TASK_NAMES) + " |",
              "|---|" + "---|" * len(tasks.TASK_NAMES),
              "| PyTorch f32 (the trainer) | " + " | ".join(f"{acc[t]:.3f}" for t in tasks.TASK_NAMES) + " |"]
-    for (size, typ), a in sorted(served.items()):
+    for (size, typ), (a, problems) in sorted(served.items()):
         if size == s and a:
-            lines.append(f"| dyad `{s}-{typ}.gguf` | " + " | ".join(
-                f"{a[t]:.3f}" if t in a else "–" for t in tasks.TASK_NAMES) + " |")
+            lines.append(f"| `{s}-{typ}.gguf` served by dyad ({problems} problems per task, "
+                         "docs/bench/quality.json) | " + " | ".join(
+                             f"{a[t]:.3f}" if t in a else "–" for t in tasks.TASK_NAMES) + " |")
     return "\n".join(lines) + "\n"
 
 
