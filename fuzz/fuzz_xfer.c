@@ -16,6 +16,7 @@
 #include "serve/worker/xfer.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -68,22 +69,31 @@ static void expect_blocks(dy_xfer_rx *rx)
 /* Binds fd to one of 127.0.0.2 … 127.0.0.254 in turn. The receiver closes first, so each
  * connection leaves a TIME_WAIT pair behind for a minute; from a single source address a fast
  * run uses up the ephemeral ports within seconds, from 253 it does not. */
-static void bind_next_source(int fd, receiver *r)
+static bool bind_next_source(int fd, receiver *r)
 {
     struct sockaddr_in src = {.sin_family = AF_INET};
     src.sin_addr.s_addr = htonl(0x7f000002u + r->connections++ % 253u);
-    fz_check(bind(fd, (const struct sockaddr *)&src, sizeof src) == 0,
-             "cannot bind a loopback source address");
+    return bind(fd, (const struct sockaddr *)&src, sizeof src) == 0;
 }
 
 /* Sends the stream on one connection and waits for the receiver to close it. */
 static void send_stream(receiver *r, const uint8_t *data, size_t size)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    fz_check(fd >= 0, "no socket");
-    bind_next_source(fd, r);
-    fz_check(connect(fd, (const struct sockaddr *)&r->addr, sizeof r->addr) == 0,
-             "cannot connect to the receiver");
+    /* A connect can fail for the harness's own reasons after a few hundred thousand runs (a
+     * source address whose ports are all held by TIME_WAIT pairs, the receiver's backlog):
+     * the next source address is tried before the run is called broken. */
+    int fd = -1, err = 0;
+    for (int attempt = 0; attempt < 253 && fd < 0; attempt++) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        fz_check(fd >= 0, "no socket: %s", strerror(errno));
+        if (!bind_next_source(fd, r) ||
+            connect(fd, (const struct sockaddr *)&r->addr, sizeof r->addr) != 0) {
+            err = errno;
+            close(fd);
+            fd = -1;
+        }
+    }
+    fz_check(fd >= 0, "cannot connect to the receiver: %s", strerror(err));
     for (size_t off = 0; off < size;) {
         ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL);
         if (n <= 0)
