@@ -3,13 +3,15 @@
 # Build: a C compiler, CMake, Ninja, pkg-config. Libraries: PCRE2 (tokenizer pre-splitting
 # regexes), xxHash (KV block hashes), libmicrohttpd (HTTP server), jansson (JSON), libcurl
 # (the load generator's HTTP client), cmocka (unit tests), UCX (KV transfer between hosts,
-# --kv-transfer ucx; the build goes on without it). Tests also use xz-utils (one
+# --kv-transfer ucx; the build goes on without it), the NATS C client libnats-dev (cluster
+# mode's registry and messages, docs/cluster.md; the build goes on without it) and Debian's
+# nats-server, which the cluster tests start with JetStream on. Tests also use xz-utils (one
 # reference model is stored compressed), and clang with its sanitizer and libFuzzer runtimes
 # (libclang-rt-dev, only recommended by clang) for the fuzz smoke (scripts/fuzz-smoke.sh).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config libpcre2-dev libxxhash-dev libcmocka-dev
-      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libucx-dev xz-utils clang
-      libclang-rt-dev)
+      libmicrohttpd-dev libjansson-dev libcurl4-openssl-dev libucx-dev libnats-dev nats-server
+      xz-utils clang libclang-rt-dev)
 # Tests: Python 3 (server tests: the standard library, and jsonschema to validate structured
 # outputs); Node.js + npm (the OpenAI SDK test), unless a Node.js is already installed.
 pkgs+=(python3 python3-jsonschema)
