@@ -1,0 +1,293 @@
+/* registry_nats.c — the worker registry over NATS (see registry.h): the JetStream key-value
+ * bucket bound or created, entries written and deleted, and watches of it, every value read
+ * through dy_reg_decode. Compiled only with libnats (DYAD_HAVE_NATS); registry.c holds the
+ * pure half. */
+#ifdef DYAD_HAVE_NATS
+#include "serve/cluster/registry.h"
+
+#include "serve/cluster/nats_conn.h"
+#include "util/clock.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "what: the client's reason" into err; false. */
+static bool nats_fail(natsStatus s, const char *what, char *err, size_t errlen)
+{
+    char why[256];
+    dy_nats_reason(s, why, sizeof why);
+    snprintf(err, errlen, "%s: %s", what, why);
+    return false;
+}
+
+static int64_t ms_of(double s)
+{
+    return s <= 0 ? 1 : (int64_t)ceil(s * 1e3);
+}
+
+kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen)
+{
+    jsCtx *js = NULL;
+    kvStore *kv = NULL;
+    *missing = false;
+    natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+    if (s != NATS_OK) {
+        nats_fail(s, "JetStream", err, errlen);
+        return NULL;
+    }
+    s = js_KeyValue(&kv, js, DY_REG_BUCKET);
+    if (s == NATS_NOT_FOUND)
+        *missing = true;
+    if (s == NATS_NOT_FOUND)
+        snprintf(err, errlen, "the bucket " DY_REG_BUCKET " does not exist yet");
+    else if (s != NATS_OK)
+        nats_fail(s, "the bucket " DY_REG_BUCKET " (is JetStream on: nats-server -js?)", err,
+                  errlen);
+    jsCtx_Destroy(js); /* the store holds its own reference to the context */
+    return s == NATS_OK ? kv : NULL;
+}
+
+static natsStatus create_bucket(natsConnection *nc, double max_age_s, kvStore **kv)
+{
+    jsCtx *js = NULL;
+    natsStatus s = natsConnection_JetStream(&js, nc, NULL);
+    if (s != NATS_OK)
+        return s;
+    kvConfig cfg;
+    kvConfig_Init(&cfg);
+    cfg.Bucket = DY_REG_BUCKET;
+    cfg.Description = "dyad workers (docs/cluster.md)";
+    cfg.History = 1;
+    cfg.TTL = (int64_t)(max_age_s * 1e9); /* nanoseconds */
+    cfg.MaxValueSize = DY_REG_MAX_VALUE;
+    cfg.StorageType = js_FileStorage;
+    s = js_CreateKeyValue(kv, js, &cfg);
+    jsCtx_Destroy(js);
+    return s;
+}
+
+kvStore *dy_reg_open(natsConnection *nc, double max_age_s, char *err, size_t errlen)
+{
+    bool missing;
+    kvStore *kv = dy_reg_bind(nc, &missing, err, errlen);
+    if (kv || !missing)
+        return kv;
+    if (!(max_age_s > 0)) {
+        snprintf(err, errlen, "the bucket's max age must be > 0 s");
+        return NULL;
+    }
+    natsStatus s = create_bucket(nc, max_age_s, &kv);
+    if (s == NATS_OK)
+        return kv;
+    /* Another process may have created it since: bind to that one. */
+    kv = dy_reg_bind(nc, &missing, err, errlen);
+    if (!kv)
+        nats_fail(s, "creating the bucket " DY_REG_BUCKET, err, errlen);
+    return kv;
+}
+
+bool dy_reg_put(kvStore *kv, const dy_reg_entry *e, char *err, size_t errlen)
+{
+    char value[DY_REG_MAX_VALUE + 1], key[DY_REG_KEY_LEN + 1];
+    int len = dy_reg_encode(e, value, sizeof value);
+    if (len < 0) {
+        snprintf(err, errlen, "the entry of worker %08x cannot be encoded (a name out of range, "
+                 "or more than %d bytes)", (unsigned)e->id, DY_REG_MAX_VALUE);
+        return false;
+    }
+    dy_reg_key(e->id, key);
+    uint64_t rev = 0;
+    natsStatus s = kvStore_Put(&rev, kv, key, value, len);
+    return s == NATS_OK || nats_fail(s, key, err, errlen);
+}
+
+bool dy_reg_delete(kvStore *kv, uint32_t id, char *err, size_t errlen)
+{
+    char key[DY_REG_KEY_LEN + 1];
+    dy_reg_key(id, key);
+    natsStatus s = kvStore_Delete(kv, key);
+    return s == NATS_OK || nats_fail(s, key, err, errlen);
+}
+
+/* ---- watches ------------------------------------------------------------------------------ */
+
+struct dy_reg_watch {
+    kvWatcher *w;
+    bool synced;       /* the end of the initial values has been seen */
+    double last_age_s; /* of the last change returned */
+};
+
+static dy_reg_watch *watch_start(kvStore *kv, bool ignore_deletes, char *err, size_t errlen)
+{
+    dy_reg_watch *w = calloc(1, sizeof *w);
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    kvWatchOptions o;
+    kvWatchOptions_Init(&o);
+    o.IgnoreDeletes = ignore_deletes;
+    natsStatus s = kvStore_WatchAll(&w->w, kv, &o);
+    if (s != NATS_OK) {
+        nats_fail(s, "watching " DY_REG_BUCKET, err, errlen);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+dy_reg_watch *dy_reg_watch_start(kvStore *kv, char *err, size_t errlen)
+{
+    return watch_start(kv, false, err, errlen);
+}
+
+/* Seconds since the server stored e, on this host's clock (0 when the clocks disagree the
+ * other way). */
+static double age_of(kvEntry *e)
+{
+    double age = dy_wall_now() - (double)kvEntry_Created(e) / 1e9;
+    return age > 0 ? age : 0;
+}
+
+/* One entry the watch delivered: 1 with the change filled in, or -1 naming its key. */
+static int take_entry(dy_reg_watch *w, kvEntry *ke, dy_reg_change *kind, uint32_t *id,
+                      dy_reg_entry *e, char *err, size_t errlen)
+{
+    const char *key = kvEntry_Key(ke);
+    char why[256];
+    w->last_age_s = age_of(ke);
+    if (!dy_reg_parse_key(key, id)) {
+        snprintf(err, errlen, "%s: not a worker's key (w and 8 hex digits)", key);
+        return -1;
+    }
+    if (kvEntry_Operation(ke) != kvOp_Put) { /* deleted or purged */
+        *kind = DY_REG_GONE;
+        return 1;
+    }
+    if (!dy_reg_decode(kvEntry_Value(ke), (size_t)kvEntry_ValueLen(ke), e, why, sizeof why)) {
+        snprintf(err, errlen, "%s: %s", key, why);
+        return -1;
+    }
+    if (e->id != *id) {
+        snprintf(err, errlen, "%s: id: %08x is not the key's", key, (unsigned)e->id);
+        return -1;
+    }
+    *kind = DY_REG_PUT;
+    return 1;
+}
+
+int dy_reg_watch_next(dy_reg_watch *w, double timeout_s, dy_reg_change *kind, uint32_t *id,
+                      dy_reg_entry *e, char *err, size_t errlen)
+{
+    double deadline = dy_now() + timeout_s;
+    for (;;) {
+        kvEntry *ke = NULL;
+        natsStatus s = kvWatcher_Next(&ke, w->w, ms_of(deadline - dy_now()));
+        if (s == NATS_TIMEOUT)
+            return 0;
+        if (s != NATS_OK) {
+            nats_fail(s, "watching " DY_REG_BUCKET, err, errlen);
+            return -1;
+        }
+        if (!ke) { /* the end of the initial values: not a change */
+            w->synced = true;
+            if (dy_now() >= deadline)
+                return 0;
+            continue;
+        }
+        int rc = take_entry(w, ke, kind, id, e, err, errlen);
+        kvEntry_Destroy(ke);
+        return rc;
+    }
+}
+
+bool dy_reg_watch_synced(const dy_reg_watch *w)
+{
+    return w->synced;
+}
+
+double dy_reg_watch_age(const dy_reg_watch *w)
+{
+    return w->last_age_s;
+}
+
+void dy_reg_watch_stop(dy_reg_watch *w)
+{
+    if (!w)
+        return;
+    kvWatcher_Stop(w->w);
+    kvWatcher_Destroy(w->w);
+    free(w);
+}
+
+/* ---- listing ------------------------------------------------------------------------------ */
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const dy_reg_item *)a)->key, ((const dy_reg_item *)b)->key);
+}
+
+/* Appends one item to *items (*n of them, room for *cap). */
+static bool push(dy_reg_item **items, int *n, int *cap, const dy_reg_item *it)
+{
+    if (*n == *cap) {
+        int grown = *cap ? 2 * *cap : 16;
+        dy_reg_item *p = realloc(*items, (size_t)grown * sizeof *p);
+        if (!p)
+            return false;
+        *items = p;
+        *cap = grown;
+    }
+    (*items)[(*n)++] = *it;
+    return true;
+}
+
+/* The entry the watch delivered as an item: decoded, or with why it was not. */
+static void item_of(dy_reg_watch *w, kvEntry *ke, dy_reg_item *it)
+{
+    dy_reg_change kind;
+    memset(it, 0, sizeof *it);
+    snprintf(it->key, sizeof it->key, "%s", kvEntry_Key(ke));
+    it->ok = take_entry(w, ke, &kind, &it->id, &it->e, it->why, sizeof it->why) == 1;
+    it->age_s = w->last_age_s;
+}
+
+dy_reg_item *dy_reg_list(kvStore *kv, double timeout_s, int *n, char *err, size_t errlen)
+{
+    dy_reg_watch *w = watch_start(kv, true, err, errlen);
+    if (!w)
+        return NULL;
+    dy_reg_item *items = NULL;
+    int cap = 0;
+    *n = 0;
+    double deadline = dy_now() + timeout_s;
+    bool ok = true;
+    while (ok) {
+        kvEntry *ke = NULL;
+        natsStatus s = kvWatcher_Next(&ke, w->w, ms_of(deadline - dy_now()));
+        if (s != NATS_OK) {
+            ok = nats_fail(s, "listing " DY_REG_BUCKET, err, errlen);
+            break;
+        }
+        if (!ke) /* the end of the current values */
+            break;
+        dy_reg_item it;
+        item_of(w, ke, &it);
+        kvEntry_Destroy(ke);
+        if (!push(&items, n, &cap, &it)) {
+            snprintf(err, errlen, "out of memory");
+            ok = false;
+        }
+    }
+    dy_reg_watch_stop(w);
+    if (!ok) {
+        free(items);
+        return NULL;
+    }
+    if (*n > 1)
+        qsort(items, (size_t)*n, sizeof *items, by_key);
+    return items ? items : calloc(1, sizeof *items); /* an empty list is not a failure */
+}
+#endif
