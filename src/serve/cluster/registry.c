@@ -127,8 +127,12 @@ static bool all_hex(const char *s, size_t n)
 
 bool dy_reg_parse_key(const char *key, uint32_t *id)
 {
-    if (!key || key[0] != 'w' || strlen(key) != DY_REG_KEY_LEN || !all_hex(key + 1, 8))
+    /* lowercase only, as dy_reg_key writes it: "wDEADBEEF" would be a second key for one id */
+    if (!key || key[0] != 'w' || strlen(key) != DY_REG_KEY_LEN)
         return false;
+    for (int i = 1; i < DY_REG_KEY_LEN; i++)
+        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+            return false;
     *id = (uint32_t)strtoul(key + 1, NULL, 16);
     return true;
 }
