@@ -25,6 +25,7 @@ int cmd_sim_bench(int argc, char **argv); /* `dyad sim bench` (cmd_sim_bench.c) 
 int cmd_plan(int argc, char **argv);
 int cmd_plan_predict(int argc, char **argv); /* `dyad plan predict` (cmd_plan_predict.c) */
 int cmd_plan_quality(int argc, char **argv); /* `dyad plan quality` (cmd_plan_quality.c) */
+int cmd_cluster(int argc, char **argv);      /* `dyad cluster status` (cmd_cluster.c) */
 
 /* The path of the running dyad binary into out (cap bytes); false if it cannot be found. */
 bool dyad_self_exe(char *out, size_t cap);

@@ -20,6 +20,7 @@ static const char usage[] =
     "             model of this machine; `dyad sim bench`: the simulator's own speed)\n"
     "  plan       the cheapest deployment that meets a TTFT and an ITL objective for a\n"
     "             workload, sized by the balance criterion and checked by simulation\n"
+    "  cluster    cluster mode's tools (`dyad cluster status`: the workers registered in NATS)\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
 
@@ -62,6 +63,8 @@ int main(int argc, char **argv)
         return cmd_plan(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve"))
         return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cluster"))
+        return cmd_cluster(argc - 1, argv + 1);
     fprintf(stderr, "dyad: unknown command '%s'\n\n%s", cmd, usage);
     return 2;
 }
