@@ -156,7 +156,9 @@ static int print_json(const status_opts *o, const dy_reg_item *items, int n)
                       : NULL;
     json_decref(workers);
     json_decref(bad);
-    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    /* 6 digits: ages and leases for people (the registry itself keeps every bit) */
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
+    char *text = root ? json_dumps(root, flags) : NULL;
     json_decref(root);
     if (!text) {
         fprintf(stderr, "dyad cluster status: out of memory\n");

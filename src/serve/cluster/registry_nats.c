@@ -197,9 +197,13 @@ int dy_reg_watch_next(dy_reg_watch *w, double timeout_s, dy_reg_change *kind, ui
                 return 0;
             continue;
         }
-        int rc = take_entry(w, ke, kind, id, e, err, errlen);
+        /* Among the initial values a delete marker is an entry that is no longer there: the
+         * watch starts from the entries that are. */
+        bool stale = !w->synced && kvEntry_Operation(ke) != kvOp_Put;
+        int rc = stale ? 0 : take_entry(w, ke, kind, id, e, err, errlen);
         kvEntry_Destroy(ke);
-        return rc;
+        if (!stale)
+            return rc;
     }
 }
 
