@@ -896,3 +896,67 @@ bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, c
         return bad(&r, "empty peer name");
     return finish(&r);
 }
+
+bool dy_wire_check_payload(dy_msg_type t, const uint8_t *p, size_t n, char *err, size_t errlen)
+{
+    union {
+        dy_msg_hello h;
+        dy_msg_request r;
+        dy_msg_cancel c;
+        dy_msg_token t;
+        dy_msg_done d;
+        dy_msg_stats s;
+        dy_msg_kv_alloc ka;
+        dy_msg_prefill pf;
+        dy_msg_prefill_done pd;
+        dy_msg_kv_ready kr;
+        dy_msg_kv_events ke;
+        dy_msg_kv_snapshot ks;
+        dy_msg_kv_resync rs;
+        dy_msg_role ro;
+        dy_msg_peer_gone pg;
+        dy_msg_hold ho;
+    } m;
+    memset(&m, 0, sizeof m);
+    bool ok = false;
+    switch (t) {
+    case DY_MSG_HELLO: ok = dy_wire_decode_hello(p, n, &m.h, err, errlen); break;
+    case DY_MSG_REQUEST:
+        ok = dy_wire_decode_request(p, n, &m.r, err, errlen);
+        dy_msg_request_free(&m.r);
+        break;
+    case DY_MSG_CANCEL: ok = dy_wire_decode_cancel(p, n, &m.c, err, errlen); break;
+    case DY_MSG_TOKEN: ok = dy_wire_decode_token(p, n, &m.t, err, errlen); break;
+    case DY_MSG_DONE: ok = dy_wire_decode_done(p, n, &m.d, err, errlen); break;
+    case DY_MSG_STATS: ok = dy_wire_decode_stats(p, n, &m.s, err, errlen); break;
+    case DY_MSG_SHUTDOWN:
+        ok = n == 0;
+        if (!ok)
+            snprintf(err, errlen, "SHUTDOWN with a %zu-byte payload", n);
+        break;
+    case DY_MSG_KV_ALLOC:
+        ok = dy_wire_decode_kv_alloc(p, n, &m.ka, err, errlen);
+        dy_msg_kv_alloc_free(&m.ka);
+        break;
+    case DY_MSG_PREFILL:
+        ok = dy_wire_decode_prefill(p, n, &m.pf, err, errlen);
+        dy_msg_prefill_free(&m.pf);
+        break;
+    case DY_MSG_PREFILL_DONE: ok = dy_wire_decode_prefill_done(p, n, &m.pd, err, errlen); break;
+    case DY_MSG_KV_READY: ok = dy_wire_decode_kv_ready(p, n, &m.kr, err, errlen); break;
+    case DY_MSG_KV_EVENTS:
+        ok = dy_wire_decode_kv_events(p, n, &m.ke, err, errlen);
+        dy_msg_kv_events_free(&m.ke);
+        break;
+    case DY_MSG_KV_SNAPSHOT:
+        ok = dy_wire_decode_kv_snapshot(p, n, &m.ks, err, errlen);
+        dy_msg_kv_snapshot_free(&m.ks);
+        break;
+    case DY_MSG_KV_RESYNC: ok = dy_wire_decode_kv_resync(p, n, &m.rs, err, errlen); break;
+    case DY_MSG_ROLE: ok = dy_wire_decode_role(p, n, &m.ro, err, errlen); break;
+    case DY_MSG_PEER_GONE: ok = dy_wire_decode_peer_gone(p, n, &m.pg, err, errlen); break;
+    case DY_MSG_HOLD: ok = dy_wire_decode_hold(p, n, &m.ho, err, errlen); break;
+    default: snprintf(err, errlen, "unknown frame type %d", (int)t); break;
+    }
+    return ok;
+}

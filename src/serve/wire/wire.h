@@ -326,4 +326,9 @@ bool dy_wire_decode_hold(const uint8_t *p, size_t n, dy_msg_hold *m, char *err, 
 bool dy_wire_decode_peer_gone(const uint8_t *p, size_t n, dy_msg_peer_gone *m, char *err,
                               size_t errlen);
 
+/* Whether p[0..n) is a valid payload of a frame of type t: the type's decoder run over it, and
+ * what it allocated freed again. For bytes that are only passed on (serve/cluster/ carries
+ * frames over NATS without handling them), so that a bad one is dropped where it came in. */
+bool dy_wire_check_payload(dy_msg_type t, const uint8_t *p, size_t n, char *err, size_t errlen);
+
 #endif
