@@ -48,6 +48,12 @@ typedef struct {
     dy_router_config router;  /* which worker of a pool (docs/routing.md) */
     bool no_kv_events;        /* workers publish no KV events: the router predicts their
                                * caches from its own decisions (approximate mode) */
+    /* Cluster mode (docs/cluster.md): the fleet starts no process. Every slot is parked until
+     * serve/cluster/front_link.c attaches a worker that registered on NATS (dy_fleet_attach);
+     * a slot whose worker goes away is parked again, not restarted. Request ids start at
+     * id_base, so that the ids of several frontends sharing the workers never meet. */
+    bool cluster;
+    uint64_t id_base;
 } dy_fleet_config;
 
 /* KV transfer totals (for metrics and reports). */
@@ -126,5 +132,14 @@ int dy_fleet_slots(dy_fleet *w, dy_plan_slot *out, int cap);
  * with the reason in err. One caller at a time (the planner). */
 int dy_fleet_move(dy_fleet *w, const dy_plan_action *a, char *err, size_t errlen);
 dy_router_totals dy_fleet_router_totals(dy_fleet *w);
+
+/* Cluster mode: a worker on another host, reached through fd (one end of a socket pair whose
+ * other end a bridge carries over NATS), takes a parked slot in `role`; the first frame on fd
+ * must be its HELLO. Returns the slot's index, or -1 (no parked slot, the fleet is stopping,
+ * no thread; err says which). The slot owns fd from then on; the bridge ends the worker's
+ * stay by shutting its end down, which the slot takes as the worker's death and parks. */
+int dy_fleet_attach(dy_fleet *w, int fd, int role, char *err, size_t errlen);
+/* Cluster mode: the worker in slot i is leaving: it takes no new sequences from now on. */
+void dy_fleet_detaching(dy_fleet *w, int i);
 
 #endif

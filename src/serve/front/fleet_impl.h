@@ -67,7 +67,8 @@ typedef struct {
 typedef struct {
     struct dy_fleet *fleet;
     int index;
-    pid_t pid;
+    bool remote;              /* cluster mode: no process of ours; fd leads to a bridge */
+    pid_t pid;                /* 0 when remote */
     int fd;
     bool alive, hello_seen;
     /* Its place in the deployment (plan/actuate.h): parked slots have no process; starting
@@ -123,6 +124,9 @@ struct dy_fleet {
 /* ---- fleet_proc.c */
 /* Starts slot s's worker process in s->role (its socket in s->fd). */
 int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen);
+/* Ends the worker's incarnation: SIGKILL to its process, or, for a remote one, a shutdown of
+ * its socket (the bridge's end then closes too). Its reader sees the end and handles the death. */
+void dy_fleet_kill(slot *s);
 /* Writes one frame to the worker (takes its write lock; mu need not be held). */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b);
 /* Kills the workers silent past --worker-timeout, and those that have not said HELLO within

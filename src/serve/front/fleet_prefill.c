@@ -186,7 +186,7 @@ static void kill_stalled_prefills(dy_fleet *w, double now)
                 fprintf(stderr, "dyad serve: prefill worker %d stalled for %.1f s; restarting "
                         "it and prefilling locally\n", i, now - p->fl[k].t_sent);
                 w->xfer.timeouts++;
-                kill(p->pid, SIGKILL);
+                dy_fleet_kill(p);
                 break;
             }
     }

@@ -104,6 +104,14 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
     return 0;
 }
 
+void dy_fleet_kill(slot *s)
+{
+    if (!s->remote)
+        kill(s->pid, SIGKILL);
+    if (s->fd >= 0)
+        shutdown(s->fd, SHUT_RDWR);
+}
+
 /* A worker that takes nothing for --worker-timeout is hung too: writers (often holding mu)
  * must not wait on it forever, or nothing — the janitor included — could go on. */
 bool dy_fleet_send_frame(slot *s, const dy_buf *b)
@@ -125,8 +133,7 @@ bool dy_fleet_send_frame(slot *s, const dy_buf *b)
         else
             fprintf(stderr, "dyad serve: could not send to worker %d (%s); killing it and "
                     "starting a new one\n", s->index, strerror(why));
-        kill(s->pid, SIGKILL);
-        shutdown(s->fd, SHUT_RDWR); /* its reader sees the end: handled as a death */
+        dy_fleet_kill(s); /* its reader sees the end: handled as a death */
     }
     return ok;
 }
@@ -230,10 +237,12 @@ static void on_death(dy_fleet *w, slot *s, flight **fl, int *n)
     dy_fleet_snapshot_reset(&s->snap);
     close(s->fd);
     s->fd = -1;
-    waitpid(s->pid, NULL, 0);
+    if (!s->remote) {
+        waitpid(s->pid, NULL, 0);
+        if (s->hello.shm_name[0])
+            shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
+    }
     bank_stats(s);
-    if (s->hello.shm_name[0])
-        shm_unlink(s->hello.shm_name); /* a killed decode worker could not remove its pool */
     dy_fleet_prefill_drop_feeding(w, s); /* cancels first, so no prefill is left writing */
     dy_fleet_peer_gone(w, s);
     *fl = s->fl;
@@ -288,7 +297,7 @@ static void *reader_main(void *arg)
         if (k == DY_CONN_CORRUPT) {
             fprintf(stderr, "dyad serve: worker %d sent a corrupt frame (%s); restarting it\n",
                     s->index, err);
-            kill(s->pid, SIGKILL);
+            dy_fleet_kill(s);
         }
         /* End of stream: the worker exited or was killed. */
         pthread_mutex_lock(&w->mu);
@@ -297,6 +306,21 @@ static void *reader_main(void *arg)
         int n_orphans;
         on_death(w, s, &orphans, &n_orphans);
         bool stop = w->stopping;
+        /* A remote worker's stay has ended (it left, its lease expired, or the frontend
+         * stops): its slot waits for the next worker that registers. */
+        if (s->remote) {
+            s->state = DY_SLOT_PARKED;
+            s->remote = false;
+            s->to_stop = s->drain_sent = false;
+            rerun_orphans(w, orphans, n_orphans);
+            pthread_cond_broadcast(&w->changed);
+            pthread_mutex_unlock(&w->mu);
+            dy_conn_free(&conn);
+            if (!stop)
+                fprintf(stderr, "dyad serve: worker %d (%s) left\n", s->index,
+                        had_hello ? "cluster" : "cluster, before its HELLO");
+            return NULL;
+        }
         /* Drained and told to stop (or dead while draining to stop): the slot is parked. Dead
          * while draining to switch: it starts again in its new role. */
         bool park = s->state == DY_SLOT_DRAINING && s->to_stop;
@@ -371,7 +395,10 @@ void dy_fleet_kill_silent(dy_fleet *w, double now)
         const bool loading = not_loaded(w, s, now);
         if (s->hung || !(loading || silent(w, s, now)))
             continue;
-        if (loading)
+        if (s->remote)
+            fprintf(stderr, "dyad serve: worker %d (cluster) sent nothing for %.1f s; letting "
+                    "it go until it registers again\n", i, now - s->last_heard);
+        else if (loading)
             fprintf(stderr, "dyad serve: worker %d (pid %d) has not loaded within "
                     "--startup-timeout (%.1f s); killing it and starting a new one\n", i,
                     (int)s->pid, w->cfg.startup_timeout_s);
@@ -380,8 +407,7 @@ void dy_fleet_kill_silent(dy_fleet *w, double now)
                     "it and starting a new one\n", i, (int)s->pid, now - s->last_heard);
         s->hung = true;
         s->hangs++;
-        kill(s->pid, SIGKILL);
-        shutdown(s->fd, SHUT_RDWR);
+        dy_fleet_kill(s);
     }
 }
 
@@ -480,7 +506,7 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
     if (cfg->n_prefill > 0 || cfg->switchable)
         remove_stale_pools();
     w->cfg = *cfg;
-    w->next_id = 1;
+    w->next_id = cfg->id_base ? cfg->id_base : 1;
     w->rt.policy = dy_router_policy_name(cfg->router.policy);
     w->cfg.router.block_size = cfg->worker.block_size; /* the router counts blocks as workers do */
     w->sessions = dy_sessions_new(SESSIONS_MAX, SESSION_TOOLS_MAX);
@@ -494,8 +520,9 @@ dy_fleet *dy_fleet_start(const dy_fleet_config *cfg, char *err, size_t errlen)
     }
     pthread_mutex_init(&w->mu, NULL);
     dy_cond_init(&w->changed);
-    const int n_start = cfg->n_start > 0 && cfg->n_start < cfg->n_workers ? cfg->n_start
-                                                                           : cfg->n_workers;
+    const int n_start = cfg->cluster ? 0
+                        : cfg->n_start > 0 && cfg->n_start < cfg->n_workers ? cfg->n_start
+                                                                            : cfg->n_workers;
     for (int i = 0; i < cfg->n_workers; i++) {
         slot *s = &w->slots[i];
         s->fleet = w;
@@ -556,6 +583,10 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
         slot *s = &w->slots[i];
         if (!s->alive)
             continue;
+        if (s->remote) { /* not ours to stop: the other frontends may go on using it */
+            shutdown(s->fd, SHUT_RDWR);
+            continue;
+        }
         dy_buf b = {0};
         if (dy_wire_shutdown(&b)) {
             pthread_mutex_lock(&s->wmu);
@@ -575,7 +606,7 @@ void dy_fleet_stop(dy_fleet *w, double timeout_s)
     for (int i = 0; i < w->cfg.n_workers; i++)
         if (w->slots[i].alive) {
             fprintf(stderr, "dyad serve: worker %d did not exit; killing it\n", i);
-            kill(w->slots[i].pid, SIGKILL);
+            dy_fleet_kill(&w->slots[i]);
         }
     pthread_mutex_unlock(&w->mu);
     for (int i = 0; i < w->cfg.n_workers; i++)
@@ -604,6 +635,66 @@ void dy_fleet_free(dy_fleet *w)
     free(w->view);
     free(w->slots);
     free(w);
+}
+
+/* ---------------------------------------------------------------- cluster mode */
+
+int dy_fleet_attach(dy_fleet *w, int fd, int role, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&w->mu);
+    slot *s = NULL;
+    for (int i = 0; i < w->cfg.n_workers && !s; i++)
+        if (w->slots[i].state == DY_SLOT_PARKED && !w->slots[i].alive)
+            s = &w->slots[i];
+    if (!s || w->stopping) {
+        snprintf(err, errlen, w->stopping ? "the server is stopping"
+                              : "all %d worker slots are taken (--cluster-max-workers)",
+                 w->cfg.n_workers);
+        pthread_mutex_unlock(&w->mu);
+        return -1;
+    }
+    /* The slot's last reader returned right after parking it (with mu released). */
+    pthread_t old = s->reader;
+    bool join = s->reader_started;
+    s->reader_started = false;
+    s->state = DY_SLOT_STARTING; /* no other attach takes it meanwhile */
+    pthread_mutex_unlock(&w->mu);
+    if (join)
+        pthread_join(old, NULL);
+    pthread_mutex_lock(&w->mu);
+    s->remote = true;
+    s->pid = 0;
+    s->fd = fd;
+    s->role = role;
+    s->alive = true;
+    s->hello_seen = s->hung = s->unreachable = false;
+    s->to_stop = s->drain_sent = false;
+    s->last_heard = s->spawned_at = dy_now();
+    dy_router_add_worker(w->router, s->index, !w->cfg.worker.no_kv_events);
+    int rc = s->index;
+    if (dy_fleet_start_reader(s) != 0) {
+        snprintf(err, errlen, "cannot start a reader thread");
+        dy_router_remove_worker(w->router, s->index);
+        s->remote = s->alive = false;
+        s->fd = -1;
+        s->state = DY_SLOT_PARKED;
+        rc = -1;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+void dy_fleet_detaching(dy_fleet *w, int i)
+{
+    pthread_mutex_lock(&w->mu);
+    slot *s = i >= 0 && i < w->cfg.n_workers ? &w->slots[i] : NULL;
+    if (s && s->remote && s->alive && s->state == DY_SLOT_ACTIVE) {
+        s->state = DY_SLOT_DRAINING;
+        s->to_stop = true;
+        s->next_role = s->role;
+        s->drain_sent = true; /* nothing to send: the worker leaves by itself */
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* ---------------------------------------------------------------- what it reports */
