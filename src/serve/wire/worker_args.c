@@ -19,8 +19,9 @@ typedef struct {
     const char *serve_name; /* its name in `dyad serve`; NULL: set per worker, not there */
 } worker_opt;
 
-/* The one description of a worker's options; the fields of c they store into. */
-static int describe(dy_worker_config *c, worker_opt *out)
+/* The one description of a worker's options; the fields of c they store into. Returns how
+ * many, of which the first *n_spawned are those a frontend may pass to a worker it starts. */
+static int describe(dy_worker_config *c, worker_opt *out, int *n_spawned)
 {
     const worker_opt all[] = {
         {{.name = "model", .kind = DY_OPT_STR, .dst = &c->model, .meta = "PATH",
@@ -109,23 +110,50 @@ static int describe(dy_worker_config *c, worker_opt *out)
         {{.name = "kv-receiver", .kind = DY_OPT_ENUM, .dst = &c->kv_receiver, .meta = "tcp|ucx",
           .help = "what --kv-listen receives KV blocks over", .names = receiver_names,
           .values = receiver_values, .def = DY_XFER_TCP}, NULL},
+    };
+    /* Only for a worker started by hand (cluster mode): a frontend never passes these to the
+     * workers it starts (dy_worker_args_argv leaves them out), so they come last. */
+    const worker_opt by_hand[] = {
+        {{.name = "cluster", .kind = DY_OPT_STR, .dst = &c->cluster, .meta = "URL",
+          .help = "join the cluster whose NATS server is at URL (nats://HOST:PORT) instead of "
+                  "serving one frontend on --fd (docs/cluster.md)",
+          .section = "Cluster mode (docs/cluster.md)"}, NULL},
+        {{.name = "cluster-lease", .kind = DY_OPT_DOUBLE, .dst = &c->cluster_lease_s,
+          .meta = "S", .help = "frontends take the worker as gone when its registry entry has "
+                               "not been renewed for S seconds (it renews every S/3)",
+          .min = 0.3, .max = 3600, .def = 3}, NULL},
+        {{.name = "cluster-timeout", .kind = DY_OPT_DOUBLE, .dst = &c->cluster_timeout_s,
+          .meta = "S", .help = "give up when NATS cannot be reached within S seconds of the "
+                               "start (retrying with a growing pause); 0 = one try",
+          .min = 0, .max = 86400, .def = 60}, NULL},
+        {{.name = "cluster-drain", .kind = DY_OPT_DOUBLE, .dst = &c->cluster_drain_s,
+          .meta = "S", .help = "on SIGINT/SIGTERM, how long running sequences may finish "
+                               "before the worker leaves", .min = 0, .max = 86400, .def = 30},
+         NULL},
+        {{.name = "cluster-host", .kind = DY_OPT_STR, .dst = &c->cluster_host, .meta = "NAME",
+          .help = "the host name the registry shows", .shown_default = "the host's name"},
+         NULL},
         {{.name = "switchable", .kind = DY_OPT_FLAG, .dst = &c->switchable,
           .help = "the frontend may switch this worker's role (a ROLE frame): its KV pool is "
                   "shared memory and --kv-listen applies in every role"}, NULL},
     };
-    _Static_assert(sizeof all / sizeof all[0] <= DY_WORKER_MAX_OPTS, "DY_WORKER_MAX_OPTS");
-    int n = (int)(sizeof all / sizeof all[0]);
-    for (int i = 0; i < n; i++)
-        out[i] = all[i];
+    _Static_assert(sizeof all / sizeof all[0] + sizeof by_hand / sizeof by_hand[0] <=
+                   DY_WORKER_MAX_OPTS, "DY_WORKER_MAX_OPTS");
+    int n = 0;
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        out[n++] = all[i];
+    *n_spawned = n;
+    for (size_t i = 0; i < sizeof by_hand / sizeof by_hand[0]; i++)
+        out[n++] = by_hand[i];
     return n;
 }
 
 int dy_worker_args_opts(dy_worker_config *c, dy_worker_opts_set which, dy_opt *out)
 {
     worker_opt all[DY_WORKER_MAX_OPTS];
-    int n = describe(c, all), k = 0;
+    int n_spawned, n = describe(c, all, &n_spawned), k = 0;
     for (int i = 0; i < n; i++) {
-        if (which == DY_WORKER_OPTS_ALL) {
+        if (which == DY_WORKER_OPTS_ALL || (which == DY_WORKER_OPTS_SPAWNED && i < n_spawned)) {
             out[k++] = all[i].opt;
         } else if (all[i].serve_name) {
             out[k] = all[i].opt;
@@ -166,6 +194,6 @@ int dy_worker_args_argv(const dy_worker_config *c, char **argv, int cap, char *s
 {
     dy_worker_config copy = *c; /* the table's destinations; strings still point into c's */
     dy_opt opts[DY_WORKER_MAX_OPTS];
-    int n = dy_worker_args_opts(&copy, DY_WORKER_OPTS_ALL, opts);
+    int n = dy_worker_args_opts(&copy, DY_WORKER_OPTS_SPAWNED, opts);
     return dy_opts_to_argv(opts, n, argv, cap, store, storecap);
 }

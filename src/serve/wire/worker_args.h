@@ -38,6 +38,11 @@ typedef struct {
     int kv_hold;           /* dy_hold_policy */
     bool kv_hold_given;    /* on the command line (holds need the tiers) */
     double kv_hold_ttl_s, kv_hold_margin_ms, kv_hold_share, kv_hold_disk_after_s;
+    /* cluster mode (serve/cluster/worker_link.h): the NATS URL, or NULL (a child of
+     * `dyad serve`, on --fd) */
+    const char *cluster;
+    double cluster_lease_s, cluster_timeout_s, cluster_drain_s;
+    const char *cluster_host; /* the name `dyad cluster status` shows; NULL: the host name */
 } dy_worker_config;
 
 typedef enum {
@@ -46,9 +51,11 @@ typedef enum {
      * --threads-per-worker there); the frontend sets the others (--fd, --id, --role,
      * --kv-listen, --kv-receiver, --switchable) itself for each worker it starts */
     DY_WORKER_OPTS_SHARED,
+    /* every option a frontend may pass the workers it starts (all but the cluster mode's) */
+    DY_WORKER_OPTS_SPAWNED,
 } dy_worker_opts_set;
 
-#define DY_WORKER_MAX_OPTS 32
+#define DY_WORKER_MAX_OPTS 40
 /* The entries of `which`, storing into c, written to out (room for DY_WORKER_MAX_OPTS);
  * returns how many. */
 int dy_worker_args_opts(dy_worker_config *c, dy_worker_opts_set which, dy_opt *out);
