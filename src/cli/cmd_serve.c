@@ -1,11 +1,14 @@
 /* cmd_serve.c — `dyad serve`: the embedded deployment. Starts N worker processes on this
  * host, then the OpenAI-compatible HTTP frontend; SIGINT or SIGTERM starts a drain: new
  * requests get 503, in-flight ones may finish (up to --drain-timeout; those still running then
- * end with a 503 or a stream's error event), then the workers are reaped. */
+ * end with a 503 or a stream's error event), then the workers are reaped. With --cluster it
+ * starts no worker: it serves with the workers registered on NATS (docs/cluster.md). */
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "cli/serve_plan.h"
 #include "engine/model.h"
+#include "serve/cluster/front_link.h"
+#include "serve/cluster/nats_conn.h"
 #include "serve/front/http.h"
 #include "serve/wire/worker_args.h"
 #include "serve/worker/xfer.h"
@@ -16,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,9 +44,15 @@ typedef struct {
     int family_values[DY_CHAT_N_FAMILIES];
     char chat_help[512];
     char tier_cost_default[64]; /* --router-tier-cost's default, as it is written */
+    /* cluster mode */
+    const char *cluster;
+    int cluster_max;
+    double cluster_timeout;
+    bool xfer_given;
 } serve_opts;
 
-#define MAX_SERVE_OPTS 80
+#define FRONTEND_MAX_OPTS 40
+#define MAX_SERVE_OPTS (DY_WORKER_MAX_OPTS + FRONTEND_MAX_OPTS + SERVE_PLAN_OPTS)
 
 /* --chat-template's names and help, plain (the fallback) last. */
 static void chat_families(serve_opts *o)
@@ -108,7 +118,8 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
          .meta = "shm|tcp|ucx", .help = "how KV moves from prefill to decode workers: shared "
                                           "memory (one host), TCP, or UCX (its transports: "
                                           "UCX_TLS; docs/disaggregation.md)",
-         .names = transfers, .values = transfer_values, .def = DY_XFER_SHM},
+         .names = transfers, .values = transfer_values, .def = DY_XFER_SHM,
+         .given = &o->xfer_given},
         {.name = "kv-host", .kind = DY_OPT_STR, .dst = &o->w.kv_host, .meta = "ADDR",
          .help = "TCP, UCX: the address decode workers receive KV on", .def_str = "127.0.0.1"},
         {.name = "xfer-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->w.xfer_timeout_s,
@@ -188,7 +199,20 @@ static int frontend_opts(serve_opts *o, dy_opt *t)
         {.name = "request-log", .kind = DY_OPT_STR, .dst = &o->request_log, .meta = "PATH",
          .help = "append one JSON line per request (where it ran, its KV transfer, latencies) "
                  "to PATH; '-' for standard error"},
+        {.section = "Cluster mode (docs/cluster.md)", .name = "cluster", .kind = DY_OPT_STR,
+         .dst = &o->cluster, .meta = "URL",
+         .help = "start no worker: serve with the workers registered on the NATS server at URL "
+                 "(nats://HOST:PORT; they join with `dyad worker --cluster URL`); KV moves over "
+                 "tcp unless --kv-transfer ucx"},
+        {.name = "cluster-max-workers", .kind = DY_OPT_INT, .dst = &o->cluster_max, .meta = "N",
+         .help = "the most cluster workers this frontend uses at once", .min = 1, .max = 256,
+         .def = 64},
+        {.name = "cluster-timeout", .kind = DY_OPT_DOUBLE, .dst = &o->cluster_timeout,
+         .meta = "S", .help = "give up when NATS cannot be reached within S seconds of the "
+                              "start (retrying with a growing pause); 0 = one try",
+         .min = 0, .max = 86400, .def = 60},
     };
+    _Static_assert(sizeof own / sizeof own[0] <= FRONTEND_MAX_OPTS, "FRONTEND_MAX_OPTS");
     int n = (int)(sizeof own / sizeof own[0]);
     for (int i = 0; i < n; i++)
         t[i] = own[i];
@@ -203,7 +227,6 @@ static int serve_table(serve_opts *o, dy_opt *t)
     dy_opts_find(t, n, "model")->shown_default = "the bundled stories260K";
     n += frontend_opts(o, t + n);
     n += serve_plan_table(&o->plan, t + n);
-    _Static_assert(DY_WORKER_MAX_OPTS + 32 + SERVE_PLAN_OPTS <= MAX_SERVE_OPTS, "MAX_SERVE_OPTS");
     return n;
 }
 
@@ -229,6 +252,35 @@ static bool count_workers(serve_opts *o)
     return true;
 }
 
+/* --cluster: the workers are the cluster's, so none of the options that start or resize them
+ * applies; KV crosses hosts, so not through shared memory. */
+static bool check_cluster(serve_opts *o)
+{
+    char err[256];
+    const char *bad = NULL;
+    if (!dy_nats_url_check(o->cluster, err, sizeof err))
+        bad = err;
+    else if (o->agg > 0 || o->pre >= 0 || o->dec > 0)
+        bad = "--cluster starts no worker: --workers, --prefill-workers and --decode-workers "
+              "do not apply (workers join with `dyad worker --cluster URL --role R`)";
+    else if (o->w.prefill_launcher || o->w.decode_launcher)
+        bad = "--cluster starts no worker: --prefill-launcher/--decode-launcher do not apply";
+    else if (o->plan.cores)
+        bad = "--cluster cannot resize pools yet: --cores and --planner do not apply";
+    else if (o->xfer_given && o->w.xfer == DY_XFER_SHM)
+        bad = "--cluster moves KV between hosts: --kv-transfer tcp or ucx, not shm";
+    if (bad) {
+        fprintf(stderr, "dyad serve: %s\n", bad);
+        return false;
+    }
+    if (o->w.xfer == DY_XFER_SHM)
+        o->w.xfer = DY_XFER_TCP;
+    o->w.cluster = true;
+    o->w.n_workers = o->cluster_max;
+    o->w.n_prefill = 0;
+    return true;
+}
+
 /* 0 after --help, 2 on a usage error, CLI_GO to go on and serve. */
 static int parse(int argc, char **argv, serve_opts *o)
 {
@@ -246,6 +298,8 @@ static int parse(int argc, char **argv, serve_opts *o)
         fprintf(stderr, "dyad serve: %s\n", err);
         return 2;
     }
+    if (o->cluster)
+        return check_cluster(o) && serve_plan_check(&o->plan, &o->w) ? CLI_GO : 2;
     return count_workers(o) && serve_plan_check(&o->plan, &o->w) ? CLI_GO : 2;
 }
 
@@ -304,7 +358,27 @@ int cmd_serve(int argc, char **argv)
         return 2;
     }
     double t_start = dy_now();
+    /* Cluster mode: this frontend's id names its inboxes and starts its request ids, so that
+     * frontends sharing workers never mix their sequences. */
+    uint32_t frontend_id = 0;
+    if (o.cluster) {
+        if (getrandom(&frontend_id, sizeof frontend_id, 0) != (ssize_t)sizeof frontend_id)
+            frontend_id = (uint32_t)getpid() ^ (uint32_t)(dy_now() * 1e6);
+        o.w.id_base = ((uint64_t)(frontend_id & 0xffffff) << 40) | 1;
+    }
     dy_fleet *workers = dy_fleet_start(&o.w, err, sizeof err);
+    dy_front_link *link = NULL;
+    if (workers && o.cluster) {
+        dy_front_link_opts lo = {.url = o.cluster, .timeout_s = o.cluster_timeout,
+                                 .frontend_id = frontend_id, .fingerprint = m->fingerprint,
+                                 .block_size = (uint32_t)o.w.worker.block_size,
+                                 .kv_type = o.w.worker.kv_type, .xfer = o.w.xfer};
+        if (!(link = dy_front_link_start(&lo, workers, err, sizeof err))) {
+            dy_fleet_stop(workers, 0);
+            dy_fleet_free(workers);
+            workers = NULL;
+        }
+    }
     dy_metrics *metrics = workers ? dy_metrics_new(o.model_name ? o.model_name : name) : NULL;
     dy_loadwin *loadwin = workers && o.plan.cores ? dy_loadwin_new() : NULL;
     serve_planner planner = {0};
@@ -340,6 +414,7 @@ int cmd_serve(int argc, char **argv)
         dy_loadwin_free(loadwin);
         if (workers) {
             dy_fleet_stop(workers, 0);
+            dy_front_link_stop(link);
             dy_fleet_free(workers);
         }
         dy_metrics_free(metrics);
@@ -348,7 +423,13 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
     const int n_started = o.w.n_start > 0 ? o.w.n_start : o.w.n_workers;
-    if (o.w.n_prefill > 0)
+    if (o.cluster)
+        fprintf(stderr, "dyad serve: %s on http://%s:%d, cluster mode: the workers registered "
+                "on %s (up to %d), KV over %s, router %s (chat template: %s)\n",
+                o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.cluster,
+                o.cluster_max, o.w.xfer == DY_XFER_UCX ? "ucx" : "tcp",
+                dy_router_policy_name(o.w.router.policy), dy_chat_family_name(chat));
+    else if (o.w.n_prefill > 0)
         fprintf(stderr, "dyad serve: %s on http://%s:%d with %d prefill + %d decode workers × %d "
                 "threads, KV over %s, router %s (chat template: %s)\n",
                 o.model_name ? o.model_name : name, o.host, dy_http_port(http), o.w.n_prefill,
@@ -373,6 +454,7 @@ int cmd_serve(int argc, char **argv)
     dy_http_drain(http); /* new requests get 503 from now on */
     serve_plan_stop(&planner); /* no moves while the fleet drains */
     dy_fleet_stop(workers, o.drain);
+    dy_front_link_stop(link);
     dy_http_stop(http);
     dy_fleet_free(workers);
     dy_metrics_free(metrics);
