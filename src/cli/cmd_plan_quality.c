@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/parse.h"
 #include "plan/quality.h"
+#include "util/json_err.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -109,10 +110,7 @@ static dy_quality_point *load_points(const char *path, int *n, char *err, size_t
     json_error_t je;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        if (je.line > 0)
-            snprintf(err, errlen, "%s: line %d: %s", path, je.line, je.text);
-        else
-            snprintf(err, errlen, "%s: %s", path, je.text);
+        dy_json_load_error(err, errlen, path, je.line, je.text);
         return NULL;
     }
     json_t *list = json_object_get(root, "points");

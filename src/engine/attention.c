@@ -35,22 +35,35 @@ static int continues(const dy_attn *a, int t)
            a->slots[t].pos == a->slots[t - 1].pos + 1;
 }
 
-/* Asks for the keys and values of the chunk at position p (this head's rows of its block)
- * while the current chunk is computed: blocks are scattered in the pool, so the hardware
- * prefetcher, which follows one stream within a page, loses the way at every block, and a
- * long context's decode then waits on DRAM a block at a time. */
-static void prefetch_next_chunk(const dy_attn *a, const int32_t *blocks, int p, int kvh)
+/* A chunk of keys and values: this KV head's rows of them, from a position to the end of its
+ * block, DY_ATTN_CHUNK rows at most (a unit's last chunk uses fewer). */
+typedef struct {
+    const uint8_t *k, *v;
+    int n;
+} kv_chunk;
+
+/* The chunk at position p of the sequence whose blocks are given. */
+static kv_chunk chunk_at(const dy_attn *a, const int32_t *blocks, int p, int kvh)
 {
     const int bs = a->kv->block_size, in_block = p % bs;
-    const size_t row = a->kv->row_bytes, head = dy_kv_head_bytes(a->kv->type, a->head_dim);
-    const size_t off = (size_t)in_block * row + (size_t)kvh * head;
+    const size_t off = (size_t)in_block * a->kv->row_bytes +
+                       (size_t)kvh * dy_kv_head_bytes(a->kv->type, a->head_dim);
     const int n = bs - in_block < DY_ATTN_CHUNK ? bs - in_block : DY_ATTN_CHUNK;
-    const uint8_t *k = dy_kv_key_rows(a->kv, blocks[p / bs], a->layer) + off;
-    const uint8_t *v = dy_kv_value_rows(a->kv, blocks[p / bs], a->layer) + off;
-    for (int i = 0; i < n; i++)
-        for (size_t c = 0; c < head; c += 64) {
-            __builtin_prefetch(k + (size_t)i * row + c);
-            __builtin_prefetch(v + (size_t)i * row + c);
+    return (kv_chunk){dy_kv_key_rows(a->kv, blocks[p / bs], a->layer) + off,
+                      dy_kv_value_rows(a->kv, blocks[p / bs], a->layer) + off, n};
+}
+
+/* Asks for the keys and values of chunk c (the next one) while the current chunk is
+ * computed: blocks are scattered in the pool, so the hardware prefetcher, which follows one
+ * stream within a page, loses the way at every block, and a long context's decode then waits
+ * on DRAM a block at a time. */
+static void prefetch_chunk(const dy_attn *a, kv_chunk c)
+{
+    const size_t row = a->kv->row_bytes, head = dy_kv_head_bytes(a->kv->type, a->head_dim);
+    for (int i = 0; i < c.n; i++)
+        for (size_t h = 0; h < head; h += 64) {
+            __builtin_prefetch(c.k + (size_t)i * row + h);
+            __builtin_prefetch(c.v + (size_t)i * row + h);
         }
 }
 
@@ -58,7 +71,7 @@ static void prefetch_next_chunk(const dy_attn *a, const int32_t *blocks, int p, 
  * head). */
 static void attend_unit(const dy_attn *a, float *scratch, int t0, int nt, int h0, int nh)
 {
-    const int hd = a->head_dim, bs = a->kv->block_size;
+    const int hd = a->head_dim;
     const size_t row = a->kv->row_bytes;
     const int kvh = h0 / (a->n_heads / a->n_kv_heads);
     const size_t qstride = (size_t)a->n_heads * hd;
@@ -77,35 +90,31 @@ static void attend_unit(const dy_attn *a, float *scratch, int t0, int nt, int h0
             memset(q->o, 0, sizeof(float) * (size_t)hd);
         }
     const int nq = nt * nh;
+    kv_chunk cur = chunk_at(a, blocks, 0, kvh);
     for (int p = 0; p <= last;) {
-        const int in_block = p % bs;
-        int n = bs - in_block;
-        if (n > DY_ATTN_CHUNK)
-            n = DY_ATTN_CHUNK;
-        if (n > last + 1 - p)
-            n = last + 1 - p;
-        const int32_t b = blocks[p / bs];
-        const size_t off = (size_t)in_block * row + (size_t)kvh * dy_kv_head_bytes(a->kv->type, hd);
+        const int n = cur.n < last + 1 - p ? cur.n : last + 1 - p;
         for (int t = 0; t < nt; t++) {
             int vis = pos0 + t + 1 - p; /* keys p … pos are visible to the token at pos */
             vis = vis < 0 ? 0 : vis > n ? n : vis;
             for (int h = 0; h < nh; h++)
                 qs[t * nh + h].nvalid = vis;
         }
-        const uint8_t *k = dy_kv_key_rows(a->kv, b, a->layer) + off;
-        const uint8_t *v = dy_kv_value_rows(a->kv, b, a->layer) + off;
-        if (p + n <= last)
-            prefetch_next_chunk(a, blocks, p + n, kvh);
+        kv_chunk next = {NULL, NULL, 0};
+        if (p + n <= last) { /* prefetched now, computed on the next pass */
+            next = chunk_at(a, blocks, p + n, kvh);
+            prefetch_chunk(a, next);
+        }
         if (a->kv->type == DY_KV_F32) {
-            dy_attn_chunk(a->simd, qs, nq, (const float *)(const void *)k,
-                          (const float *)(const void *)v, row / sizeof(float), n, hd, scale);
+            dy_attn_chunk(a->simd, qs, nq, (const float *)(const void *)cur.k,
+                          (const float *)(const void *)cur.v, row / sizeof(float), n, hd, scale);
         } else {
             float *kf = scratch, *vf = scratch + (size_t)DY_ATTN_CHUNK * hd;
-            dy_kv_decode_head(a->simd, a->kv->type, k, row, n, hd, kf);
-            dy_kv_decode_head(a->simd, a->kv->type, v, row, n, hd, vf);
+            dy_kv_decode_head(a->simd, a->kv->type, cur.k, row, n, hd, kf);
+            dy_kv_decode_head(a->simd, a->kv->type, cur.v, row, n, hd, vf);
             dy_attn_chunk(a->simd, qs, nq, kf, vf, (size_t)hd, n, hd, scale);
         }
         p += n;
+        cur = next;
     }
     for (int i = 0; i < nq; i++) {
         const float inv = 1.0f / qs[i].l;

@@ -161,6 +161,23 @@ ALWAYS_INLINE __m128i k4_row_scales(const uint8_t scales[12], int32_t scl[8], __
     return _mm_madd_epi16(mins, bsp);
 }
 
+/* The scale set-up of q4k_direct_sb and its zmm form for the 8 rows' super-block at offset
+ * off: each row's sub-block scales into scl[r] (k4_row_scales); returns lane r: row r's
+ * mins · bsums. */
+ALWAYS_INLINE __m256i q4k_sb_scales(const uint8_t *const rows[8], size_t off, __m128i bsp,
+                                    int32_t scl[8][8])
+{
+    __m128i hm[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;
+        const size_t so = offsetof(dy_block_q4_k, scales);
+        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),
+                               k4_row_scales(b + so, scl[2 * k + 1], bsp));
+    }
+    return _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));
+}
+
 /* p += madd(a, b): what one vpdpwssd does with AVX-512 VNNI. */
 ALWAYS_INLINE __m256i madd_acc(__m256i p, __m256i a, __m256i b)
 {
@@ -171,15 +188,7 @@ ALWAYS_INLINE __m256i madd_acc(__m256i p, __m256i a, __m256i b)
 #define Q4K_DIRECT_SB_BODY(MADD_ACC)                                                            \
     const __m256i m4 = _mm256_set1_epi8(0x0F);                                                  \
     int32_t scl[8][8] __attribute__((aligned(32)));                                             \
-    __m128i hm[4];                                                                              \
-    _Pragma("GCC unroll 4") for (int k = 0; k < 4; k++)                                         \
-    {                                                                                           \
-        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;                       \
-        const size_t so = offsetof(dy_block_q4_k, scales);                                      \
-        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),                          \
-                               k4_row_scales(b + so, scl[2 * k + 1], bsp));                     \
-    }                                                                                           \
-    *msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));      \
+    *msum = q4k_sb_scales(rows, off, bsp, scl);                                                 \
     __m256i p[8];                                                                               \
     _Pragma("GCC unroll 8") for (int r = 0; r < 8; r++) p[r] = _mm256_setzero_si256();          \
     for (int c = 0; c < 4; c++) { /* 32 bytes: chunk 2c in the low nibbles, 2c+1 in the high */ \

@@ -412,15 +412,7 @@ __m256i dy_zmm_q4k_direct_sb(const uint8_t *const rows[8], size_t off, const dy_
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     int32_t scl[8][8] __attribute__((aligned(32)));
-    __m128i hm[4];
-#pragma GCC unroll 4
-    for (int k = 0; k < 4; k++) {
-        const uint8_t *a = rows[2 * k] + off, *b = rows[2 * k + 1] + off;
-        const size_t so = offsetof(dy_block_q4_k, scales);
-        hm[k] = _mm_hadd_epi32(k4_row_scales(a + so, scl[2 * k], bsp),
-                               k4_row_scales(b + so, scl[2 * k + 1], bsp));
-    }
-    *msum = _mm256_set_m128i(_mm_hadd_epi32(hm[2], hm[3]), _mm_hadd_epi32(hm[0], hm[1]));
+    *msum = q4k_sb_scales(rows, off, bsp, scl);
     /* pair cc: chunk 2cc's low nibbles meet x[128cc, +32), its high ones x[128cc+32, +32);
      * chunk 2cc+1's meet x[128cc+64, +32) and x[128cc+96, +32). Scales likewise: groups 4cc and
      * 4cc+2 for the low nibbles, 4cc+1 and 4cc+3 for the high ones. */

@@ -4,6 +4,7 @@
  * `dyad bench engine --json` is in cost_fit.c. */
 #include "sim/cost.h"
 #include "sim/cost_internal.h"
+#include "util/json_err.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -305,10 +306,7 @@ dy_cost_model *dy_cost_load(const char *path, char *err, size_t errlen)
     json_error_t jerr;
     json_t *root = json_load_file(path, 0, &jerr);
     if (!root) {
-        if (jerr.line > 0)
-            snprintf(err, errlen, "%s: line %d: %s", path, jerr.line, jerr.text);
-        else
-            snprintf(err, errlen, "%s: %s", path, jerr.text);
+        dy_json_load_error(err, errlen, path, jerr.line, jerr.text);
         return NULL;
     }
     dy_cost_model *m = calloc(1, sizeof *m);
