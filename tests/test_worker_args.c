@@ -152,6 +152,33 @@ static void test_argv_names_its_options(void **state)
     assert_int_equal(dy_worker_args_argv(&c, argv, DY_WORKER_ARGV_MAX, store, 8), -1);
 }
 
+/* A frontend's worker settings never had the cluster options' defaults (they are not in
+ * serve's table): whatever they hold, the argument vector leaves them out, and keeps
+ * --switchable, which the planner's workers need. */
+static void test_cluster_options_stay_out_of_argv(void **state)
+{
+    (void)state;
+    dy_worker_config c = defaults();
+    assert_null(c.cluster);
+    assert_true(c.cluster_lease_s == 3 && c.cluster_timeout_s == 60 && c.cluster_drain_s == 30);
+    c.cluster_lease_s = c.cluster_timeout_s = c.cluster_drain_s = 0;
+    c.switchable = true;
+    c.fd = 4;
+    char *argv[DY_WORKER_ARGV_MAX], store[DY_WORKER_ARGV_STORE];
+    int n = dy_worker_args_argv(&c, argv, DY_WORKER_ARGV_MAX, store, sizeof store);
+    const char *want[] = {"--fd", "4", "--switchable"};
+    assert_int_equal(n, 3);
+    for (int i = 0; i < n; i++)
+        assert_string_equal(argv[i], want[i]);
+    /* By hand they parse as any option. */
+    char *hand[] = {"worker", "--cluster", "nats://h:4222", "--cluster-lease", "1.5",
+                    "--cluster-host", "hostA"}, err[256] = "";
+    assert_int_equal(dy_worker_args_parse(7, hand, &c, err, sizeof err), DY_OPTS_OK);
+    assert_string_equal(c.cluster, "nats://h:4222");
+    assert_true(c.cluster_lease_s == 1.5);
+    assert_string_equal(c.cluster_host, "hostA");
+}
+
 /* argv must be rejected, and the message must contain `needle`. */
 static void rejects(const char *needle, int argc, char **argv)
 {
@@ -238,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_argv_names_its_options),
+        cmocka_unit_test(test_cluster_options_stay_out_of_argv),
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_equals_form_and_help),
         cmocka_unit_test(test_serve_share),

@@ -110,6 +110,9 @@ static int describe(dy_worker_config *c, worker_opt *out, int *n_spawned)
         {{.name = "kv-receiver", .kind = DY_OPT_ENUM, .dst = &c->kv_receiver, .meta = "tcp|ucx",
           .help = "what --kv-listen receives KV blocks over", .names = receiver_names,
           .values = receiver_values, .def = DY_XFER_TCP}, NULL},
+        {{.name = "switchable", .kind = DY_OPT_FLAG, .dst = &c->switchable,
+          .help = "the frontend may switch this worker's role (a ROLE frame): its KV pool is "
+                  "shared memory and --kv-listen applies in every role"}, NULL},
     };
     /* Only for a worker started by hand (cluster mode): a frontend never passes these to the
      * workers it starts (dy_worker_args_argv leaves them out), so they come last. */
@@ -133,9 +136,6 @@ static int describe(dy_worker_config *c, worker_opt *out, int *n_spawned)
         {{.name = "cluster-host", .kind = DY_OPT_STR, .dst = &c->cluster_host, .meta = "NAME",
           .help = "the host name the registry shows", .shown_default = "the host's name"},
          NULL},
-        {{.name = "switchable", .kind = DY_OPT_FLAG, .dst = &c->switchable,
-          .help = "the frontend may switch this worker's role (a ROLE frame): its KV pool is "
-                  "shared memory and --kv-listen applies in every role"}, NULL},
     };
     _Static_assert(sizeof all / sizeof all[0] + sizeof by_hand / sizeof by_hand[0] <=
                    DY_WORKER_MAX_OPTS, "DY_WORKER_MAX_OPTS");
