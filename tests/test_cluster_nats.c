@@ -157,12 +157,20 @@ static natsConnection *connect_to(const char *url, double timeout_s)
     return nc;
 }
 
+/* The registry, emptied: each test starts from no entries, whatever an earlier one left. */
 static kvStore *open_registry(natsConnection *nc)
 {
     char err[512] = "";
     kvStore *kv = dy_reg_open(nc, 60, err, sizeof err);
     if (!kv)
         fail_msg("%s", err);
+    int n = 0;
+    dy_reg_item *items = dy_reg_list(kv, 5, &n, err, sizeof err);
+    if (!items)
+        fail_msg("%s", err);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(kvStore_Delete(kv, items[i].key), NATS_OK);
+    free(items);
     return kv;
 }
 
