@@ -174,6 +174,36 @@ static kvStore *open_registry(natsConnection *nc)
     return kv;
 }
 
+/* A test's connection, its registry (emptied) and, once started, a watch of it. */
+typedef struct {
+    natsConnection *nc;
+    kvStore *kv;
+    dy_reg_watch *w;
+} session;
+
+static session open_session(const server *s)
+{
+    session x = {.nc = connect_to(s->url, 5)};
+    x.kv = open_registry(x.nc);
+    return x;
+}
+
+static dy_reg_watch *start_watch(session *x)
+{
+    char err[512] = "";
+    x->w = dy_reg_watch_start(x->kv, err, sizeof err);
+    if (!x->w)
+        fail_msg("%s", err);
+    return x->w;
+}
+
+static void close_session(session *x)
+{
+    dy_reg_watch_stop(x->w);
+    kvStore_Destroy(x->kv);
+    dy_nats_close(x->nc);
+}
+
 static dy_reg_entry entry(uint32_t id, int role, double lease_s)
 {
     dy_reg_entry e = {.id = id, .pid = 1000 + (id & 0xff), .role = role,
@@ -226,11 +256,10 @@ static const dy_reg_item *find(const dy_reg_item *items, int n, const char *key)
 static void test_put_watch_list_delete(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     dy_reg_entry e = entry(0x1234abcd, DY_ROLE_DECODE, 3), got;
     e.draining = true;
     put(kv, &e);
@@ -268,23 +297,19 @@ static void test_put_watch_list_delete(void **state)
     /* nothing more: a quiet watch times out with 0 */
     dy_reg_change kind;
     assert_int_equal(dy_reg_watch_next(w, 0.2, &kind, &id, &got, err, sizeof err), 0);
-    dy_reg_watch_stop(w);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 /* An entry written before the watch started comes with its age, not the time it arrived. */
 static void test_initial_values_carry_their_age(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     dy_reg_entry e = entry(0x00a9e001, DY_ROLE_PREFILL, 1), got;
     put(kv, &e);
     usleep(1200 * 1000);
-    char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     uint32_t id = 0;
     assert_int_equal(next_change(w, &id, &got), DY_REG_PUT);
     assert_int_equal(id, e.id);
@@ -292,20 +317,17 @@ static void test_initial_values_carry_their_age(void **state)
     double age = dy_reg_watch_age(w);
     if (!(age >= 1.0 && age < 5))
         fail_msg("age %g s, not about 1.2 s", age);
-    dy_reg_watch_stop(w);
     delete(kv, e.id);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 static void test_undecodable_values(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     uint64_t rev;
     dy_reg_change kind;
     uint32_t id;
@@ -343,9 +365,7 @@ static void test_undecodable_values(void **state)
     assert_int_equal(kvStore_Delete(kv, "w0000bad0"), NATS_OK);
     assert_int_equal(kvStore_Delete(kv, "config"), NATS_OK);
     delete(kv, e.id);
-    dy_reg_watch_stop(w);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 /* `dyad cluster status ARGS` (this build's); its stdout (free()) and exit status. */
@@ -369,8 +389,8 @@ static char *run_status(const char *url, const char *extra, int *rc)
 static void test_status_lists_workers(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     dy_reg_entry d = entry(0x0d0d0001, DY_ROLE_DECODE, 30);
     dy_reg_entry p = entry(0x0b0b0002, DY_ROLE_PREFILL, 0.2); /* expires at once */
     put(kv, &d);
@@ -410,8 +430,7 @@ static void test_status_lists_workers(void **state)
     free(out);
     delete(kv, d.id);
     delete(kv, p.id);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 static void test_closed_port_fails_in_time(void **state)
