@@ -37,8 +37,11 @@ closed=$(free_port)
 set +e; st --cluster "nats://127.0.0.1:$closed" --timeout 0.2 >"$tmp/out" 2>"$tmp/err"; rc=$?; set -e
 if [ $rc -eq 2 ] && grep -q "built without NATS" "$tmp/err"; then
   ok
-  [ -z "${DYAD_REQUIRE_TOOLS:-}" ] || { echo "FAIL: dyad was built without NATS"; finish; exit 1; }
-  echo "built without NATS: dyad cluster status refuses clearly"
+  if [ -n "${DYAD_REQUIRE_TOOLS:-}" ]; then
+    bad "dyad was built without NATS (DYAD_REQUIRE_TOOLS is set: install libnats-dev)"
+  else
+    echo "built without NATS: dyad cluster status refuses clearly"
+  fi
   finish
   exit
 fi
