@@ -45,7 +45,9 @@ if [ $rc -eq 2 ] && grep -q "built without NATS" "$tmp/err"; then
   finish
   exit
 fi
-command -v nats-server >/dev/null || require "nats-server is not installed"
+# Debian installs it in /usr/sbin, which a user's PATH often lacks.
+nats_server=$(PATH="$PATH:/usr/sbin:/usr/local/sbin" command -v nats-server) ||
+  require "nats-server is not installed"
 
 # A closed port: exit 1 within the timeout (and a little), naming the URL.
 start=$(date +%s%N)
@@ -63,7 +65,7 @@ stop_servers() {
 trap stop_servers EXIT
 start_server() { # port, then nats-server's own options
   local port=$1; shift
-  nats-server -a 127.0.0.1 -p "$port" "$@" >>"$tmp/nats-server.log" 2>&1 &
+  "$nats_server" -a 127.0.0.1 -p "$port" "$@" >>"$tmp/nats-server.log" 2>&1 &
   servers+=($!)
   for _ in $(seq 200); do
     (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0

@@ -48,6 +48,7 @@ int main(void)
 #include <unistd.h>
 
 typedef struct {
+    char exe[4096]; /* nats-server */
     pid_t pid;
     int port;
     char dir[64];
@@ -78,16 +79,16 @@ static bool port_open(int port)
     return ok;
 }
 
-static bool have_nats_server(void)
+/* Debian installs nats-server in /usr/sbin, which a user's PATH often lacks. */
+static bool find_nats_server(char path[4096])
 {
-    const char *path = getenv("PATH");
-    char dir[4096];
-    for (const char *p = path ? path : ""; *p;) {
-        size_t n = strcspn(p, ":");
-        snprintf(dir, sizeof dir, "%.*s/nats-server", (int)n, p);
-        if (access(dir, X_OK) == 0)
+    const char *env = getenv("PATH");
+    char dirs[8192];
+    snprintf(dirs, sizeof dirs, "%s:/usr/sbin:/usr/local/sbin", env ? env : "");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(path, 4096, "%s/nats-server", d);
+        if (access(path, X_OK) == 0)
             return true;
-        p += n + (p[n] == ':');
     }
     return false;
 }
@@ -103,8 +104,8 @@ static void start_server(server *s)
     if (s->pid == 0) {
         FILE *f = freopen(log, "a", stdout);
         if (f && dup2(fileno(f), STDERR_FILENO) >= 0)
-            execlp("nats-server", "nats-server", "-js", "-a", "127.0.0.1", "-p", port, "-sd",
-                   s->dir, (char *)NULL);
+            execl(s->exe, "nats-server", "-js", "-a", "127.0.0.1", "-p", port, "-sd", s->dir,
+                  (char *)NULL);
         _exit(127);
     }
     for (double until = dy_now() + 15; !port_open(s->port); usleep(20000))
@@ -125,6 +126,7 @@ static int setup(void **state)
 {
     server *s = calloc(1, sizeof *s);
     assert_non_null(s);
+    assert_true(find_nats_server(s->exe));
     strcpy(s->dir, "/tmp/dyad-test-nats-XXXXXX");
     assert_non_null(mkdtemp(s->dir));
     s->port = free_port();
@@ -523,7 +525,8 @@ static void test_reconnects_after_a_restart(void **state)
 
 int main(void)
 {
-    if (!have_nats_server())
+    char exe[4096];
+    if (!find_nats_server(exe))
         return unavailable("nats-server is not installed");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_watch_list_delete),
