@@ -2,9 +2,10 @@
 # cli_cluster.sh DYAD SOURCE_DIR — `dyad cluster status` as an operator runs it, against a
 # nats-server with JetStream that this script starts on a free loopback port (a scratch store,
 # stopped on exit): with no workers it says so and exits 0; --json is one JSON document; a bad
-# URL exits 2 naming --cluster; a closed port exits 1 within --timeout, naming the URL; a
-# server without JetStream exits 1 saying so. Entries put into the registry and listed by
-# status are tests/test_cluster_nats.c's (it writes them with the registry's own functions).
+# URL exits 2 naming --cluster; a closed port, and a server that never answers, exit 1 within
+# --timeout, naming the URL; a server without JetStream exits 1 saying so. Entries put into
+# the registry and listed by status are tests/test_cluster_nats.c's (it writes them with the
+# registry's own functions).
 # A dyad built without NATS must refuse with exit 2 saying so. Without nats-server: exit 77
 # (skipped), unless DYAD_REQUIRE_TOOLS is set (scripts/test.sh), which makes it a failure.
 set -euo pipefail
@@ -91,6 +92,20 @@ assert d["counts"] == {"workers": 0, "prefill": 0, "decode": 0, "aggregated": 0,
 # a list of servers, the first of them closed: the client goes on to the next
 st --cluster "nats://127.0.0.1:$closed,$url" --timeout 3 >"$tmp/out" 2>"$tmp/err" &&
   grep -q "no workers" "$tmp/out" && ok || bad "a server list: $(cat "$tmp/err")"
+
+# A server that takes the connection and never says a word: bounded by --timeout all the same.
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(60)' "$tmp/silent.port" &
+servers+=($!)
+for _ in $(seq 100); do [ -s "$tmp/silent.port" ] && break; sleep 0.05; done
+silent=$(cat "$tmp/silent.port")
+start=$(date +%s%N)
+expect_fail "a silent server" 1 "cannot connect to nats://127.0.0.1:$silent: Timeout" \
+  st --cluster "nats://127.0.0.1:$silent" --timeout 1
+took_ms=$((($(date +%s%N) - start) / 1000000))
+[ "$took_ms" -lt 3000 ] && ok || bad "a silent server took $took_ms ms (--timeout 1)"
 
 nojs=$(free_port)
 start_server "$nojs"

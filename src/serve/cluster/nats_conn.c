@@ -208,9 +208,14 @@ static natsConnection *connect_loop(natsOptions *opts, const dy_nats_opts *o, ch
     const char *who = o->who ? o->who : "dyad";
     double deadline = dy_now() + (o->timeout_s > 0 ? o->timeout_s : 0);
     double wait = BACKOFF_FIRST_S;
+    int servers = 1; /* a try goes through every server of the list, each with the timeout */
+    for (const char *p = o->url; (p = strchr(p, ',')); p++)
+        servers++;
     for (int attempt = 1;; attempt++) {
         double left = deadline - dy_now();
-        double try_s = o->timeout_s > 0 ? fmin(TRY_MAX_S, fmax(left, 0.05)) : TRY_MAX_S;
+        double try_s = TRY_MAX_S;
+        if (o->timeout_s > 0)
+            try_s = fmin(TRY_MAX_S, fmax(left / servers, 0.05));
         natsConnection *nc = NULL;
         natsStatus s = natsOptions_SetTimeout(opts, (int64_t)ceil(try_s * 1e3));
         if (s == NATS_OK)
