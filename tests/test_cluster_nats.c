@@ -500,6 +500,8 @@ static void test_reconnects_after_a_restart(void **state)
     natsConnection *nc = dy_nats_connect(&o, err, sizeof err);
     assert_non_null(nc);
     kvStore *kv = open_registry(nc);
+    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
+    assert_non_null(w);
     stop_server(s);
     assert_true(wait_for(&c, &c.downs));
     start_server(s);
@@ -515,6 +517,17 @@ static void test_reconnects_after_a_restart(void **state)
         fail_msg("%s", err);
     assert_non_null(find(items, n, "w00ee0001"));
     free(items);
+    /* a watch started before the restart goes on: a frontend keeps seeing its workers */
+    uint32_t id = 0;
+    dy_reg_entry got;
+    dy_reg_change kind = 0;
+    int rc = 0;
+    for (until = dy_now() + 10; rc == 0 && dy_now() < until;)
+        rc = dy_reg_watch_next(w, 1, &kind, &id, &got, err, sizeof err);
+    if (rc != 1 || kind != DY_REG_PUT || id != e.id)
+        fail_msg("the watch after a restart: %d, kind %d, id %08x (%s)", rc, (int)kind,
+                 (unsigned)id, err);
+    dy_reg_watch_stop(w);
     kvStore_Destroy(kv);
     dy_nats_close(nc);
     pthread_mutex_lock(&c.mu);
