@@ -218,6 +218,32 @@ def cost_seeds():
     write("cost", "not_object", b"[1, 2]")
 
 
+# ---------------------------------------------------------------- fuzz_cluster: registry values
+
+REG_ENTRY = {"id": 3735928559, "incarnation": "5f0c9a", "host": "hostA", "pid": 4242,
+             "role": "decode", "model": "stories260K.bin", "fingerprint": "0123456789abcdef",
+             "block_size": 16, "kv_blocks": 4096, "kv_type": "f32",
+             "kv_addr": "10.0.0.2:39211", "kv_transfer": "tcp", "threads": 2, "lease_s": 3.0,
+             "draining": False,
+             "load": {"running": 2, "waiting": 0, "kv_used": 120, "kv_total": 4096}}
+
+
+def cluster_seeds():
+    """Values as serve/cluster/registry.c writes them (the example of registry.h), a few
+    refused ones, and a bucket key (the input is also read as a key and a --cluster URL)."""
+    fresh("cluster")
+    write("cluster", "decode", json.dumps(REG_ENTRY))
+    prefill = dict(REG_ENTRY, id=1, role="prefill", kv_addr="", kv_transfer="", kv_type="q8_0",
+                   draining=True)
+    write("cluster", "prefill", json.dumps(prefill))
+    write("cluster", "bad_role", json.dumps(dict(REG_ENTRY, role="worker")))
+    write("cluster", "kv_over_total", json.dumps(dict(REG_ENTRY, load=dict(
+        REG_ENTRY["load"], kv_used=5000))))
+    write("cluster", "not_json", b'{"id": 1, "host": "a')
+    write("cluster", "key", b"wdeadbeef")
+    write("cluster", "url", b"nats://127.0.0.1:4222,nats://[::1]:4223")
+
+
 # ---------------------------------------------------------------- fuzz_grammar
 
 GRAMMARS = [
@@ -298,6 +324,7 @@ def main():
     wire_seeds()
     trace_seeds()
     cost_seeds()
+    cluster_seeds()
     grammar_seeds()
     model_seeds(dyad)
     tokenizer_seeds()

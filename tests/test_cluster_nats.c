@@ -48,6 +48,7 @@ int main(void)
 #include <unistd.h>
 
 typedef struct {
+    char exe[4096]; /* nats-server */
     pid_t pid;
     int port;
     char dir[64];
@@ -78,16 +79,16 @@ static bool port_open(int port)
     return ok;
 }
 
-static bool have_nats_server(void)
+/* Debian installs nats-server in /usr/sbin, which a user's PATH often lacks. */
+static bool find_nats_server(char path[4096])
 {
-    const char *path = getenv("PATH");
-    char dir[4096];
-    for (const char *p = path ? path : ""; *p;) {
-        size_t n = strcspn(p, ":");
-        snprintf(dir, sizeof dir, "%.*s/nats-server", (int)n, p);
-        if (access(dir, X_OK) == 0)
+    const char *env = getenv("PATH");
+    char dirs[8192];
+    snprintf(dirs, sizeof dirs, "%s:/usr/sbin:/usr/local/sbin", env ? env : "");
+    for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(path, 4096, "%s/nats-server", d);
+        if (access(path, X_OK) == 0)
             return true;
-        p += n + (p[n] == ':');
     }
     return false;
 }
@@ -103,8 +104,8 @@ static void start_server(server *s)
     if (s->pid == 0) {
         FILE *f = freopen(log, "a", stdout);
         if (f && dup2(fileno(f), STDERR_FILENO) >= 0)
-            execlp("nats-server", "nats-server", "-js", "-a", "127.0.0.1", "-p", port, "-sd",
-                   s->dir, (char *)NULL);
+            execl(s->exe, "nats-server", "-js", "-a", "127.0.0.1", "-p", port, "-sd", s->dir,
+                  (char *)NULL);
         _exit(127);
     }
     for (double until = dy_now() + 15; !port_open(s->port); usleep(20000))
@@ -125,6 +126,7 @@ static int setup(void **state)
 {
     server *s = calloc(1, sizeof *s);
     assert_non_null(s);
+    assert_true(find_nats_server(s->exe));
     strcpy(s->dir, "/tmp/dyad-test-nats-XXXXXX");
     assert_non_null(mkdtemp(s->dir));
     s->port = free_port();
@@ -157,13 +159,51 @@ static natsConnection *connect_to(const char *url, double timeout_s)
     return nc;
 }
 
+/* The registry, emptied: each test starts from no entries, whatever an earlier one left. */
 static kvStore *open_registry(natsConnection *nc)
 {
     char err[512] = "";
     kvStore *kv = dy_reg_open(nc, 60, err, sizeof err);
     if (!kv)
         fail_msg("%s", err);
+    int n = 0;
+    dy_reg_item *items = dy_reg_list(kv, 5, &n, err, sizeof err);
+    if (!items)
+        fail_msg("%s", err);
+    for (int i = 0; i < n; i++)
+        assert_int_equal(kvStore_Delete(kv, items[i].key), NATS_OK);
+    free(items);
     return kv;
+}
+
+/* A test's connection, its registry (emptied) and, once started, a watch of it. */
+typedef struct {
+    natsConnection *nc;
+    kvStore *kv;
+    dy_reg_watch *w;
+} session;
+
+static session open_session(const server *s)
+{
+    session x = {.nc = connect_to(s->url, 5)};
+    x.kv = open_registry(x.nc);
+    return x;
+}
+
+static dy_reg_watch *start_watch(session *x)
+{
+    char err[512] = "";
+    x->w = dy_reg_watch_start(x->kv, err, sizeof err);
+    if (!x->w)
+        fail_msg("%s", err);
+    return x->w;
+}
+
+static void close_session(session *x)
+{
+    dy_reg_watch_stop(x->w);
+    kvStore_Destroy(x->kv);
+    dy_nats_close(x->nc);
 }
 
 static dy_reg_entry entry(uint32_t id, int role, double lease_s)
@@ -218,11 +258,10 @@ static const dy_reg_item *find(const dy_reg_item *items, int n, const char *key)
 static void test_put_watch_list_delete(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     dy_reg_entry e = entry(0x1234abcd, DY_ROLE_DECODE, 3), got;
     e.draining = true;
     put(kv, &e);
@@ -260,23 +299,19 @@ static void test_put_watch_list_delete(void **state)
     /* nothing more: a quiet watch times out with 0 */
     dy_reg_change kind;
     assert_int_equal(dy_reg_watch_next(w, 0.2, &kind, &id, &got, err, sizeof err), 0);
-    dy_reg_watch_stop(w);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 /* An entry written before the watch started comes with its age, not the time it arrived. */
 static void test_initial_values_carry_their_age(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     dy_reg_entry e = entry(0x00a9e001, DY_ROLE_PREFILL, 1), got;
     put(kv, &e);
     usleep(1200 * 1000);
-    char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     uint32_t id = 0;
     assert_int_equal(next_change(w, &id, &got), DY_REG_PUT);
     assert_int_equal(id, e.id);
@@ -284,20 +319,17 @@ static void test_initial_values_carry_their_age(void **state)
     double age = dy_reg_watch_age(w);
     if (!(age >= 1.0 && age < 5))
         fail_msg("age %g s, not about 1.2 s", age);
-    dy_reg_watch_stop(w);
     delete(kv, e.id);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 static void test_undecodable_values(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     char err[512] = "";
-    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
-    assert_non_null(w);
+    dy_reg_watch *w = start_watch(&x);
     uint64_t rev;
     dy_reg_change kind;
     uint32_t id;
@@ -335,9 +367,7 @@ static void test_undecodable_values(void **state)
     assert_int_equal(kvStore_Delete(kv, "w0000bad0"), NATS_OK);
     assert_int_equal(kvStore_Delete(kv, "config"), NATS_OK);
     delete(kv, e.id);
-    dy_reg_watch_stop(w);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 /* `dyad cluster status ARGS` (this build's); its stdout (free()) and exit status. */
@@ -361,8 +391,8 @@ static char *run_status(const char *url, const char *extra, int *rc)
 static void test_status_lists_workers(void **state)
 {
     server *s = *state;
-    natsConnection *nc = connect_to(s->url, 5);
-    kvStore *kv = open_registry(nc);
+    session x = open_session(s);
+    kvStore *kv = x.kv;
     dy_reg_entry d = entry(0x0d0d0001, DY_ROLE_DECODE, 30);
     dy_reg_entry p = entry(0x0b0b0002, DY_ROLE_PREFILL, 0.2); /* expires at once */
     put(kv, &d);
@@ -402,8 +432,7 @@ static void test_status_lists_workers(void **state)
     free(out);
     delete(kv, d.id);
     delete(kv, p.id);
-    kvStore_Destroy(kv);
-    dy_nats_close(nc);
+    close_session(&x);
 }
 
 static void test_closed_port_fails_in_time(void **state)
@@ -471,6 +500,8 @@ static void test_reconnects_after_a_restart(void **state)
     natsConnection *nc = dy_nats_connect(&o, err, sizeof err);
     assert_non_null(nc);
     kvStore *kv = open_registry(nc);
+    dy_reg_watch *w = dy_reg_watch_start(kv, err, sizeof err);
+    assert_non_null(w);
     stop_server(s);
     assert_true(wait_for(&c, &c.downs));
     start_server(s);
@@ -486,6 +517,17 @@ static void test_reconnects_after_a_restart(void **state)
         fail_msg("%s", err);
     assert_non_null(find(items, n, "w00ee0001"));
     free(items);
+    /* a watch started before the restart goes on: a frontend keeps seeing its workers */
+    uint32_t id = 0;
+    dy_reg_entry got;
+    dy_reg_change kind = 0;
+    int rc = 0;
+    for (until = dy_now() + 10; rc == 0 && dy_now() < until;)
+        rc = dy_reg_watch_next(w, 1, &kind, &id, &got, err, sizeof err);
+    if (rc != 1 || kind != DY_REG_PUT || id != e.id)
+        fail_msg("the watch after a restart: %d, kind %d, id %08x (%s)", rc, (int)kind,
+                 (unsigned)id, err);
+    dy_reg_watch_stop(w);
     kvStore_Destroy(kv);
     dy_nats_close(nc);
     pthread_mutex_lock(&c.mu);
@@ -496,7 +538,8 @@ static void test_reconnects_after_a_restart(void **state)
 
 int main(void)
 {
-    if (!have_nats_server())
+    char exe[4096];
+    if (!find_nats_server(exe))
         return unavailable("nats-server is not installed");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_watch_list_delete),

@@ -347,6 +347,13 @@ static void test_nats_urls(void **state)
     memcpy(huge + sizeof huge - 6, ":4222", 6);
     assert_false(dy_nats_url_check(huge, err, sizeof err));
     assert_non_null(strstr(err, "longer than"));
+    char list[1024] = "";
+    for (int i = 0; i < 33; i++)
+        strcat(list, i ? ",nats://h:4222" : "nats://h:4222");
+    assert_false(dy_nats_url_check(list, err, sizeof err)); /* 33 servers */
+    assert_non_null(strstr(err, "more than 32 servers"));
+    list[strlen(list) - strlen(",nats://h:4222")] = 0;
+    assert_true(dy_nats_url_check(list, err, sizeof err));
 }
 
 int main(void)

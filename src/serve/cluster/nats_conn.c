@@ -8,6 +8,7 @@
 #include <string.h>
 
 #define URL_MAX 1024
+#define MAX_SERVERS 32 /* in one URL list */
 #define SCHEME "nats://"
 
 static bool host_char(char c)
@@ -79,8 +80,13 @@ bool dy_nats_url_check(const char *url, char *err, size_t errlen)
         snprintf(err, errlen, "the URL is longer than %d bytes", URL_MAX);
         return false;
     }
+    int max_commas = MAX_SERVERS - 1;
     for (const char *s = url;;) { /* one server, or several separated by commas */
         const char *comma = strchr(s, ',');
+        if (comma && --max_commas < 0) {
+            snprintf(err, errlen, "more than %d servers", MAX_SERVERS);
+            return false;
+        }
         size_t n = comma ? (size_t)(comma - s) : strlen(s);
         if (!check_one(s, n, err, errlen))
             return false;
@@ -147,9 +153,22 @@ static void on_closed(natsConnection *nc, void *closure)
     free(closure);
 }
 
+/* The servers of a checked URL list, split at its commas. */
+static natsStatus set_servers(natsOptions *opts, const char *url)
+{
+    char store[URL_MAX + 1];
+    const char *servers[MAX_SERVERS];
+    int n = 0;
+    snprintf(store, sizeof store, "%s", url);
+    for (char *save = NULL, *tok = strtok_r(store, ",", &save); tok && n < MAX_SERVERS;
+         tok = strtok_r(NULL, ",", &save))
+        servers[n++] = tok;
+    return natsOptions_SetServers(opts, servers, n); /* it copies them */
+}
+
 static natsStatus set_options(natsOptions *opts, const dy_nats_opts *o, conn_state *c)
 {
-    natsStatus s = natsOptions_SetURL(opts, o->url);
+    natsStatus s = set_servers(opts, o->url);
     if (s == NATS_OK && o->name)
         s = natsOptions_SetName(opts, o->name);
     /* The first connection is ours to retry (with a line per failed try); once connected the
@@ -189,9 +208,14 @@ static natsConnection *connect_loop(natsOptions *opts, const dy_nats_opts *o, ch
     const char *who = o->who ? o->who : "dyad";
     double deadline = dy_now() + (o->timeout_s > 0 ? o->timeout_s : 0);
     double wait = BACKOFF_FIRST_S;
+    int servers = 1; /* a try goes through every server of the list, each with the timeout */
+    for (const char *p = o->url; (p = strchr(p, ',')); p++)
+        servers++;
     for (int attempt = 1;; attempt++) {
         double left = deadline - dy_now();
-        double try_s = o->timeout_s > 0 ? fmin(TRY_MAX_S, fmax(left, 0.05)) : TRY_MAX_S;
+        double try_s = TRY_MAX_S;
+        if (o->timeout_s > 0)
+            try_s = fmin(TRY_MAX_S, fmax(left / servers, 0.05));
         natsConnection *nc = NULL;
         natsStatus s = natsOptions_SetTimeout(opts, (int64_t)ceil(try_s * 1e3));
         if (s == NATS_OK)

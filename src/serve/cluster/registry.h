@@ -60,7 +60,7 @@ int dy_reg_encode(const dy_reg_entry *e, char *out, size_t cap);
  * type and in range (role, kv_type and kv_transfer by name; strings within DY_REG_MAX_STR;
  * lease_s in (0, 3600]). false with a message naming the field in err. */
 bool dy_reg_decode(const void *value, size_t len, dy_reg_entry *e, char *err, size_t errlen);
-/* Whether key names a worker entry ("w" + 8 hex digits) and, if so, its id. */
+/* Whether key names a worker entry ("w" + 8 lowercase hex digits) and, if so, its id. */
 bool dy_reg_parse_key(const char *key, uint32_t *id);
 /* The entry as a new JSON object (what dy_reg_encode writes; `dyad cluster status --json`
  * shows it); NULL if memory ran out or role, kv_type or kv_transfer has no name. */
@@ -70,6 +70,16 @@ const char *dy_reg_role_name(int role);
 /* The lease of an entry last written age_s ago, for people: "renewed 0.8 s ago / lease 3 s",
  * or "EXPIRED 12.0 s ago (lease 3 s)" once age_s is past lease_s. Whether it expired. */
 bool dy_reg_lease_state(double age_s, double lease_s, char *out, size_t cap);
+
+/* One entry of the bucket as dy_reg_list (below) found it. */
+typedef struct {
+    char key[DY_REG_MAX_STR + 1];
+    uint32_t id;          /* when the key is a worker's */
+    bool ok;              /* decoded: e holds it; otherwise why says why not */
+    dy_reg_entry e;
+    char why[256];
+    double age_s;         /* since it was written, as dy_reg_watch_age */
+} dy_reg_item;
 
 #ifdef DYAD_HAVE_NATS
 #include <nats/nats.h>
@@ -105,15 +115,6 @@ bool dy_reg_watch_synced(const dy_reg_watch *w);
 double dy_reg_watch_age(const dy_reg_watch *w);
 void dy_reg_watch_stop(dy_reg_watch *w);
 
-/* One entry of the bucket as dy_reg_list found it. */
-typedef struct {
-    char key[DY_REG_MAX_STR + 1];
-    uint32_t id;          /* when the key is a worker's */
-    bool ok;              /* decoded: e holds it; otherwise why says why not */
-    dy_reg_entry e;
-    char why[256];
-    double age_s;         /* since it was written, as dy_reg_watch_age */
-} dy_reg_item;
 /* Every entry in the bucket now, in key order (*n of them; free() the array), the ones that do
  * not decode included with their reason. NULL with the reason in err when the server did not
  * list them all within timeout_s. */

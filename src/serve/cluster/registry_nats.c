@@ -42,9 +42,14 @@ kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen
         *missing = true;
     if (s == NATS_NOT_FOUND)
         snprintf(err, errlen, "the bucket " DY_REG_BUCKET " does not exist yet");
-    else if (s != NATS_OK)
-        nats_fail(s, "the bucket " DY_REG_BUCKET " (is JetStream on: nats-server -js?)", err,
-                  errlen);
+    else if (s != NATS_OK) {
+        char why[256];
+        dy_nats_reason(s, why, sizeof why);
+        /* A server without JetStream has nobody answering its API subjects. */
+        snprintf(err, errlen, "the bucket " DY_REG_BUCKET ": %s%s", why,
+                 s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT
+                     ? " (is JetStream on? nats-server -js)" : "");
+    }
     jsCtx_Destroy(js); /* the store holds its own reference to the context */
     return s == NATS_OK ? kv : NULL;
 }
