@@ -21,6 +21,9 @@ import sys
 import tempfile
 import time
 
+# Debian installs nats-server in /usr/sbin, which a user's PATH often lacks.
+NATS_SERVER = shutil.which("nats-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin")
+
 import benchlib
 from benchlib import ROOT
 
@@ -53,7 +56,7 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="dyad-overhead-")
         port = free_port()
         self.url = f"nats://127.0.0.1:{port}"
-        self.nats = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p", str(port),
+        self.nats = subprocess.Popen([NATS_SERVER, "-js", "-a", "127.0.0.1", "-p", str(port),
                                       "-sd", os.path.join(self.dir, "js")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
@@ -104,7 +107,7 @@ def run(dyad, arm, margs, conc, vocab, seed):
 
 def main():
     dyad = benchlib.dyad_binary()
-    if not shutil.which("nats-server"):
+    if not NATS_SERVER:
         sys.exit("bench/cluster_overhead.py: needs nats-server (scripts/install-deps.sh)")
     margs = model_args(dyad)
     vocab = 512 if QUICK else 32000

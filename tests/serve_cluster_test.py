@@ -25,6 +25,9 @@ import sys
 import tempfile
 import time
 
+# Debian installs nats-server in /usr/sbin, which a user's PATH often lacks.
+NATS_SERVER = shutil.which("nats-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin")
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dyad_http import MODEL, Server, skip  # noqa: E402
 
@@ -48,7 +51,7 @@ class Nats:
         self.port = free_port()
         self.url = f"nats://127.0.0.1:{self.port}"
         self.log = open(os.path.join(self.dir, "nats.log"), "w+")
-        self.proc = subprocess.Popen(["nats-server", "-js", "-a", "127.0.0.1", "-p",
+        self.proc = subprocess.Popen([NATS_SERVER, "-js", "-a", "127.0.0.1", "-p",
                                       str(self.port), "-sd", os.path.join(self.dir, "js")],
                                      stdout=self.log, stderr=subprocess.STDOUT)
         for _ in range(100):
@@ -113,7 +116,7 @@ def streamed(s, prompt, max_tokens=30):
 
 
 def main():
-    if not shutil.which("nats-server"):
+    if not NATS_SERVER:
         skip("nats-server is not installed")
     r = subprocess.run([DYAD, "serve", "--cluster", "nats://127.0.0.1:1", "--cluster-timeout",
                         "0", "--port", "0"], capture_output=True, text=True, timeout=60)

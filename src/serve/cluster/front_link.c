@@ -182,15 +182,13 @@ static void let_go(member *m, const char *why)
         if (m->pump_on)
             pthread_join(m->pump, NULL);
         m->pump_on = false;
-        natsSubscription_Unsubscribe(m->sub_out);
-        natsSubscription_Unsubscribe(m->sub_inbox);
+        /* The callbacks' writes fail at once on the shut socket; none runs after this. */
+        dy_nats_unsubscribe(&m->sub_out, 2);
+        dy_nats_unsubscribe(&m->sub_inbox, 2);
         pthread_mutex_lock(&m->wmu);
         close(m->fd);
         m->fd = -1;
         pthread_mutex_unlock(&m->wmu);
-        natsSubscription_Destroy(m->sub_out);
-        natsSubscription_Destroy(m->sub_inbox);
-        m->sub_out = m->sub_inbox = NULL;
     }
     m->state = M_GONE;
     m->gone_at = dy_now();
@@ -460,12 +458,9 @@ void dy_front_link_stop(dy_front_link *l)
     pthread_join(l->watcher, NULL);
     dy_reg_watch_stop(l->watch);
     kvStore_Destroy(l->kv);
-    dy_nats_close(l->nc); /* after it no callback runs: the members can go */
-    for (int i = 0; i < MAX_MEMBERS; i++) {
-        natsSubscription_Destroy(l->m[i].sub_out);
-        natsSubscription_Destroy(l->m[i].sub_inbox);
+    dy_nats_close(l->nc); /* every member was let go: their subscriptions have ended */
+    for (int i = 0; i < MAX_MEMBERS; i++)
         pthread_mutex_destroy(&l->m[i].wmu);
-    }
     pthread_mutex_destroy(&l->mu);
     free(l);
 }

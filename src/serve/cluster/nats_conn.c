@@ -274,3 +274,14 @@ void dy_nats_close(natsConnection *nc)
     natsConnection_Destroy(nc);
 }
 #endif
+
+void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s)
+{
+    if (!*sub)
+        return;
+    if (natsSubscription_Drain(*sub) != NATS_OK ||
+        natsSubscription_WaitForDrainCompletion(*sub, (int64_t)(timeout_s * 1e3)) != NATS_OK)
+        natsSubscription_Unsubscribe(*sub);
+    natsSubscription_Destroy(*sub);
+    *sub = NULL;
+}

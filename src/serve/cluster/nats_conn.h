@@ -37,6 +37,11 @@ void dy_nats_close(natsConnection *nc);
 /* natsStatus_GetText(s), with the calling thread's last error from the client when it
  * belongs to s and says more ("Not Found (stream not found)"). */
 void dy_nats_reason(natsStatus s, char *out, size_t cap);
+/* Ends an asynchronous subscription so that none of its callbacks runs after it returns (their
+ * closure may go then): drained and waited for, up to timeout_s; if the connection cannot
+ * drain (it is down), unsubscribed, which stops new deliveries. Then destroyed. NULL is fine;
+ * *sub is set to NULL. */
+void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s);
 #endif
 
 #endif

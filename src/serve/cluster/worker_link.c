@@ -455,19 +455,15 @@ static bool subscribe(wlink *l, char *err, size_t errlen)
     return s == NATS_OK;
 }
 
+/* No callback runs after this: they use l, which lives on dy_cluster_worker_run's stack. */
 static void unsubscribe(wlink *l)
 {
-    if (l->sub_in)
-        natsSubscription_Unsubscribe(l->sub_in);
-    if (l->sub_hello)
-        natsSubscription_Unsubscribe(l->sub_hello);
-    /* A callback may still be running: destroyed once the connection has closed. */
+    dy_nats_unsubscribe(&l->sub_in, 2);
+    dy_nats_unsubscribe(&l->sub_hello, 2);
 }
 
 static void free_link(wlink *l)
 {
-    natsSubscription_Destroy(l->sub_in);
-    natsSubscription_Destroy(l->sub_hello);
     dy_hashmap_free(&l->routes);
     for (int i = 0; i < l->n_inboxes; i++)
         free(l->inboxes[i]);
