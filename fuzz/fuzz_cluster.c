@@ -7,9 +7,14 @@
  * ("role: ...", "load.kv_used: ..."); an accepted one is in the ranges registry.h promises and
  * encodes to a value that decodes to the same entry; a key that parses is exactly what
  * dy_reg_key writes for its id; a refused URL has a message.
+ * The same bytes are also a NATS message carrying a frame (serve/cluster/frames.h), checked in
+ * either direction as the worker and frontend links check each one they receive: an accepted
+ * one holds exactly one frame of a type that travels that way; the ids that route it are read
+ * without a crash; a refused one has a message.
  *   ./build-fuzz/fuzz_cluster -max_total_time=600 build-fuzz/corpus-cluster fuzz/corpus-cluster */
 #include "harness.h"
 #include "kv/kv_pool.h"
+#include "serve/cluster/frames.h"
 #include "serve/cluster/nats_conn.h"
 #include "serve/cluster/registry.h"
 
@@ -103,9 +108,29 @@ static void check_key_and_url(const char *s)
         fz_check(err[0] != 0, "a URL refused without a message");
 }
 
+static void check_frame(const uint8_t *data, size_t size, dy_frame_dir dir)
+{
+    char err[512] = "";
+    dy_msg_type t;
+    if (!dy_cluster_frame_check(data, size, dir, &t, err, sizeof err)) {
+        fz_check(err[0] != 0, "a frame refused without a message");
+        return;
+    }
+    uint32_t len;
+    fz_check(dy_wire_header(data, &t, &len, err, sizeof err) &&
+             (size_t)len + DY_WIRE_HEADER == size, "an accepted message is not one frame");
+    uint64_t first;
+    uint32_t n;
+    dy_cluster_frame_ids(data, size, &first, &n);
+    fz_check(t != DY_MSG_REQUEST || (n >= 1 && n <= DY_WIRE_MAX_SAMPLES),
+             "a request routes %u samples", (unsigned)n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     check_value(data, size);
+    check_frame(data, size, DY_TO_WORKER);
+    check_frame(data, size, DY_TO_FRONTEND);
     char *s = malloc(size + 1);
     if (!s)
         return 0;

@@ -161,8 +161,9 @@ def wire_bytes(s):
     return struct.pack("<I", len(s)) + s
 
 
-def wire_seeds():
-    fresh("wire")
+def wire_frames():
+    """One valid frame of a few types, by name: fuzz_wire's seeds, and fuzz_cluster's (a NATS
+    message carries one frame)."""
     hello = struct.pack("<IIQIIIIBI", 0, 1234, 0xABCDEF, 512, 512, 64, 16, 2, 4096)
     hello += wire_bytes(b"dyad-kv-1234-0") + wire_bytes(b"127.0.0.1:7411")
     request = struct.pack("<QIfffiQIIBBBBBQI", 1, 16, 0.8, 0.95, 0.0, 40, 7, 0, 2, 0, 1, 2, 1, 0,
@@ -171,14 +172,18 @@ def wire_seeds():
     token = struct.pack("<QifB", 1, 42, -0.5, 1) + struct.pack("<if", 43, -1.5) + wire_bytes(b"ab")
     cancel = struct.pack("<Q", 1)
     hold = struct.pack("<QIB", 0x5E55, 2000, 0)
-    write("wire", "hello", wire_frame(1, hello))
-    write("wire", "request", wire_frame(2, request))
-    write("wire", "cancel", wire_frame(3, cancel))
-    write("wire", "hold", wire_frame(17, hold))
-    write("wire", "token", wire_frame(4, token))
-    write("wire", "stream", wire_frame(2, request) + wire_frame(4, token) + wire_frame(7, b""))
+    return {"hello": wire_frame(1, hello), "request": wire_frame(2, request),
+            "cancel": wire_frame(3, cancel), "hold": wire_frame(17, hold),
+            "token": wire_frame(4, token), "short": wire_frame(2, request[:20])}
+
+
+def wire_seeds():
+    fresh("wire")
+    f = wire_frames()
+    for name in ("hello", "request", "cancel", "hold", "token", "short"):
+        write("wire", name, f[name])
+    write("wire", "stream", f["request"] + f["token"] + wire_frame(7, b""))
     write("wire", "bad_version", struct.pack("<IHHI", WIRE_MAGIC, 99, 2, 0))
-    write("wire", "short", wire_frame(2, request[:20]))
 
 
 # ---------------------------------------------------------------- fuzz_trace: workload files
@@ -242,6 +247,8 @@ def cluster_seeds():
     write("cluster", "not_json", b'{"id": 1, "host": "a')
     write("cluster", "key", b"wdeadbeef")
     write("cluster", "url", b"nats://127.0.0.1:4222,nats://[::1]:4223")
+    for name, frame in wire_frames().items():  # what the links carry
+        write("cluster", "frame_" + name, frame)
 
 
 # ---------------------------------------------------------------- fuzz_grammar
