@@ -54,6 +54,7 @@ typedef struct member {
     char key[DY_REG_KEY_LEN + 1];
     char incarnation[DY_REG_MAX_STR + 1];
     bool refused;            /* this incarnation differs from the frontend: not used */
+    bool said_full;          /* "all slots are taken" was logged for this stay */
     bool draining;
     double last_write;       /* dy_now() when its entry was last written */
     double lease_s;
@@ -162,7 +163,7 @@ static member *take(dy_front_link *l, uint32_t id, double now)
             m->id = id;
             dy_reg_key(id, m->key);
             m->incarnation[0] = 0;
-            m->refused = m->draining = false;
+            m->refused = m->draining = m->said_full = false;
             m->dropped = 0;
             return m;
         }
@@ -297,7 +298,9 @@ static void attach(dy_front_link *l, member *m, const dy_reg_entry *e)
     m->pump_ended = false;
     int slot = dy_fleet_attach(l->fleet, sv[0], h.role, err, sizeof err);
     if (slot < 0) {
-        fprintf(stderr, "dyad serve: cannot take worker %s: %s\n", m->key, err);
+        if (!m->said_full) /* tried again at each renewal: said once */
+            fprintf(stderr, "dyad serve: cannot take worker %s: %s\n", m->key, err);
+        m->said_full = true;
         close(sv[0]);
         close(sv[1]);
         m->fd = -1;
