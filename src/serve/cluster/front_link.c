@@ -328,8 +328,13 @@ static void on_put(dy_front_link *l, const dy_reg_entry *e, double now, double w
         return; /* expired already: nothing to attach (its key may still be let go) */
     member *m = find(l, e->id);
     if (m && strcmp(m->incarnation, e->incarnation) != 0 && m->incarnation[0]) {
+        /* The key's member is used again for the new process: had another been taken, find
+         * would go on returning this one, with the old incarnation, and every renewal would
+         * attach the worker once more. */
         let_go(m, "started again as a new process");
-        m = NULL;
+        m->state = M_SEEN;
+        m->refused = m->draining = false;
+        m->dropped = 0;
     }
     if (m && m->state == M_GONE)
         m->state = M_SEEN; /* came back (a partition healed): a new stay */
