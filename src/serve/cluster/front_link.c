@@ -408,6 +408,24 @@ static void check_members(dy_front_link *l, double now)
     }
 }
 
+/* One change of the watch (rc as dy_reg_watch_next returned it). */
+static void take_change(dy_front_link *l, int rc, dy_reg_change kind, uint32_t id,
+                        const dy_reg_entry *e, const char *err, uint64_t *errors)
+{
+    const double now = dy_now();
+    if (rc > 0 && kind == DY_REG_PUT) {
+        /* Judged by when the server stored it: an entry among the initial values may be a
+         * dead worker's, long past its lease. */
+        on_put(l, e, now, now - dy_reg_watch_age(l->watch));
+    } else if (rc > 0) {
+        member *m = find(l, id);
+        if (m && m->state != M_GONE)
+            let_go(m, "left the cluster");
+    } else if (rc < 0 && (++*errors <= 5 || *errors % 1000 == 0)) {
+        fprintf(stderr, "dyad serve: the registry: %s\n", err);
+    }
+}
+
 static void *watcher_main(void *arg)
 {
     dy_front_link *l = arg;
@@ -423,19 +441,15 @@ static void *watcher_main(void *arg)
         dy_reg_entry e;
         char err[512];
         int rc = dy_reg_watch_next(l->watch, 0.2, &kind, &id, &e, err, sizeof err);
-        const double now = dy_now();
-        if (rc > 0 && kind == DY_REG_PUT) {
-            /* Judged by when the server stored it: an entry among the initial values may
-             * be a dead worker's, long past its lease. */
-            on_put(l, &e, now, now - dy_reg_watch_age(l->watch));
-        } else if (rc > 0) {
-            member *m = find(l, id);
-            if (m && m->state != M_GONE)
-                let_go(m, "left the cluster");
-        } else if (rc < 0 && (++errors <= 5 || errors % 1000 == 0)) {
-            fprintf(stderr, "dyad serve: the registry: %s\n", err);
+        take_change(l, rc, kind, id, &e, err, &errors);
+        /* What came in meanwhile is taken before any lease is judged: an attach waits up
+         * to HELLO_TIMEOUT_MS for the worker's HELLO, and the renewals the others wrote
+         * then are still in the watch, not yet in their last_write. */
+        for (int k = 0; rc != 0 && k < 4 * MAX_MEMBERS; k++) {
+            rc = dy_reg_watch_next(l->watch, 0, &kind, &id, &e, err, sizeof err);
+            take_change(l, rc, kind, id, &e, err, &errors);
         }
-        check_members(l, now);
+        check_members(l, dy_now());
     }
     for (int i = 0; i < MAX_MEMBERS; i++)
         if (l->m[i].state == M_ATTACHED)
