@@ -64,8 +64,10 @@ typedef struct member {
     natsSubscription *sub_out, *sub_inbox;
     pthread_mutex_t wmu;     /* fd, for the callbacks' writes */
     int fd;                  /* our end of its socket pair; -1 */
+    uint64_t conn;           /* the connection's reconnect count when it was attached */
     pthread_t pump;
     bool pump_on, pump_ended;
+    bool unheard;            /* NATS said a frame we sent it reached no subscriber */
     uint64_t dropped;
 } member;
 
@@ -76,7 +78,7 @@ struct dy_front_link {
     kvStore *kv;
     dy_reg_watch *watch;
     pthread_t watcher;
-    pthread_mutex_t mu;      /* stop, and each member's pump_ended */
+    pthread_mutex_t mu;      /* stop, and each member's pump_ended and unheard */
     bool stop;
     member m[MAX_MEMBERS];
 };
@@ -89,15 +91,26 @@ static void write_in(member *m, natsMsg *msg, const char *from)
     const size_t len = (size_t)natsMsg_GetDataLength(msg);
     char err[256];
     dy_msg_type t;
+    if (natsMsg_IsNoResponders(msg)) {
+        /* NATS's answer to a frame of ours that reached no subscriber of the worker (it is
+         * away, reconnecting): the frame is lost, and its sequence would wait for ever. */
+        pthread_mutex_lock(&m->link->mu);
+        m->unheard = true;
+        pthread_mutex_unlock(&m->link->mu);
+        natsMsg_Destroy(msg);
+        return;
+    }
     pthread_mutex_lock(&m->wmu);
     if (!dy_cluster_frame_check(data, len, DY_TO_FRONTEND, &t, err, sizeof err)) {
         uint64_t k = ++m->dropped;
         if (k <= 5 || k % 1000 == 0)
             fprintf(stderr, "dyad serve: dropped a malformed frame from worker %s on %s (%s; "
                     "%llu so far)\n", m->key, from, err, (unsigned long long)k);
-    } else if (m->fd >= 0) {
+    } else if (m->fd >= 0 && dy_nats_reconnects(m->link->nc) == m->conn) {
         dy_write_all(m->fd, data, len); /* a closed socket: the watcher is letting it go */
     }
+    /* Not written after a reconnect: what the worker sent while we were away is lost, so
+     * its sequences' streams have holes; the watcher lets it go (check_members). */
     pthread_mutex_unlock(&m->wmu);
     natsMsg_Destroy(msg);
 }
@@ -295,7 +308,10 @@ static void attach(dy_front_link *l, member *m, const dy_reg_entry *e)
     snprintf(m->subj_out, sizeof m->subj_out, "dyad.w.%s.out", m->key);
     snprintf(m->inbox, sizeof m->inbox, "dyad.f.%08x.%s", l->o.frontend_id, m->key);
     m->fd = sv[1];
-    m->pump_ended = false;
+    pthread_mutex_lock(&l->mu);
+    m->pump_ended = m->unheard = false;
+    pthread_mutex_unlock(&l->mu);
+    m->conn = dy_nats_reconnects(l->nc);
     int slot = dy_fleet_attach(l->fleet, sv[0], h.role, err, sizeof err);
     if (slot < 0) {
         if (!m->said_full) /* tried again at each renewal: said once */
@@ -315,10 +331,10 @@ static void attach(dy_front_link *l, member *m, const dy_reg_entry *e)
         return;
     }
     m->pump_on = true;
-    fprintf(stderr, "dyad serve: worker %d is %s (%s: %s on %s, pid %u, %u threads)\n", slot,
-            m->key, h.role == DY_ROLE_PREFILL ? "prefill" : h.role == DY_ROLE_DECODE ? "decode"
-                                                                                     : "agg",
-            e->model, e->host, e->pid, e->threads);
+    fprintf(stderr, "dyad serve: worker %d is %s (%s: %s on %s, pid %u, %u threads, "
+            "incarnation %.8s)\n", slot, m->key,
+            h.role == DY_ROLE_PREFILL ? "prefill" : h.role == DY_ROLE_DECODE ? "decode" : "agg",
+            e->model, e->host, e->pid, e->threads, e->incarnation);
     if (e->draining)
         dy_fleet_detaching(l->fleet, slot);
 }
@@ -329,8 +345,14 @@ static void on_put(dy_front_link *l, const dy_reg_entry *e, double now, double w
         return; /* expired already: nothing to attach (its key may still be let go) */
     member *m = find(l, e->id);
     if (m && strcmp(m->incarnation, e->incarnation) != 0 && m->incarnation[0]) {
-        let_go(m, "started again as a new process");
-        m = NULL;
+        /* The key's member is used again for the new process: had another been taken, find
+         * would go on returning this one, with the old incarnation, and every renewal would
+         * attach the worker once more. */
+        let_go(m, "registered again as a new incarnation (a new process, or it reconnected to "
+                  "NATS)");
+        m->state = M_SEEN;
+        m->refused = m->draining = false;
+        m->dropped = 0;
     }
     if (m && m->state == M_GONE)
         m->state = M_SEEN; /* came back (a partition healed): a new stay */
@@ -352,26 +374,56 @@ static void on_put(dy_front_link *l, const dy_reg_entry *e, double now, double w
         attach(l, m, e);
 }
 
-/* Leases past due, and members whose slot ended their stay (the fleet found them silent). */
+/* Leases past due, members whose slot ended their stay (the fleet found them silent), and
+ * members attached before this frontend's connection to NATS last broke: frames to and from
+ * them were lost meanwhile (core NATS keeps nothing for a subscriber that is away), so their
+ * sequences end here (rerun if they had not started, else a clear error) and they are
+ * attached again at their next renewal. */
 static void check_members(dy_front_link *l, double now)
 {
+    const uint64_t conn = dy_nats_reconnects(l->nc);
     for (int i = 0; i < MAX_MEMBERS; i++) {
         member *m = &l->m[i];
         if (m->state != M_ATTACHED && m->state != M_SEEN)
             continue;
         pthread_mutex_lock(&l->mu);
         const bool ended = m->state == M_ATTACHED && m->pump_ended;
+        const bool unheard = m->state == M_ATTACHED && m->unheard;
         pthread_mutex_unlock(&l->mu);
         if (now - m->last_write > m->lease_s) {
             char why[128];
             snprintf(why, sizeof why, "has not renewed its lease for %.1f s: letting it go",
                      now - m->last_write);
             let_go(m, why);
-        } else if (ended) {
-            let_go(m, NULL);
+        } else if (ended || unheard || (m->state == M_ATTACHED && m->conn != conn)) {
+            let_go(m, ended     ? NULL
+                      : unheard ? "did not get a frame this frontend sent (NATS found no "
+                                  "subscriber: it is away): letting it go until it renews its "
+                                  "lease"
+                                : "was cut off while this frontend reconnected to NATS (frames "
+                                  "may have been lost): letting it go until it renews its "
+                                  "lease");
             m->incarnation[0] = 0; /* its next renewal attaches it again */
             m->state = M_SEEN;
         }
+    }
+}
+
+/* One change of the watch (rc as dy_reg_watch_next returned it). */
+static void take_change(dy_front_link *l, int rc, dy_reg_change kind, uint32_t id,
+                        const dy_reg_entry *e, const char *err, uint64_t *errors)
+{
+    const double now = dy_now();
+    if (rc > 0 && kind == DY_REG_PUT) {
+        /* Judged by when the server stored it: an entry among the initial values may be a
+         * dead worker's, long past its lease. */
+        on_put(l, e, now, now - dy_reg_watch_age(l->watch));
+    } else if (rc > 0) {
+        member *m = find(l, id);
+        if (m && m->state != M_GONE)
+            let_go(m, "left the cluster");
+    } else if (rc < 0 && (++*errors <= 5 || *errors % 1000 == 0)) {
+        fprintf(stderr, "dyad serve: the registry: %s\n", err);
     }
 }
 
@@ -390,19 +442,15 @@ static void *watcher_main(void *arg)
         dy_reg_entry e;
         char err[512];
         int rc = dy_reg_watch_next(l->watch, 0.2, &kind, &id, &e, err, sizeof err);
-        const double now = dy_now();
-        if (rc > 0 && kind == DY_REG_PUT) {
-            /* Judged by when the server stored it: an entry among the initial values may
-             * be a dead worker's, long past its lease. */
-            on_put(l, &e, now, now - dy_reg_watch_age(l->watch));
-        } else if (rc > 0) {
-            member *m = find(l, id);
-            if (m && m->state != M_GONE)
-                let_go(m, "left the cluster");
-        } else if (rc < 0 && (++errors <= 5 || errors % 1000 == 0)) {
-            fprintf(stderr, "dyad serve: the registry: %s\n", err);
+        take_change(l, rc, kind, id, &e, err, &errors);
+        /* What came in meanwhile is taken before any lease is judged: an attach waits up
+         * to HELLO_TIMEOUT_MS for the worker's HELLO, and the renewals the others wrote
+         * then are still in the watch, not yet in their last_write. */
+        for (int k = 0; rc != 0 && k < 4 * MAX_MEMBERS; k++) {
+            rc = dy_reg_watch_next(l->watch, 0, &kind, &id, &e, err, sizeof err);
+            take_change(l, rc, kind, id, &e, err, &errors);
         }
-        check_members(l, now);
+        check_members(l, dy_now());
     }
     for (int i = 0; i < MAX_MEMBERS; i++)
         if (l->m[i].state == M_ATTACHED)

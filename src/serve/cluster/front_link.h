@@ -7,9 +7,12 @@
  * subject; what comes on that inbox and on dyad.w.<key>.out is written back. Every frame is
  * checked where it comes in (frames.h). A worker is let go — its slot sees the end of its
  * stream, as a death, and the fleet runs its sequences elsewhere or ends them — when its entry
- * is deleted, when it has not been renewed for its lease, or when it registers again as a new
- * process. A worker that differs from the frontend's model is refused with one log line per
- * process. */
+ * is deleted, when it has not been renewed for its lease, when it registers again as a new
+ * incarnation (a new process, or one that reconnected to NATS), when NATS answers a frame
+ * sent to it "no responders", and when this frontend's own connection to NATS broke and came
+ * back: core NATS delivers at most once, so frames may have been lost either way; a worker
+ * let go for these last two is attached again at its next renewal. A worker that differs
+ * from the frontend's model is refused with one log line per process. */
 #ifndef DYAD_CLUSTER_FRONT_LINK_H
 #define DYAD_CLUSTER_FRONT_LINK_H
 

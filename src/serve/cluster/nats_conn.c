@@ -266,6 +266,17 @@ natsConnection *dy_nats_connect(const dy_nats_opts *o, char *err, size_t errlen)
     return nc;
 }
 
+uint64_t dy_nats_reconnects(natsConnection *nc)
+{
+    natsStatistics *st = NULL;
+    uint64_t in_msgs = 0, in_bytes = 0, out_msgs = 0, out_bytes = 0, reconnects = 0;
+    if (natsStatistics_Create(&st) == NATS_OK && natsConnection_GetStats(nc, st) == NATS_OK)
+        natsStatistics_GetCounts(st, &in_msgs, &in_bytes, &out_msgs, &out_bytes, &reconnects);
+    if (st)
+        natsStatistics_Destroy(st);
+    return reconnects;
+}
+
 void dy_nats_close(natsConnection *nc)
 {
     if (!nc)

@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Whether url is a NATS URL this client takes (no connection made); false with why in err. */
 bool dy_nats_url_check(const char *url, char *err, size_t errlen);
@@ -34,6 +35,12 @@ typedef struct {
 natsConnection *dy_nats_connect(const dy_nats_opts *o, char *err, size_t errlen);
 /* Closes and destroys nc (NULL is fine). */
 void dy_nats_close(natsConnection *nc);
+/* How many times nc has reconnected since it was made. Core NATS is at most once: what was
+ * published to a subscription of ours while we were away, or by us to one of a peer that was
+ * away, is gone, so a stream of frames that spans a reconnect may have a hole. Anything that
+ * arrives on the new connection is read after this count went up (the client counts the
+ * reconnect before it reads from the new socket). */
+uint64_t dy_nats_reconnects(natsConnection *nc);
 /* natsStatus_GetText(s), with the calling thread's last error from the client when it
  * belongs to s and says more ("Not Found (stream not found)"). */
 void dy_nats_reason(natsStatus s, char *out, size_t cap);

@@ -34,7 +34,8 @@ typedef struct {
 
 typedef struct {
     uint32_t id;
-    char incarnation[DY_REG_MAX_STR + 1]; /* random per process start, hex */
+    char incarnation[DY_REG_MAX_STR + 1]; /* random per process start (and per reconnect to
+                                           * NATS: worker_link.h), hex */
     char host[DY_REG_MAX_STR + 1];
     uint32_t pid;
     int role;                       /* dy_worker_role (serve/wire/wire.h) */

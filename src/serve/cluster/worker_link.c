@@ -298,15 +298,29 @@ static bool reopen_and_put(wlink *l, const dy_reg_entry *e, char *err, size_t er
     return dy_reg_put(l->kv, e, err, errlen);
 }
 
+static void random_hex(char *out, size_t cap);
+
 static void *renew_main(void *arg)
 {
     wlink *l = arg;
     bool failing = false;
+    uint64_t conn = dy_nats_reconnects(l->nc);
     pthread_mutex_lock(&l->mu);
     while (!l->stopping) {
         if (!l->registered) {
             pthread_cond_wait(&l->changed, &l->mu);
             continue;
+        }
+        /* Reconnected: frames that frontends sent meanwhile are lost (core NATS keeps none
+         * for a subscriber that is away), so the sequences they were part of may wait for
+         * ever. A new incarnation makes every frontend let this worker go (ending those
+         * sequences: rerun, or a clear error) and attach it again. */
+        const uint64_t now_conn = dy_nats_reconnects(l->nc);
+        if (now_conn != conn) {
+            conn = now_conn;
+            random_hex(l->entry.incarnation, sizeof l->entry.incarnation);
+            fprintf(stderr, "dyad worker %s: reconnected to NATS: registering again as a new "
+                    "incarnation (frames sent to it meanwhile may be lost)\n", l->key);
         }
         dy_reg_entry e = l->entry;
         pthread_mutex_unlock(&l->mu);

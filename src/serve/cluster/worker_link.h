@@ -9,7 +9,8 @@
  *   - dyad.w.<key>.hello answers the latest HELLO frame (a frontend that finds the worker in
  *     the registry asks it first);
  *   - the registry entry (registry.h) is written at HELLO and again every lease / 3 with the
- *     load of the latest STATS.
+ *     load of the latest STATS; after a reconnect to NATS with a new incarnation, since what
+ *     frontends sent meanwhile is lost: they let the worker go and attach it again.
  * SIGINT or SIGTERM makes it leave cleanly: the entry says "draining" (frontends place
  * nothing new there), the sequences running finish (up to the drain timeout), the entry is
  * deleted, and the worker ends. */

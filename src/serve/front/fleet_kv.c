@@ -103,7 +103,11 @@ void dy_fleet_on_kv_snapshot(dy_fleet *w, slot *s, const dy_msg_kv_snapshot *m)
 }
 
 /* A load report. Its event sequence number also tells whether a batch went missing: the
- * stream is ordered, so every batch sent before this report has been applied by now. */
+ * stream is ordered, so every batch sent before this report has been applied by now. It also
+ * tells of blocks the index has never heard of: a worker met after it had published (a
+ * cluster worker that this frontend attaches late or again, docs/cluster.md) is asked for a
+ * snapshot now, not at its next batch, which a worker serving only prompts it holds already
+ * may never send. */
 void dy_fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
 {
     pthread_mutex_lock(&w->mu);
@@ -114,8 +118,10 @@ void dy_fleet_on_stats(dy_fleet *w, slot *s, const dy_msg_stats *m)
                            (int64_t)m->kv_blocks_total};
     dy_router_report_load(w->router, s->index, &load);
     dy_kv_index *x = dy_router_index(w->router);
-    if (!w->cfg.worker.no_kv_events && dy_kv_index_worker_state(x, s->index) == DY_KV_WORKER_LIVE &&
-        dy_kv_index_worker_seq(x, s->index) != m->kv_event_seq)
+    const dy_kv_worker_state st = dy_kv_index_worker_state(x, s->index);
+    if (!w->cfg.worker.no_kv_events &&
+        ((st == DY_KV_WORKER_LIVE && dy_kv_index_worker_seq(x, s->index) != m->kv_event_seq) ||
+         (st == DY_KV_WORKER_UNKNOWN && m->kv_event_seq > 0)))
         ask_resync(w, s, DY_RESYNC_GAP);
     pthread_mutex_unlock(&w->mu);
 }
