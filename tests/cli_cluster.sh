@@ -27,7 +27,7 @@ expect_fail "port 0" 2 "the port must be a number from 1 to 65535" st --cluster 
 expect_fail "http URL" 2 "must be nats://HOST:PORT" st --cluster http://h:4222
 expect_fail "a list with a bad URL" 2 "'h2:4222'" st --cluster nats://h:4222,h2:4222
 expect_fail "bad timeout" 2 "--timeout" st --cluster nats://h:4222 --timeout 0
-expect_fail "unknown tool" 2 "unknown tool (status)" "$dyad" cluster stats
+expect_fail "unknown tool" 2 "unknown tool (status, nodes, start, stop)" "$dyad" cluster stats
 "$dyad" cluster status --help >"$tmp/out" && grep -q -- "--timeout" "$tmp/out" && ok ||
   bad "status --help"
 

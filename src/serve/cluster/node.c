@@ -231,12 +231,31 @@ static bool worker_argv(const node *n, uint32_t id, int role, uint32_t threads, 
     return true;
 }
 
+/* A worker id that no worker of this node, nor any entry of the registry, has: `dyad worker
+ * --id` takes at most DY_WORKER_ID_MAX (the embedded fleet's bound), so ids are drawn from
+ * that smaller range and checked. */
+static bool worker_id(node *n, uint32_t *id)
+{
+    for (int tries = 0; tries < 32; tries++) {
+        *id = dy_cluster_random_id() % (uint32_t)DY_WORKER_ID_MAX + 1;
+        char key[DY_REG_KEY_LEN + 1];
+        dy_reg_key(*id, key);
+        kvEntry *ke = NULL;
+        natsStatus s = kvStore_Get(&ke, n->workers, key);
+        kvEntry_Destroy(ke);
+        if (dy_node_find_worker(&n->e, *id) < 0 && s == NATS_NOT_FOUND)
+            return true;
+    }
+    return false;
+}
+
 static void start_worker(node *n, const char *reply, const dy_node_req *q)
 {
     uint32_t id;
-    do
-        id = dy_cluster_random_id();
-    while (dy_node_find_worker(&n->e, id) >= 0);
+    if (!worker_id(n, &id)) {
+        answer_error(n, reply, "no free worker id found in " DY_REG_BUCKET);
+        return;
+    }
     char err[512];
     /* the cores are taken first: the check and the accounting are one */
     if (!dy_node_add_worker(&n->e, id, q->role, q->threads, 1, err, sizeof err)) {
@@ -339,20 +358,23 @@ static void reap(node *n)
         describe_status(st, how, sizeof how);
         int at = dy_node_find_worker(&n->e, c->id);
         unsigned threads = at >= 0 ? (unsigned)n->e.workers[at].threads : 0;
-        if (c->state == C_STARTING) {
-            say(n, "worker w%08x (pid %d) ended before it registered (%s)", (unsigned)c->id,
-                (int)pid, how);
-            answer_error(n, c->reply, "worker w%08x ended before it registered (%s); the "
-                         "node's log says why", (unsigned)c->id, how);
-        } else if (c->state == C_STOPPING) {
-            say(n, "worker w%08x (pid %d) stopped (%s)", (unsigned)c->id, (int)pid, how);
-            if (c->reply[0])
-                answer_worker(n, c->reply, c, how);
-        } else {
-            say(n, "worker w%08x (pid %d) died by itself (%s); its %u core%s free", (unsigned)c->id,
-                (int)pid, how, threads, threads == 1 ? " is" : "s are");
-        }
+        const child was = *c;
+        /* The entry without it is written before anyone hears of the end. */
         forget_child(n, c);
+        renew(n, false);
+        if (was.state == C_STARTING) {
+            say(n, "worker w%08x (pid %d) ended before it registered (%s)", (unsigned)was.id,
+                (int)pid, how);
+            answer_error(n, was.reply, "worker w%08x ended before it registered (%s); the "
+                         "node's log says why", (unsigned)was.id, how);
+        } else if (was.state == C_STOPPING) {
+            say(n, "worker w%08x (pid %d) stopped (%s)", (unsigned)was.id, (int)pid, how);
+            if (was.reply[0])
+                answer_worker(n, was.reply, &was, how);
+        } else {
+            say(n, "worker w%08x (pid %d) died by itself (%s); its %u core%s free",
+                (unsigned)was.id, (int)pid, how, threads, threads == 1 ? " is" : "s are");
+        }
     }
 }
 
