@@ -471,13 +471,19 @@ static void stop_all(node *n)
             n->ch[i].reply[0] = 0;
             stop_child(n, &n->ch[i], NULL);
         }
-    while (n->n_ch > 0) {
+    /* SIGKILL comes at each worker's deadline; past the last one and a grace, whatever was
+     * not reaped is given up on (never a hang). */
+    double until = dy_now() + n->cfg->drain_s + 3 * KILL_GRACE_S;
+    while (n->n_ch > 0 && dy_now() < until) {
         reap(n);
         enforce_bounds(n);
         renew(n, false);
         struct timespec ts = {0, POLL_MS * 1000000L};
         nanosleep(&ts, NULL);
     }
+    if (n->n_ch > 0)
+        say(n, "%d worker%s did not end after SIGKILL; leaving anyway", n->n_ch,
+            n->n_ch == 1 ? "" : "s");
 }
 
 static bool host_name(const dy_node_config *c, char *out, size_t cap)
