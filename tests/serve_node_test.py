@@ -26,7 +26,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server, skip  # noqa: E402
+from dyad_http import Checks, Server, skip  # noqa: E402
 from serve_cluster_test import NATS_SERVER, Nats, ask, status, workers_up  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
@@ -99,20 +99,7 @@ def main():
     node = Node(nats.url, "--cores", "2", "--host-name", "nodeA")
     front = None
     started = []
-    passed = failed = 0
-
-    def check(name, fn):
-        nonlocal passed, failed
-        try:
-            fn()
-            passed += 1
-            print("ok:", name)
-        except Exception:  # noqa: BLE001
-            failed += 1
-            import traceback
-            print("FAIL:", name)
-            traceback.print_exc()
-            print(node.text()[-3000:])
+    check = Checks(lambda: print(node.text()[-3000:]))
 
     def start_within_budget():
         for _ in range(2):
@@ -220,11 +207,11 @@ def main():
                 continue
             rc = s.stop()
             if rc != 0:
-                failed += 1
+                check.failed += 1
                 print("FAIL: server exit status", rc)
         nats.stop()
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    print(f"{check.passed} passed, {check.failed} failed")
+    sys.exit(1 if check.failed else 0)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@
 #include "serve/cluster/node.h"
 #include "serve/cluster/registry.h"
 #include "serve/wire/wire.h"
+#include "util/buf.h"
 #include "util/clock.h"
 
 #include <jansson.h>
@@ -143,6 +144,23 @@ static json_t *item_json(const dy_reg_item *it)
     return o;
 }
 
+/* Prints root (taking it; NULL: it could not be made) indented: 0, or 1 when memory ran
+ * out. */
+static int print_doc(const char *cmd, json_t *root)
+{
+    /* 6 digits: ages and leases for people (the buckets themselves keep every bit) */
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
+    char *text = root ? json_dumps(root, flags) : NULL;
+    json_decref(root);
+    if (!text) {
+        fprintf(stderr, "dyad %s: out of memory\n", cmd);
+        return 1;
+    }
+    printf("%s\n", text);
+    free(text);
+    return 0;
+}
+
 /* 0, or 1 when memory ran out. */
 static int print_json(const status_opts *o, const dy_reg_item *items, int n)
 {
@@ -161,17 +179,7 @@ static int print_json(const status_opts *o, const dy_reg_item *items, int n)
                       : NULL;
     json_decref(workers);
     json_decref(bad);
-    /* 6 digits: ages and leases for people (the registry itself keeps every bit) */
-    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
-    char *text = root ? json_dumps(root, flags) : NULL;
-    json_decref(root);
-    if (!text) {
-        fprintf(stderr, "dyad cluster status: out of memory\n");
-        return 1;
-    }
-    printf("%s\n", text);
-    free(text);
-    return 0;
+    return print_doc("cluster status", root);
 }
 
 #ifdef DYAD_HAVE_NATS
@@ -278,7 +286,8 @@ typedef struct {
 
 typedef struct {
     node_item *items;
-    int n, cap;
+    int n;
+    size_t cap;
 } node_list;
 
 static const char *const role_names[] = {"agg", "prefill", "decode", NULL};
@@ -416,30 +425,15 @@ static int print_nodes_json(const node_opts *o, const node_list *l)
                       : NULL;
     json_decref(nodes);
     json_decref(bad);
-    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6);
-    char *text = root ? json_dumps(root, flags) : NULL;
-    json_decref(root);
-    if (!text) {
-        fprintf(stderr, "dyad cluster nodes: out of memory\n");
-        return 1;
-    }
-    printf("%s\n", text);
-    free(text);
-    return 0;
+    return print_doc("cluster nodes", root);
 }
 
 #ifdef DYAD_HAVE_NATS
 static bool push_node(void *ctx, const char *key, const void *value, size_t len, double age_s)
 {
     node_list *l = ctx;
-    if (l->n == l->cap) {
-        int grown = l->cap ? 2 * l->cap : 8;
-        node_item *p = realloc(l->items, (size_t)grown * sizeof *p);
-        if (!p)
-            return false;
-        l->items = p;
-        l->cap = grown;
-    }
+    if (!dy_array_reserve((void **)&l->items, &l->cap, (size_t)l->n + 1, sizeof *l->items))
+        return false;
     node_item *it = &l->items[l->n++];
     memset(it, 0, sizeof *it);
     snprintf(it->key, sizeof it->key, "%s", key);

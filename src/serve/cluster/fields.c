@@ -184,3 +184,14 @@ json_t *dy_fields_load(const dy_freader *r, const char *what, const void *data, 
     }
     return root;
 }
+
+bool dy_fields_decode(const char *what, const void *data, size_t len, size_t max,
+                      bool (*fn)(const dy_freader *r, const json_t *root, void *out), void *out,
+                      char *err, size_t errlen)
+{
+    dy_freader r = {err, errlen, ""};
+    json_t *root = dy_fields_load(&r, what, data, len, max);
+    bool ok = root && fn(&r, root, out);
+    json_decref(root);
+    return ok;
+}

@@ -57,4 +57,10 @@ bool dy_field_printable(const char *s, size_t n);
 json_t *dy_fields_load(const dy_freader *r, const char *what, const void *data, size_t len,
                        size_t max);
 
+/* Loads one object as dy_fields_load and decodes it with fn(r, root, out): what fn returns
+ * (false also when it did not load), with the refusal in err. */
+bool dy_fields_decode(const char *what, const void *data, size_t len, size_t max,
+                      bool (*fn)(const dy_freader *r, const json_t *root, void *out), void *out,
+                      char *err, size_t errlen);
+
 #endif

@@ -149,8 +149,9 @@ static bool read_worker(const dy_freader *r, const json_t *v, int i, dy_node_ent
     return true;
 }
 
-static bool decode_entry(const dy_freader *r, const json_t *root, dy_node_entry *e)
+static bool decode_entry(const dy_freader *r, const json_t *root, void *out)
 {
+    dy_node_entry *e = out;
     if (!dy_fields_read(r, root, entry_fields, N(entry_fields), e))
         return false;
     const json_t *ws = json_object_get(root, "workers");
@@ -178,11 +179,9 @@ static bool decode_entry(const dy_freader *r, const json_t *root, dy_node_entry 
 
 bool dy_node_decode(const void *value, size_t len, dy_node_entry *e, char *err, size_t errlen)
 {
-    dy_freader r = {err, errlen, ""};
     memset(e, 0, sizeof *e);
-    json_t *root = dy_fields_load(&r, "value", value, len, DY_NODE_MAX_VALUE);
-    bool ok = root && decode_entry(&r, root, e);
-    json_decref(root);
+    bool ok = dy_fields_decode("value", value, len, DY_NODE_MAX_VALUE, decode_entry, e, err,
+                               errlen);
     if (!ok)
         memset(e, 0, sizeof *e);
     return ok;
@@ -251,8 +250,9 @@ void dy_node_remove_worker(dy_node_entry *e, int i)
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
-static bool decode_req(const dy_freader *r, const json_t *root, dy_node_req *q)
+static bool decode_req(const dy_freader *r, const json_t *root, void *out)
 {
+    dy_node_req *q = out;
     if (!dy_fields_read(r, root, op_field, N(op_field), q))
         return false;
     if (q->op == DY_NODE_START)
@@ -269,12 +269,9 @@ static bool decode_req(const dy_freader *r, const json_t *root, dy_node_req *q)
 
 bool dy_node_req_decode(const void *data, size_t len, dy_node_req *q, char *err, size_t errlen)
 {
-    dy_freader r = {err, errlen, ""};
     memset(q, 0, sizeof *q);
-    json_t *root = dy_fields_load(&r, "request", data, len, DY_NODE_MAX_REQUEST);
-    bool ok = root && decode_req(&r, root, q);
-    json_decref(root);
-    return ok;
+    return dy_fields_decode("request", data, len, DY_NODE_MAX_REQUEST, decode_req, q, err,
+                            errlen);
 }
 
 int dy_node_req_encode(const dy_node_req *q, char *out, size_t cap)
@@ -294,8 +291,9 @@ int dy_node_req_encode(const dy_node_req *q, char *out, size_t cap)
 
 /* ---- answers ------------------------------------------------------------------------------ */
 
-static bool decode_answer(const dy_freader *r, const json_t *root, dy_node_answer *a)
+static bool decode_answer(const dy_freader *r, const json_t *root, void *out)
 {
+    dy_node_answer *a = out;
     if (!dy_fields_read(r, root, ok_field, N(ok_field), a))
         return false;
     if (!a->ok) {
@@ -329,10 +327,7 @@ static bool decode_answer(const dy_freader *r, const json_t *root, dy_node_answe
 bool dy_node_answer_decode(const void *data, size_t len, dy_node_answer *a, char *err,
                            size_t errlen)
 {
-    dy_freader r = {err, errlen, ""};
     memset(a, 0, sizeof *a);
-    json_t *root = dy_fields_load(&r, "answer", data, len, DY_NODE_MAX_ANSWER);
-    bool ok = root && decode_answer(&r, root, a);
-    json_decref(root);
-    return ok;
+    return dy_fields_decode("answer", data, len, DY_NODE_MAX_ANSWER, decode_answer, a, err,
+                            errlen);
 }

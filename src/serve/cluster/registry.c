@@ -148,8 +148,9 @@ static bool check_entry(const dy_freader *r, const dy_reg_entry *e)
     return true;
 }
 
-static bool decode_root(const dy_freader *r, const json_t *root, dy_reg_entry *e)
+static bool decode_root(const dy_freader *r, const json_t *root, void *out)
 {
+    dy_reg_entry *e = out;
     if (!dy_fields_read(r, root, fields, N(fields), e))
         return false;
     const json_t *load = json_object_get(root, "load");
@@ -163,13 +164,9 @@ static bool decode_root(const dy_freader *r, const json_t *root, dy_reg_entry *e
 
 bool dy_reg_decode(const void *value, size_t len, dy_reg_entry *e, char *err, size_t errlen)
 {
-    dy_freader r = {err, errlen, ""};
     memset(e, 0, sizeof *e);
-    json_t *root = dy_fields_load(&r, "value", value, len, DY_REG_MAX_VALUE);
-    if (!root)
-        return false;
-    bool ok = decode_root(&r, root, e);
-    json_decref(root);
+    bool ok = dy_fields_decode("value", value, len, DY_REG_MAX_VALUE, decode_root, e, err,
+                               errlen);
     if (!ok)
         memset(e, 0, sizeof *e);
     return ok;

@@ -6,6 +6,7 @@
 #include "serve/cluster/registry.h"
 
 #include "serve/cluster/nats_conn.h"
+#include "util/buf.h"
 #include "util/clock.h"
 
 #include <math.h>
@@ -291,21 +292,16 @@ bool dy_kv_each(kvStore *kv, double timeout_s, dy_kv_each_fn fn, void *ctx, char
 
 typedef struct {
     dy_reg_item *items;
-    int n, cap;
+    int n;
+    size_t cap;
 } item_list;
 
 /* One entry as an item: decoded, or with why it was not. */
 static bool push_item(void *ctx, const char *key, const void *value, size_t len, double age_s)
 {
     item_list *l = ctx;
-    if (l->n == l->cap) {
-        int grown = l->cap ? 2 * l->cap : 16;
-        dy_reg_item *p = realloc(l->items, (size_t)grown * sizeof *p);
-        if (!p)
-            return false;
-        l->items = p;
-        l->cap = grown;
-    }
+    if (!dy_array_reserve((void **)&l->items, &l->cap, (size_t)l->n + 1, sizeof *l->items))
+        return false;
     dy_reg_item *it = &l->items[l->n++];
     dy_reg_change kind;
     memset(it, 0, sizeof *it);
