@@ -155,6 +155,18 @@ class Checks:
             if self.on_fail:
                 self.on_fail()
 
+    def stop(self, servers):
+        """Stops the servers (None entries skipped); a bad exit status is a failure."""
+        for s in servers:
+            rc = s.stop() if s is not None else 0
+            if rc != 0:
+                self.failed += 1
+                print("FAIL: server exit status", rc)
+
+    def exit(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
 
 def run_tests(namespace, servers):
     """Runs every test_* function of a test file in name order — those taking arguments get

@@ -202,16 +202,9 @@ def main():
         if node.proc.poll() is None:
             node.proc.kill()
             node.proc.wait()
-        for s in [ref, front]:
-            if s is None:
-                continue
-            rc = s.stop()
-            if rc != 0:
-                check.failed += 1
-                print("FAIL: server exit status", rc)
+        check.stop([ref, front])
         nats.stop()
-    print(f"{check.passed} passed, {check.failed} failed")
-    sys.exit(1 if check.failed else 0)
+    check.exit()
 
 
 if __name__ == "__main__":
