@@ -273,7 +273,6 @@ void dy_nats_close(natsConnection *nc)
     natsConnection_Close(nc);
     natsConnection_Destroy(nc);
 }
-#endif
 
 void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s)
 {
@@ -285,3 +284,4 @@ void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s)
     natsSubscription_Destroy(*sub);
     *sub = NULL;
 }
+#endif
