@@ -145,7 +145,7 @@ static void check_node_refusal(const char *err)
 static void check_node(const uint8_t *data, size_t size)
 {
     char err[512] = "", buf[DY_NODE_MAX_VALUE + 1];
-    static dy_node_entry e, back;
+    dy_node_entry e, back;
     if (!dy_node_decode(data, size, &e, err, sizeof err))
         check_node_refusal(err);
     else {
@@ -170,7 +170,7 @@ static void check_node(const uint8_t *data, size_t size)
         fz_check(q2.op == q.op && q2.role == q.role && q2.threads == q.threads &&
                  q2.worker_id == q.worker_id, "the request changed: %s", buf);
     }
-    static dy_node_answer a;
+    dy_node_answer a;
     if (!dy_node_answer_decode(data, size, &a, err, sizeof err))
         check_node_refusal(err);
     else

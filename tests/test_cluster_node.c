@@ -115,7 +115,7 @@ static void test_bad_entries(void **state)
     assert_false(dy_node_decode("[1]", 3, &out, err, sizeof err));
     assert_non_null(strstr(err, "value: must be a JSON object"));
     assert_false(dy_node_decode(NULL, 0, &out, err, sizeof err));
-    static char big[DY_NODE_MAX_VALUE + 2];
+    char big[DY_NODE_MAX_VALUE + 2];
     memset(big, ' ', sizeof big);
     assert_false(dy_node_decode(big, sizeof big, &out, err, sizeof err));
     assert_non_null(strstr(err, "value: "));
@@ -211,7 +211,7 @@ static void test_requests(void **state)
     req_refused("{\"op\":\"stop\",\"worker\":\"n00000001\"}", "worker: must be a worker's key");
     req_refused("{\"op\":\"stop\",\"worker\":\"w1\"}", "worker: must be a worker's key");
     req_refused("{\"op\":\"stop\",\"op\":\"list\"}", "request: not JSON");
-    static char big[DY_NODE_MAX_REQUEST + 2];
+    char big[DY_NODE_MAX_REQUEST + 2];
     memset(big, ' ', sizeof big);
     assert_false(dy_node_req_decode(big, sizeof big, &q, err, sizeof err));
     assert_non_null(strstr(err, "request: "));
