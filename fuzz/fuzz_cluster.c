@@ -7,6 +7,10 @@
  * ("role: ...", "load.kv_used: ..."); an accepted one is in the ranges registry.h promises and
  * encodes to a value that decodes to the same entry; a key that parses is exactly what
  * dy_reg_key writes for its id; a refused URL has a message.
+ * The same bytes are also a node agent's entry, request and answer (serve/cluster/node.h),
+ * through dy_node_decode, dy_node_req_decode and dy_node_answer_decode: a refusal names a
+ * field; an accepted entry keeps its budget (cores_used, the sum of its workers' threads, at
+ * most cores) and round-trips; an accepted request round-trips to the same request.
  * The same bytes are also a NATS message carrying a frame (serve/cluster/frames.h), checked in
  * either direction as the worker and frontend links check each one they receive: an accepted
  * one holds exactly one frame of a type that travels that way; the ids that route it are read
@@ -16,6 +20,7 @@
 #include "kv/kv_pool.h"
 #include "serve/cluster/frames.h"
 #include "serve/cluster/nats_conn.h"
+#include "serve/cluster/node.h"
 #include "serve/cluster/registry.h"
 
 #include <stdlib.h>
@@ -126,9 +131,56 @@ static void check_frame(const uint8_t *data, size_t size, dy_frame_dir dir)
              "a request routes %u samples", (unsigned)n);
 }
 
+/* A refusal of the node's decoders starts with "NAME: " where NAME is a field (maybe within
+ * "workers[i]." or "node."), "value", "request" or "answer". */
+static void check_node_refusal(const char *err)
+{
+    const char *colon = strstr(err, ": ");
+    fz_check(colon && colon > err, "the refusal names no field: '%s'", err);
+    for (const char *p = err; p < colon; p++)
+        fz_check((*p >= 'a' && *p <= 'z') || *p == '_' || *p == '.' || *p == '[' || *p == ']' ||
+                 (*p >= '0' && *p <= '9'), "the refusal names no field: '%s'", err);
+}
+
+static void check_node(const uint8_t *data, size_t size)
+{
+    char err[512] = "", buf[DY_NODE_MAX_VALUE + 1];
+    dy_node_entry e, back;
+    if (!dy_node_decode(data, size, &e, err, sizeof err))
+        check_node_refusal(err);
+    else {
+        uint32_t sum = 0;
+        for (int i = 0; i < e.n_workers; i++)
+            sum += e.workers[i].threads;
+        fz_check(e.cores >= 1 && e.cores_used == sum && sum <= e.cores, "a node's budget");
+        int n = dy_node_encode(&e, buf, sizeof buf);
+        fz_check(n > 0, "an accepted node entry does not encode");
+        fz_check(dy_node_decode(buf, (size_t)n, &back, err, sizeof err), "re-encoded: %s", err);
+        fz_check(back.n_workers == e.n_workers && back.cores_used == e.cores_used &&
+                 !strcmp(back.host, e.host), "the node entry changed: %s", buf);
+    }
+    dy_node_req q, q2;
+    if (!dy_node_req_decode(data, size, &q, err, sizeof err))
+        check_node_refusal(err);
+    else {
+        int n = dy_node_req_encode(&q, buf, sizeof buf);
+        fz_check(n > 0, "an accepted request does not encode");
+        fz_check(dy_node_req_decode(buf, (size_t)n, &q2, err, sizeof err), "re-encoded: %s",
+                 err);
+        fz_check(q2.op == q.op && q2.role == q.role && q2.threads == q.threads &&
+                 q2.worker_id == q.worker_id, "the request changed: %s", buf);
+    }
+    dy_node_answer a;
+    if (!dy_node_answer_decode(data, size, &a, err, sizeof err))
+        check_node_refusal(err);
+    else
+        fz_check(a.ok || a.error[0], "a refusal without its error");
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     check_value(data, size);
+    check_node(data, size);
     check_frame(data, size, DY_TO_WORKER);
     check_frame(data, size, DY_TO_FRONTEND);
     char *s = malloc(size + 1);

@@ -232,6 +232,11 @@ REG_ENTRY = {"id": 3735928559, "incarnation": "5f0c9a", "host": "hostA", "pid": 
              "draining": False,
              "load": {"running": 2, "waiting": 0, "kv_used": 120, "kv_total": 4096}}
 
+NODE_ENTRY = {"id": 305419896, "incarnation": "5f0c9a", "host": "hostA", "pid": 4242,
+              "cores": 8, "cores_used": 5, "lease_s": 3.0,
+              "workers": [{"key": "w0a0b0c0d", "role": "agg", "threads": 2, "pid": 4250},
+                          {"key": "w00000001", "role": "decode", "threads": 3, "pid": 4251}]}
+
 
 def cluster_seeds():
     """Values as serve/cluster/registry.c writes them (the example of registry.h), a few
@@ -247,6 +252,16 @@ def cluster_seeds():
     write("cluster", "not_json", b'{"id": 1, "host": "a')
     write("cluster", "key", b"wdeadbeef")
     write("cluster", "url", b"nats://127.0.0.1:4222,nats://[::1]:4223")
+    # the node agents' (serve/cluster/node.h): an entry, requests, answers
+    write("cluster", "node", json.dumps(NODE_ENTRY))
+    write("cluster", "node_over_budget", json.dumps(dict(NODE_ENTRY, cores=2)))
+    write("cluster", "req_start", b'{"op":"start","role":"decode","threads":3}')
+    write("cluster", "req_stop", b'{"op":"stop","worker":"w0000abcd"}')
+    write("cluster", "req_list", b'{"op":"list"}')
+    write("cluster", "answer_ok", b'{"ok":true,"worker":"w0000abcd","pid":77}')
+    write("cluster", "answer_refused", b'{"ok":false,"error":"threads: 3 is more"}')
+    write("cluster", "answer_list", json.dumps({"ok": True, "key": "n12345678",
+                                                 "node": NODE_ENTRY}))
     for name, frame in wire_frames().items():  # what the links carry
         write("cluster", "frame_" + name, frame)
 

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# cli_cluster.sh DYAD SOURCE_DIR — `dyad cluster status` as an operator runs it, against a
+# cli_cluster.sh DYAD SOURCE_DIR — `dyad cluster status` (and the node agents' `dyad cluster
+# nodes|start|stop` and `dyad node`: their usage errors, an unreachable server, no agents, an
+# unknown node or worker) as an operator runs it, against a
 # nats-server with JetStream that this script starts on a free loopback port (a scratch store,
 # stopped on exit): with no workers it says so and exits 0; --json is one JSON document; a bad
 # URL exits 2 naming --cluster; a closed port, and a server that never answers, exit 1 within
@@ -27,9 +29,33 @@ expect_fail "port 0" 2 "the port must be a number from 1 to 65535" st --cluster 
 expect_fail "http URL" 2 "must be nats://HOST:PORT" st --cluster http://h:4222
 expect_fail "a list with a bad URL" 2 "'h2:4222'" st --cluster nats://h:4222,h2:4222
 expect_fail "bad timeout" 2 "--timeout" st --cluster nats://h:4222 --timeout 0
-expect_fail "unknown tool" 2 "unknown tool (status)" "$dyad" cluster stats
+expect_fail "unknown tool" 2 "unknown tool (status, nodes, start, stop)" "$dyad" cluster stats
 "$dyad" cluster status --help >"$tmp/out" && grep -q -- "--timeout" "$tmp/out" && ok ||
   bad "status --help"
+# the node agents' commands (tests/serve_node_test.py drives them against a real agent)
+expect_fail "nodes: no --cluster" 2 "--cluster: required" "$dyad" cluster nodes
+expect_fail "start: no --node" 2 "--node: required" "$dyad" cluster start --cluster nats://h:1 \
+  --role agg --threads 1
+expect_fail "start: no --role" 2 "--role: required" "$dyad" cluster start --cluster nats://h:1 \
+  --node a --threads 1
+expect_fail "start: bad role" 2 "--role" "$dyad" cluster start --cluster nats://h:1 --node a \
+  --role both --threads 1
+expect_fail "start: no --threads" 2 "--threads: required" "$dyad" cluster start \
+  --cluster nats://h:1 --node a --role agg
+expect_fail "start: 0 threads" 2 "--threads" "$dyad" cluster start --cluster nats://h:1 \
+  --node a --role agg --threads 0
+expect_fail "start: --worker is stop's" 2 "--worker" "$dyad" cluster start --cluster nats://h:1 \
+  --node a --role agg --threads 1 --worker w00000001
+expect_fail "stop: no --worker" 2 "--worker: required" "$dyad" cluster stop --cluster nats://h:1
+expect_fail "stop: bad key" 2 "'W0000000G' is not a worker's key" "$dyad" cluster stop \
+  --cluster nats://h:1 --worker W0000000G
+expect_fail "node: no --cores" 2 "--cores: required" "$dyad" node --cluster nats://h:1
+expect_fail "node: 0 cores" 2 "--cores" "$dyad" node --cluster nats://h:1 --cores 0
+expect_fail "node: bad URL" 2 "--cluster: 'h:1'" "$dyad" node --cluster h:1 --cores 1
+expect_fail "node: empty host name" 2 "--host-name" "$dyad" node --cluster nats://h:1 --cores 1 \
+  --host-name ""
+"$dyad" node --help >"$tmp/out" && grep -q -- "--kv-host" "$tmp/out" && ok || bad "node --help"
+"$dyad" cluster --help >"$tmp/out" && grep -q "nodes" "$tmp/out" && ok || bad "cluster --help"
 
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -43,6 +69,12 @@ if [ $rc -eq 2 ] && grep -q "built without NATS" "$tmp/err"; then
   else
     echo "built without NATS: dyad cluster status refuses clearly"
   fi
+  for cmd in "node --cluster nats://127.0.0.1:$closed --cores 1" \
+             "cluster nodes --cluster nats://127.0.0.1:$closed" \
+             "cluster stop --cluster nats://127.0.0.1:$closed --worker w00000001"; do
+    # shellcheck disable=SC2086
+    expect_fail "built without NATS: $cmd" 2 "built without NATS" "$dyad" $cmd
+  done
   finish
   exit
 fi
@@ -106,6 +138,24 @@ expect_fail "a silent server" 1 "cannot connect to nats://127.0.0.1:$silent: Tim
   st --cluster "nats://127.0.0.1:$silent" --timeout 1
 took_ms=$((($(date +%s%N) - start) / 1000000))
 [ "$took_ms" -lt 3000 ] && ok || bad "a silent server took $took_ms ms (--timeout 1)"
+
+# The node agents' bucket: no agents yet; an unknown node or worker is a refusal (1).
+"$dyad" cluster nodes --cluster "$url" >"$tmp/out" 2>"$tmp/err" &&
+  grep -qx "no node agents registered at $url" "$tmp/out" && ok ||
+  bad "no nodes: $(cat "$tmp/out" "$tmp/err")"
+"$dyad" cluster nodes --cluster "$url" --json >"$tmp/out" &&
+  python3 -c 'import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["bucket"] == "dyad_nodes" and d["nodes"] == [] and d["unreadable"] == [], d' \
+    "$tmp/out" && ok || bad "nodes --json: $(cat "$tmp/out")"
+expect_fail "start on no node" 1 "--node hostZ: no live node agent" "$dyad" cluster start \
+  --cluster "$url" --node hostZ --role agg --threads 1
+expect_fail "stop an unknown worker" 1 "worker w00000001: no node agent runs it" "$dyad" cluster \
+  stop --cluster "$url" --worker w00000001
+expect_fail "nodes: closed port" 1 "cannot connect to nats://127.0.0.1:$closed" "$dyad" cluster \
+  nodes --cluster "nats://127.0.0.1:$closed" --timeout 0.5
+expect_fail "node: closed port" 1 "cannot connect to nats://127.0.0.1:$closed" "$dyad" node \
+  --cluster "nats://127.0.0.1:$closed" --cores 1 --timeout 0.5
 
 nojs=$(free_port)
 start_server "$nojs"

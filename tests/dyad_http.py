@@ -134,6 +134,40 @@ def skip(why):
     sys.exit(77)
 
 
+class Checks:
+    """Named checks run in turn, for a test whose steps build on each other: each passes or
+    fails with its traceback, and on_fail (if given) then prints what helps (a log's tail).
+    check(name, fn) runs one; passed and failed count them."""
+
+    def __init__(self, on_fail=None):
+        self.passed = self.failed = 0
+        self.on_fail = on_fail
+
+    def __call__(self, name, fn):
+        try:
+            fn()
+            self.passed += 1
+            print("ok:", name)
+        except Exception:  # noqa: BLE001
+            self.failed += 1
+            print("FAIL:", name)
+            traceback.print_exc()
+            if self.on_fail:
+                self.on_fail()
+
+    def stop(self, servers):
+        """Stops the servers (None entries skipped); a bad exit status is a failure."""
+        for s in servers:
+            rc = s.stop() if s is not None else 0
+            if rc != 0:
+                self.failed += 1
+                print("FAIL: server exit status", rc)
+
+    def exit(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+
 def run_tests(namespace, servers):
     """Runs every test_* function of a test file in name order — those taking arguments get
     the first servers, those taking none start their own — then stops the servers (a

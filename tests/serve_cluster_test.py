@@ -29,7 +29,7 @@ import time
 NATS_SERVER = shutil.which("nats-server", path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dyad_http import MODEL, Server, skip  # noqa: E402
+from dyad_http import MODEL, Checks, Server, skip  # noqa: E402
 
 DYAD, SRC = sys.argv[1], sys.argv[2]
 LONG = "Once upon a time, there was a little girl named Lily. She loved to play outside. " * 6
@@ -126,19 +126,7 @@ def main():
     ref = Server(DYAD, "--workers", "1")
     front = Server(DYAD, "--cluster", nats.url, "--cluster-timeout", "20")
     workers = [Worker(nats.url, "--role", "agg") for _ in range(2)]
-    passed = failed = 0
-
-    def check(name, fn):
-        nonlocal passed, failed
-        try:
-            fn()
-            passed += 1
-            print("ok:", name)
-        except Exception:  # noqa: BLE001
-            failed += 1
-            import traceback
-            print("FAIL:", name)
-            traceback.print_exc()
+    check = Checks()
 
     def greedy_equal():
         assert workers_up(front, 2), "two cluster workers did not come up"
@@ -212,14 +200,9 @@ def main():
     finally:
         for w in workers:
             w.stop(signal.SIGKILL)
-        for s in [ref, front] + second:
-            rc = s.stop()
-            if rc != 0:
-                failed += 1
-                print("FAIL: server exit status", rc)
+        check.stop([ref, front] + second)
         nats.stop()
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+    check.exit()
 
 
 def log_of(server):

@@ -12,6 +12,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_gen_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
+int cmd_node(int argc, char **argv);         /* `dyad node`: the per-host agent (cmd_node.c) */
 int cmd_bench_xfer(int argc, char **argv);
 int cmd_bench_kv(int argc, char **argv); /* `dyad bench kv` (cmd_bench_kv.c) */
 int cmd_bench_router(int argc, char **argv);

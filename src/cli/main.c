@@ -20,7 +20,9 @@ static const char usage[] =
     "             model of this machine; `dyad sim bench`: the simulator's own speed)\n"
     "  plan       the cheapest deployment that meets a TTFT and an ITL objective for a\n"
     "             workload, sized by the balance criterion and checked by simulation\n"
-    "  cluster    cluster mode's tools (`dyad cluster status`: the workers registered in NATS)\n"
+    "  cluster    cluster mode's tools (`dyad cluster status`: the workers registered in NATS;\n"
+    "             `nodes`, `start`, `stop`: the node agents and the workers they run)\n"
+    "  node       cluster mode's per-host agent: starts and stops workers within a core budget\n"
     "\n"
     "`dyad COMMAND --help` describes each command's options.\n";
 
@@ -55,6 +57,8 @@ int main(int argc, char **argv)
         return cmd_gen_model(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench"))
         return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "node"))
+        return cmd_node(argc - 1, argv + 1);
     if (!strcmp(cmd, "worker"))
         return cmd_worker(argc - 1, argv + 1);
     if (!strcmp(cmd, "sim"))

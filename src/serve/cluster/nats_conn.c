@@ -284,7 +284,6 @@ void dy_nats_close(natsConnection *nc)
     natsConnection_Close(nc);
     natsConnection_Destroy(nc);
 }
-#endif
 
 void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s)
 {
@@ -296,3 +295,4 @@ void dy_nats_unsubscribe(natsSubscription **sub, double timeout_s)
     natsSubscription_Destroy(*sub);
     *sub = NULL;
 }
+#endif

@@ -85,6 +85,26 @@ typedef struct {
 #ifdef DYAD_HAVE_NATS
 #include <nats/nats.h>
 
+/* A bucket of cluster mode (this registry's; the node agents', serve/cluster/node.h). */
+typedef struct {
+    const char *name, *description;
+    int max_value; /* bytes of one value */
+} dy_kv_bucket;
+/* Bucket b, created if it does not exist yet (file storage, history 1, max age max_age_s; an
+ * existing bucket keeps its own). NULL with the reason in err. */
+kvStore *dy_kv_open(natsConnection *nc, const dy_kv_bucket *b, double max_age_s, char *err,
+                    size_t errlen);
+/* The bucket if it exists; NULL with the reason in err, and *missing set when it does not. */
+kvStore *dy_kv_bind(natsConnection *nc, const char *bucket, bool *missing, char *err,
+                    size_t errlen);
+/* Calls fn for every value of the bucket now (its key, its bytes, and how old it is as
+ * dy_reg_watch_age says), until fn returns false (out of memory). false with the reason in err
+ * when the server did not list them all within timeout_s. */
+typedef bool (*dy_kv_each_fn)(void *ctx, const char *key, const void *value, size_t len,
+                              double age_s);
+bool dy_kv_each(kvStore *kv, double timeout_s, dy_kv_each_fn fn, void *ctx, char *err,
+                size_t errlen);
+
 /* The bucket, created if it does not exist yet (file storage, history 1, max age max_age_s;
  * an existing bucket keeps its own). NULL with the reason in err. */
 kvStore *dy_reg_open(natsConnection *nc, double max_age_s, char *err, size_t errlen);

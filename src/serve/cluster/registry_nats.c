@@ -6,6 +6,7 @@
 #include "serve/cluster/registry.h"
 
 #include "serve/cluster/nats_conn.h"
+#include "util/buf.h"
 #include "util/clock.h"
 
 #include <math.h>
@@ -27,7 +28,8 @@ static int64_t ms_of(double s)
     return s <= 0 ? 1 : (int64_t)ceil(s * 1e3);
 }
 
-kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen)
+kvStore *dy_kv_bind(natsConnection *nc, const char *bucket, bool *missing, char *err,
+                    size_t errlen)
 {
     jsCtx *js = NULL;
     kvStore *kv = NULL;
@@ -37,16 +39,16 @@ kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen
         nats_fail(s, "JetStream", err, errlen);
         return NULL;
     }
-    s = js_KeyValue(&kv, js, DY_REG_BUCKET);
+    s = js_KeyValue(&kv, js, bucket);
     if (s == NATS_NOT_FOUND)
         *missing = true;
     if (s == NATS_NOT_FOUND)
-        snprintf(err, errlen, "the bucket " DY_REG_BUCKET " does not exist yet");
+        snprintf(err, errlen, "the bucket %s does not exist yet", bucket);
     else if (s != NATS_OK) {
         char why[256];
         dy_nats_reason(s, why, sizeof why);
         /* A server without JetStream has nobody answering its API subjects. */
-        snprintf(err, errlen, "the bucket " DY_REG_BUCKET ": %s%s", why,
+        snprintf(err, errlen, "the bucket %s: %s%s", bucket, why,
                  s == NATS_NO_RESPONDERS || s == NATS_TIMEOUT
                      ? " (is JetStream on? nats-server -js)" : "");
     }
@@ -54,7 +56,13 @@ kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen
     return s == NATS_OK ? kv : NULL;
 }
 
-static natsStatus create_bucket(natsConnection *nc, double max_age_s, kvStore **kv)
+kvStore *dy_reg_bind(natsConnection *nc, bool *missing, char *err, size_t errlen)
+{
+    return dy_kv_bind(nc, DY_REG_BUCKET, missing, err, errlen);
+}
+
+static natsStatus create_bucket(natsConnection *nc, const dy_kv_bucket *b, double max_age_s,
+                                kvStore **kv)
 {
     jsCtx *js = NULL;
     natsStatus s = natsConnection_JetStream(&js, nc, NULL);
@@ -62,35 +70,46 @@ static natsStatus create_bucket(natsConnection *nc, double max_age_s, kvStore **
         return s;
     kvConfig cfg;
     kvConfig_Init(&cfg);
-    cfg.Bucket = DY_REG_BUCKET;
-    cfg.Description = "dyad workers (docs/cluster.md)";
+    cfg.Bucket = b->name;
+    cfg.Description = b->description;
     cfg.History = 1;
     cfg.TTL = (int64_t)(max_age_s * 1e9); /* nanoseconds */
-    cfg.MaxValueSize = DY_REG_MAX_VALUE;
+    cfg.MaxValueSize = b->max_value;
     cfg.StorageType = js_FileStorage;
     s = js_CreateKeyValue(kv, js, &cfg);
     jsCtx_Destroy(js);
     return s;
 }
 
-kvStore *dy_reg_open(natsConnection *nc, double max_age_s, char *err, size_t errlen)
+kvStore *dy_kv_open(natsConnection *nc, const dy_kv_bucket *b, double max_age_s, char *err,
+                    size_t errlen)
 {
     bool missing;
-    kvStore *kv = dy_reg_bind(nc, &missing, err, errlen);
+    kvStore *kv = dy_kv_bind(nc, b->name, &missing, err, errlen);
     if (kv || !missing)
         return kv;
     if (!(max_age_s > 0)) {
         snprintf(err, errlen, "the bucket's max age must be > 0 s");
         return NULL;
     }
-    natsStatus s = create_bucket(nc, max_age_s, &kv);
+    natsStatus s = create_bucket(nc, b, max_age_s, &kv);
     if (s == NATS_OK)
         return kv;
     /* Another process may have created it since: bind to that one. */
-    kv = dy_reg_bind(nc, &missing, err, errlen);
-    if (!kv)
-        nats_fail(s, "creating the bucket " DY_REG_BUCKET, err, errlen);
+    kv = dy_kv_bind(nc, b->name, &missing, err, errlen);
+    if (!kv) {
+        char what[128];
+        snprintf(what, sizeof what, "creating the bucket %s", b->name);
+        nats_fail(s, what, err, errlen);
+    }
     return kv;
+}
+
+kvStore *dy_reg_open(natsConnection *nc, double max_age_s, char *err, size_t errlen)
+{
+    static const dy_kv_bucket workers = {DY_REG_BUCKET, "dyad workers (docs/cluster.md)",
+                                         DY_REG_MAX_VALUE};
+    return dy_kv_open(nc, &workers, max_age_s, err, errlen);
 }
 
 bool dy_reg_put(kvStore *kv, const dy_reg_entry *e, char *err, size_t errlen)
@@ -156,22 +175,22 @@ static double age_of(kvEntry *e)
     return age > 0 ? age : 0;
 }
 
-/* One entry the watch delivered: 1 with the change filled in, or -1 naming its key. */
-static int take_entry(dy_reg_watch *w, kvEntry *ke, dy_reg_change *kind, uint32_t *id,
-                      dy_reg_entry *e, char *err, size_t errlen)
+/* One value of the bucket (put, or deleted / purged): 1 with the change filled in, or -1
+ * naming its key. */
+static int take_value(const char *key, bool put, const void *value, size_t len,
+                      dy_reg_change *kind, uint32_t *id, dy_reg_entry *e, char *err,
+                      size_t errlen)
 {
-    const char *key = kvEntry_Key(ke);
     char why[256];
-    w->last_age_s = age_of(ke);
     if (!dy_reg_parse_key(key, id)) {
         snprintf(err, errlen, "%s: not a worker's key (w and 8 hex digits)", key);
         return -1;
     }
-    if (kvEntry_Operation(ke) != kvOp_Put) { /* deleted or purged */
+    if (!put) {
         *kind = DY_REG_GONE;
         return 1;
     }
-    if (!dy_reg_decode(kvEntry_Value(ke), (size_t)kvEntry_ValueLen(ke), e, why, sizeof why)) {
+    if (!dy_reg_decode(value, len, e, why, sizeof why)) {
         snprintf(err, errlen, "%s: %s", key, why);
         return -1;
     }
@@ -181,6 +200,15 @@ static int take_entry(dy_reg_watch *w, kvEntry *ke, dy_reg_change *kind, uint32_
     }
     *kind = DY_REG_PUT;
     return 1;
+}
+
+/* One entry the watch delivered: 1 with the change filled in, or -1 naming its key. */
+static int take_entry(dy_reg_watch *w, kvEntry *ke, dy_reg_change *kind, uint32_t *id,
+                      dy_reg_entry *e, char *err, size_t errlen)
+{
+    w->last_age_s = age_of(ke);
+    return take_value(kvEntry_Key(ke), kvEntry_Operation(ke) == kvOp_Put, kvEntry_Value(ke),
+                      (size_t)kvEntry_ValueLen(ke), kind, id, e, err, errlen);
 }
 
 int dy_reg_watch_next(dy_reg_watch *w, double timeout_s, dy_reg_change *kind, uint32_t *id,
@@ -233,70 +261,73 @@ void dy_reg_watch_stop(dy_reg_watch *w)
 
 /* ---- listing ------------------------------------------------------------------------------ */
 
+bool dy_kv_each(kvStore *kv, double timeout_s, dy_kv_each_fn fn, void *ctx, char *err,
+                size_t errlen)
+{
+    dy_reg_watch *w = watch_start(kv, true, err, errlen);
+    if (!w)
+        return false;
+    double deadline = dy_now() + timeout_s;
+    bool ok = true;
+    for (;;) {
+        kvEntry *ke = NULL;
+        natsStatus s = kvWatcher_Next(&ke, w->w, ms_of(deadline - dy_now()));
+        if (s != NATS_OK) {
+            ok = nats_fail(s, "listing the bucket", err, errlen);
+            break;
+        }
+        if (!ke) /* the end of the current values */
+            break;
+        ok = fn(ctx, kvEntry_Key(ke), kvEntry_Value(ke), (size_t)kvEntry_ValueLen(ke),
+                age_of(ke));
+        kvEntry_Destroy(ke);
+        if (!ok) {
+            snprintf(err, errlen, "out of memory");
+            break;
+        }
+    }
+    dy_reg_watch_stop(w);
+    return ok;
+}
+
+typedef struct {
+    dy_reg_item *items;
+    int n;
+    size_t cap;
+} item_list;
+
+/* One entry as an item: decoded, or with why it was not. */
+static bool push_item(void *ctx, const char *key, const void *value, size_t len, double age_s)
+{
+    item_list *l = ctx;
+    if (!dy_array_reserve((void **)&l->items, &l->cap, (size_t)l->n + 1, sizeof *l->items))
+        return false;
+    dy_reg_item *it = &l->items[l->n++];
+    dy_reg_change kind;
+    memset(it, 0, sizeof *it);
+    snprintf(it->key, sizeof it->key, "%s", key);
+    it->ok = take_value(key, true, value, len, &kind, &it->id, &it->e, it->why,
+                        sizeof it->why) == 1;
+    it->age_s = age_s;
+    return true;
+}
+
 static int by_key(const void *a, const void *b)
 {
     return strcmp(((const dy_reg_item *)a)->key, ((const dy_reg_item *)b)->key);
 }
 
-/* Appends one item to *items (*n of them, room for *cap). */
-static bool push(dy_reg_item **items, int *n, int *cap, const dy_reg_item *it)
-{
-    if (*n == *cap) {
-        int grown = *cap ? 2 * *cap : 16;
-        dy_reg_item *p = realloc(*items, (size_t)grown * sizeof *p);
-        if (!p)
-            return false;
-        *items = p;
-        *cap = grown;
-    }
-    (*items)[(*n)++] = *it;
-    return true;
-}
-
-/* The entry the watch delivered as an item: decoded, or with why it was not. */
-static void item_of(dy_reg_watch *w, kvEntry *ke, dy_reg_item *it)
-{
-    dy_reg_change kind;
-    memset(it, 0, sizeof *it);
-    snprintf(it->key, sizeof it->key, "%s", kvEntry_Key(ke));
-    it->ok = take_entry(w, ke, &kind, &it->id, &it->e, it->why, sizeof it->why) == 1;
-    it->age_s = w->last_age_s;
-}
-
 dy_reg_item *dy_reg_list(kvStore *kv, double timeout_s, int *n, char *err, size_t errlen)
 {
-    dy_reg_watch *w = watch_start(kv, true, err, errlen);
-    if (!w)
-        return NULL;
-    dy_reg_item *items = NULL;
-    int cap = 0;
+    item_list l = {0};
     *n = 0;
-    double deadline = dy_now() + timeout_s;
-    bool ok = true;
-    while (ok) {
-        kvEntry *ke = NULL;
-        natsStatus s = kvWatcher_Next(&ke, w->w, ms_of(deadline - dy_now()));
-        if (s != NATS_OK) {
-            ok = nats_fail(s, "listing " DY_REG_BUCKET, err, errlen);
-            break;
-        }
-        if (!ke) /* the end of the current values */
-            break;
-        dy_reg_item it;
-        item_of(w, ke, &it);
-        kvEntry_Destroy(ke);
-        if (!push(&items, n, &cap, &it)) {
-            snprintf(err, errlen, "out of memory");
-            ok = false;
-        }
-    }
-    dy_reg_watch_stop(w);
-    if (!ok) {
-        free(items);
+    if (!dy_kv_each(kv, timeout_s, push_item, &l, err, errlen)) {
+        free(l.items);
         return NULL;
     }
-    if (*n > 1)
-        qsort(items, (size_t)*n, sizeof *items, by_key);
-    return items ? items : calloc(1, sizeof *items); /* an empty list is not a failure */
+    if (l.n > 1)
+        qsort(l.items, (size_t)l.n, sizeof *l.items, by_key);
+    *n = l.n;
+    return l.items ? l.items : calloc(1, sizeof *l.items); /* an empty list is not a failure */
 }
 #endif

@@ -7,6 +7,7 @@
 #include "serve/cluster/worker_link.h"
 
 #include "serve/cluster/frames.h"
+#include "serve/cluster/ids.h"
 #include "serve/cluster/nats_conn.h"
 #include "serve/cluster/registry.h"
 #include "serve/wire/wire.h"
@@ -21,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -388,26 +388,6 @@ static void *signals_main(void *arg)
 
 /* ---------------------------------------------------------------- setup */
 
-static uint32_t random_id(void)
-{
-    uint32_t v = 0;
-    while (v == 0)
-        if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v)
-            v = (uint32_t)getpid() ^ (uint32_t)(dy_now() * 1e6);
-    return v & 0x7fffffffu; /* the worker loop keeps it in an int */
-}
-
-static void random_hex(char *out, size_t cap)
-{
-    uint8_t b[16];
-    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b)
-        for (size_t i = 0; i < sizeof b; i++)
-            b[i] = (uint8_t)(random_id() >> 3);
-    size_t k = 0;
-    for (size_t i = 0; i < sizeof b && k + 3 <= cap; i++)
-        k += (size_t)snprintf(out + k, cap - k, "%02x", b[i]);
-}
-
 static void base_name(const char *path, char *out, size_t cap)
 {
     const char *s = strrchr(path, '/');
@@ -419,7 +399,7 @@ static void fill_entry(wlink *l)
     const dy_worker_config *c = l->cfg;
     dy_reg_entry *e = &l->entry;
     e->id = (uint32_t)c->worker_id;
-    random_hex(e->incarnation, sizeof e->incarnation);
+    dy_cluster_random_hex(e->incarnation, sizeof e->incarnation);
     if (c->cluster_host)
         snprintf(e->host, sizeof e->host, "%s", c->cluster_host);
     else if (gethostname(e->host, sizeof e->host) != 0)
@@ -495,7 +475,7 @@ int dy_cluster_worker_run(dy_worker_config *c)
         return 2;
     }
     if (c->worker_id == 0)
-        c->worker_id = (int)random_id();
+        c->worker_id = (int)dy_cluster_random_id();
     wlink l = {.cfg = c, .fd = -1};
     dy_reg_key((uint32_t)c->worker_id, l.key);
     snprintf(l.subj_in, sizeof l.subj_in, "dyad.w.%s.in", l.key);

@@ -6,6 +6,7 @@
 #include "serve/front/fleet_impl.h"
 #include "serve/wire/wire_io.h"
 #include "util/clock.h"
+#include "util/spawn.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -69,29 +69,11 @@ int dy_fleet_spawn(dy_fleet *w, slot *s, char *err, size_t errlen)
         close(sv[1]);
         return -1;
     }
-    pid_t parent = getpid();
-    pid_t pid = fork();
+    pid_t pid = dy_spawn(prog, argv, sv[1], err, errlen);
     if (pid < 0) {
-        snprintf(err, errlen, "fork: %s", strerror(errno));
         close(sv[0]);
         close(sv[1]);
         return -1;
-    }
-    if (pid == 0) {
-        /* Only async-signal-safe calls between fork and exec. The frontend blocks SIGINT and
-         * SIGTERM (it takes them with sigwait) and ignores SIGPIPE; a signal mask and ignored
-         * signals survive exec, so the worker gets the defaults back first — otherwise the
-         * parent-death SIGTERM below could never end an orphaned worker. */
-        sigset_t none;
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        signal(SIGPIPE, SIG_DFL);
-        prctl(PR_SET_PDEATHSIG, SIGTERM);
-        if (getppid() != parent) /* the frontend died before prctl took effect */
-            _exit(1);
-        fcntl(sv[1], F_SETFD, 0);
-        execvp(prog, argv);
-        _exit(127);
     }
     close(sv[1]);
     s->pid = pid;

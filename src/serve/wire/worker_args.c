@@ -99,7 +99,7 @@ static int describe(dy_worker_config *c, worker_opt *out, int *n_spawned)
           .help = "connected socket to the frontend", .min = 0, .max = 1 << 20, .def = -1,
           .shown_default = ""}, NULL},
         {{.name = "id", .kind = DY_OPT_INT, .dst = &c->worker_id, .meta = "N",
-          .help = "worker id (for logs and metrics)", .min = 0, .max = 1 << 20,
+          .help = "worker id (for logs and metrics)", .min = 0, .max = DY_WORKER_ID_MAX,
           .shown_default = ""}, NULL},
         {{.name = "role", .kind = DY_OPT_ENUM, .dst = &c->role, .meta = "R",
           .help = "agg (prefill and decode), prefill, or decode", .names = role_names,

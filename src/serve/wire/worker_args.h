@@ -45,6 +45,9 @@ typedef struct {
     const char *cluster_host; /* the name `dyad cluster status` shows; NULL: the host name */
 } dy_worker_config;
 
+/* The largest --id (a node agent draws its workers' ids below it). */
+#define DY_WORKER_ID_MAX (1 << 20)
+
 typedef enum {
     DY_WORKER_OPTS_ALL,    /* every option of `dyad worker` */
     /* those `dyad serve` takes once for all its workers, under its names (--threads is
