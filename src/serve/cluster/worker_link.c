@@ -298,8 +298,6 @@ static bool reopen_and_put(wlink *l, const dy_reg_entry *e, char *err, size_t er
     return dy_reg_put(l->kv, e, err, errlen);
 }
 
-static void random_hex(char *out, size_t cap);
-
 static void *renew_main(void *arg)
 {
     wlink *l = arg;
@@ -318,7 +316,7 @@ static void *renew_main(void *arg)
         const uint64_t now_conn = dy_nats_reconnects(l->nc);
         if (now_conn != conn) {
             conn = now_conn;
-            random_hex(l->entry.incarnation, sizeof l->entry.incarnation);
+            dy_cluster_random_hex(l->entry.incarnation, sizeof l->entry.incarnation);
             fprintf(stderr, "dyad worker %s: reconnected to NATS: registering again as a new "
                     "incarnation (frames sent to it meanwhile may be lost)\n", l->key);
         }
