@@ -129,28 +129,20 @@ static void on_inbox(natsConnection *nc, natsSubscription *sub, natsMsg *msg, vo
 
 /* ---------------------------------------------------------------- the fleet → NATS */
 
+static void publish_to_worker(void *arg, dy_msg_type t, const uint8_t *frame, size_t len)
+{
+    (void)t;
+    member *m = arg;
+    natsConnection_PublishRequest(m->link->nc, m->subj_in, m->inbox, frame, (int)len);
+}
+
+/* Until the fleet's end of the socket closes (the worker's stay ended). */
 static void *pump_main(void *arg)
 {
     member *m = arg;
     dy_front_link *l = m->link;
-    dy_conn conn;
-    dy_conn_init(&conn, m->fd);
-    for (;;) {
-        long n = dy_conn_fill(&conn);
-        if (n <= 0)
-            break;
-        dy_msg_type t;
-        const uint8_t *p;
-        uint32_t len;
-        char err[256];
-        dy_conn_result k;
-        while ((k = dy_conn_next(&conn, &t, &p, &len, err, sizeof err)) == DY_CONN_FRAME)
-            natsConnection_PublishRequest(l->nc, m->subj_in, m->inbox, p - DY_WIRE_HEADER,
-                                          (int)(DY_WIRE_HEADER + len));
-        if (k == DY_CONN_CORRUPT)
-            break;
-    }
-    dy_conn_free(&conn);
+    char err[256];
+    dy_conn_pump(m->fd, publish_to_worker, m, err, sizeof err); /* the fleet's own frames */
     pthread_mutex_lock(&l->mu);
     m->pump_ended = true;
     pthread_mutex_unlock(&l->mu);

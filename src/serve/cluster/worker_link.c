@@ -235,8 +235,9 @@ static void publish_routed(wlink *l, dy_msg_type t, const uint8_t *frame, size_t
         log_drop(l, k, "an answer", "no frontend sent its sequence");
 }
 
-static void pump_frame(wlink *l, dy_msg_type t, const uint8_t *frame, size_t len)
+static void pump_frame(void *arg, dy_msg_type t, const uint8_t *frame, size_t len)
 {
+    wlink *l = arg;
     switch (t) {
     case DY_MSG_TOKEN: case DY_MSG_DONE: case DY_MSG_KV_ALLOC: case DY_MSG_PREFILL_DONE:
         publish_routed(l, t, frame, len);
@@ -257,25 +258,9 @@ static void pump_frame(wlink *l, dy_msg_type t, const uint8_t *frame, size_t len
 static void *pump_main(void *arg)
 {
     wlink *l = arg;
-    dy_conn conn;
-    dy_conn_init(&conn, l->fd);
-    for (;;) {
-        long n = dy_conn_fill(&conn);
-        if (n <= 0)
-            break;
-        dy_msg_type t;
-        const uint8_t *p;
-        uint32_t len;
-        char err[256];
-        dy_conn_result k;
-        while ((k = dy_conn_next(&conn, &t, &p, &len, err, sizeof err)) == DY_CONN_FRAME)
-            pump_frame(l, t, p - DY_WIRE_HEADER, DY_WIRE_HEADER + (size_t)len);
-        if (k == DY_CONN_CORRUPT) {
-            fprintf(stderr, "dyad worker %s: its own frames are corrupt (%s)\n", l->key, err);
-            break;
-        }
-    }
-    dy_conn_free(&conn);
+    char err[256];
+    if (!dy_conn_pump(l->fd, pump_frame, l, err, sizeof err))
+        fprintf(stderr, "dyad worker %s: its own frames are corrupt (%s)\n", l->key, err);
     pthread_mutex_lock(&l->mu);
     l->stopping = true;
     pthread_cond_broadcast(&l->changed);

@@ -110,3 +110,20 @@ bool dy_write_all_within(int fd, const void *p, size_t n, double timeout_s)
 {
     return write_all(fd, p, n, timeout_s);
 }
+
+bool dy_conn_pump(int fd, void (*each)(void *ctx, dy_msg_type t, const uint8_t *frame, size_t len),
+                  void *ctx, char *err, size_t errlen)
+{
+    dy_conn conn;
+    dy_conn_init(&conn, fd);
+    dy_conn_result k = DY_CONN_PARTIAL;
+    while (k != DY_CONN_CORRUPT && dy_conn_fill(&conn) > 0) {
+        dy_msg_type t;
+        const uint8_t *p;
+        uint32_t len;
+        while ((k = dy_conn_next(&conn, &t, &p, &len, err, errlen)) == DY_CONN_FRAME)
+            each(ctx, t, p - DY_WIRE_HEADER, DY_WIRE_HEADER + (size_t)len);
+    }
+    dy_conn_free(&conn);
+    return k != DY_CONN_CORRUPT;
+}

@@ -37,4 +37,10 @@ bool dy_write_all(int fd, const void *p, size_t n);
  * on a blocking fd too. */
 bool dy_write_all_within(int fd, const void *p, size_t n, double timeout_s);
 
+/* Reads whole frames off the blocking fd until its end (or an error), calling each(ctx, type,
+ * frame, len) for every frame, header included (frame[0..len)). Returns false if the stream
+ * turned out corrupt, with the reason in err; true at a plain end. */
+bool dy_conn_pump(int fd, void (*each)(void *ctx, dy_msg_type t, const uint8_t *frame, size_t len),
+                  void *ctx, char *err, size_t errlen);
+
 #endif
