@@ -44,6 +44,7 @@ void dy_front_link_stop(dy_front_link *l)
 #define REUSE_AFTER_S 30
 /* How long a worker has to answer for its HELLO. */
 #define HELLO_TIMEOUT_MS 3000
+#define HELLO_BACKOFF_MAX_S 60
 
 typedef enum { M_FREE, M_SEEN, M_ATTACHED, M_GONE } member_state;
 
@@ -55,6 +56,11 @@ typedef struct member {
     char incarnation[DY_REG_MAX_STR + 1];
     bool refused;            /* this incarnation differs from the frontend: not used */
     bool said_full;          /* "all slots are taken" was logged for this stay */
+    /* HELLOs this incarnation did not answer in a row, and when to ask again: asking waits up
+     * to HELLO_TIMEOUT_MS in the watcher, which times every lease, so a worker that keeps
+     * renewing and never answers is asked after a pause that doubles, up to HELLO_BACKOFF_MAX_S. */
+    int hello_fails;
+    double hello_retry_at;
     bool draining;
     double last_write;       /* dy_now() when its entry was last written */
     double lease_s;
@@ -169,6 +175,8 @@ static member *take(dy_front_link *l, uint32_t id, double now)
             dy_reg_key(id, m->key);
             m->incarnation[0] = 0;
             m->refused = m->draining = m->said_full = false;
+            m->hello_fails = 0;
+            m->hello_retry_at = 0;
             m->dropped = 0;
             return m;
         }
@@ -282,11 +290,18 @@ static void attach(dy_front_link *l, member *m, const dy_reg_entry *e)
     dy_msg_hello h;
     int sv[2] = {-1, -1};
     if (!ask_hello(l, m, e, &reply, &h, err, sizeof err)) {
-        fprintf(stderr, "dyad serve: worker %s on %s %s; trying again at its next renewal\n",
-                m->key, e->host, err);
+        double pause = 1;
+        for (int k = 0; k < m->hello_fails && pause < HELLO_BACKOFF_MAX_S; k++)
+            pause *= 2;
+        pause = pause < HELLO_BACKOFF_MAX_S ? pause : HELLO_BACKOFF_MAX_S;
+        m->hello_fails++;
+        m->hello_retry_at = dy_now() + pause;
+        fprintf(stderr, "dyad serve: worker %s on %s %s; asking again in %.0f s\n", m->key,
+                e->host, err, pause);
         natsMsg_Destroy(reply);
         return;
     }
+    m->hello_fails = 0;
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0 ||
         !dy_write_all(sv[1], natsMsg_GetData(reply), (size_t)natsMsg_GetDataLength(reply))) {
         fprintf(stderr, "dyad serve: worker %s: socketpair: %s\n", m->key, strerror(errno));
@@ -345,6 +360,8 @@ static void on_put(dy_front_link *l, const dy_reg_entry *e, double now, double w
         m->state = M_SEEN;
         m->refused = m->draining = false;
         m->dropped = 0;
+        m->hello_fails = 0;
+        m->hello_retry_at = 0;
     }
     if (m && m->state == M_GONE)
         m->state = M_SEEN; /* came back (a partition healed): a new stay */
@@ -362,7 +379,7 @@ static void on_put(dy_front_link *l, const dy_reg_entry *e, double now, double w
         m->draining = e->draining;
         return;
     }
-    if (!m->refused && !e->draining)
+    if (!m->refused && !e->draining && now >= m->hello_retry_at)
         attach(l, m, e);
 }
 
